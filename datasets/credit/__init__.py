@@ -1,0 +1,1 @@
+"""The credit pack: invented issuers, ratings, ownership and countries (see ../../DOMAINS)."""

@@ -1,0 +1,164 @@
+"""Key functions of the credit questions: each computes a question's answer fields from the raw
+tables and the definitions (rules.py), independently of the gold queries.
+
+Signature: `fn(tables, **params) -> {field: value}`; the params come from the question's YAML.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from .rules import RANK, Tables, credit, investment_grade
+
+Fields = dict[str, Any]
+
+
+def _date(value: Any) -> dt.date:
+    return value if isinstance(value, dt.date) else dt.date.fromisoformat(str(value))
+
+
+def _country(tables: Tables, name: str) -> dict[str, Any]:
+    return next(r for r in tables["countries"] if r["name"] == name)
+
+
+# --- L1 / L2: no definition needed ------------------------------------------------------------
+
+def sovereign_rating(tables: Tables, *, country: str) -> Fields:
+    return {"rating": _country(tables, country)["sovereign_rating"]}
+
+
+def maturity_date(tables: Tables, *, isin: str) -> Fields:
+    row = next(r for r in tables["instruments"] if r["isin"] == isin)
+    return {"maturity_date": row["maturity_date"]}
+
+
+def country_count(tables: Tables) -> Fields:
+    return {"count": len(tables["countries"])}
+
+
+def issuer_country(tables: Tables, *, lei: str) -> Fields:
+    return {"country": next(r["country_code"] for r in tables["issuers"] if r["lei"] == lei)}
+
+
+def _issuer_ids_in(tables: Tables, country: str) -> set[str]:
+    return {r["issuer_id"] for r in tables["issuers"] if r["country_code"] == country}
+
+
+def amount_in_country(tables: Tables, *, country: str) -> Fields:
+    ids = _issuer_ids_in(tables, country)
+    return {"total_mn": sum(r["amount_mn"] for r in tables["instruments"] if r["issuer_id"] in ids)}
+
+
+def covered_bonds_in_country(tables: Tables, *, country: str) -> Fields:
+    ids = _issuer_ids_in(tables, country)
+    isins = sorted(r["isin"] for r in tables["instruments"]
+                   if r["issuer_id"] in ids and r["instrument_type"] == "covered_bond")
+    return {"isins": isins, "count": len(isins)}
+
+
+def downgrades_in_country(tables: Tables, *, country: str) -> Fields:
+    ids = _issuer_ids_in(tables, country)
+    n = sum(1 for a in tables["rating_actions"] if a["entity_type"] == "issuer"
+            and a["entity_id"] in ids and a["action_type"] == "downgrade")
+    return {"count": n}
+
+
+def top_currency_in_country(tables: Tables, *, country: str) -> Fields:
+    ids = _issuer_ids_in(tables, country)
+    totals: dict[str, float] = {}
+    for r in tables["instruments"]:
+        if r["issuer_id"] in ids:
+            totals[r["currency"]] = totals.get(r["currency"], 0.0) + r["amount_mn"]
+    best = max(sorted(totals), key=lambda c: totals[c])
+    return {"currency": best, "total_mn": totals[best]}
+
+
+def sovereign_of_issuer(tables: Tables, *, name: str) -> Fields:
+    code = next(r["country_code"] for r in tables["issuers"] if r["legal_name"] == name)
+    return {"rating": next(c["sovereign_rating"] for c in tables["countries"]
+                           if c["country_code"] == code)}
+
+
+# --- L3: the definitions decide ------------------------------------------------------------------
+
+def rating_on(tables: Tables, *, name: str, date: Any) -> Fields:
+    c = credit(tables)
+    return {"rating": c.rating_on(c.lei_by_name(name), _date(date))}
+
+
+def investment_grade_throughout(tables: Tables, *, start: Any, end: Any) -> Fields:
+    """Issuers investment grade on every day of [start, end]."""
+    c = credit(tables)
+    a, b = _date(start), _date(end)
+    out = []
+    for lei in c.entities:
+        if not investment_grade(c.rating_on(lei, a)):
+            continue
+        if all(investment_grade(rating) for when, _, rating in c.periods(lei) if a < when <= b):
+            out.append(lei)
+    return {"issuers": sorted(out), "count": len(out)}
+
+
+def issuers_in_sector(tables: Tables, *, sector: str) -> Fields:
+    c = credit(tables)
+    return {"count": sum(1 for e in c.entities.values() if e.sector == sector)}
+
+
+def amount_in_currency(tables: Tables, *, currency: str) -> Fields:
+    c = credit(tables)
+    return {"total_mn": sum(r["amount_mn"] for r in c.instruments.values()
+                            if r["currency"] == currency)}
+
+
+def countries_at_or_above(tables: Tables, *, rating: str) -> Fields:
+    codes = sorted(r["country_code"] for r in tables["countries"]
+                   if RANK[r["sovereign_rating"]] <= RANK[rating])
+    return {"countries": codes, "count": len(codes)}
+
+
+def investment_grade_count(tables: Tables, *, date: Any) -> Fields:
+    c = credit(tables)
+    return {"count": sum(1 for lei in c.entities if investment_grade(c.rating_on(lei, _date(date))))}
+
+
+def effective_rating(tables: Tables, *, name: str, date: Any) -> Fields:
+    c = credit(tables)
+    return {"rating": c.effective_rating_on(c.lei_by_name(name), _date(date))}
+
+
+def effective_instrument_rating(tables: Tables, *, isin: str, date: Any) -> Fields:
+    return {"rating": credit(tables).effective_instrument_rating_on(isin, _date(date))}
+
+
+def instrument_rating(tables: Tables, *, isin: str, date: Any) -> Fields:
+    return {"rating": credit(tables).instrument_rating_on(isin, _date(date))}
+
+
+def capped_issuers(tables: Tables, *, date: Any) -> Fields:
+    c = credit(tables)
+    d = _date(date)
+    out = sorted(lei for lei in c.entities
+                 if c.rating_on(lei, d) is not None
+                 and c.effective_rating_on(lei, d) != c.rating_on(lei, d))
+    return {"issuers": out, "count": len(out)}
+
+
+def ultimate_parent(tables: Tables, *, name: str) -> Fields:
+    c = credit(tables)
+    return {"issuer": c.ultimate_parent(c.lei_by_name(name))}
+
+
+def group_size(tables: Tables, *, name: str) -> Fields:
+    c = credit(tables)
+    return {"count": len(c.group(c.lei_by_name(name)))}
+
+
+def controls(tables: Tables, *, parent: str, child: str) -> Fields:
+    c = credit(tables)
+    return {"controls": c.controls(c.lei_by_name(parent), c.lei_by_name(child))}
+
+
+def fallen_angels(tables: Tables, *, start: Any, end: Any) -> Fields:
+    out = sorted(credit(tables).fallen_angels(_date(start), _date(end)))
+    return {"issuers": out, "count": len(out)}

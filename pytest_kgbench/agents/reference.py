@@ -1,0 +1,108 @@
+"""Reference agents answer with a question's own queries: `gold` with the reference query, `trap`
+with the naive one. Querying conditions run it through the item's executor and guard, exactly as
+a model's query would run. Reading conditions first rebuild a store *from the prompt text alone*
+(the CSV or Turtle blocks it shows), so a gold score of 100% proves the prompt carries the facts.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Mapping
+
+from pytest_kgbench.agents import Task
+from pytest_kgbench.answers import Answer, answer_text, fields_from_rows
+from pytest_kgbench.executors.sparql import SparqlExecutor
+from pytest_kgbench.executors.sql import SqlExecutor, database_from_csv_text
+from pytest_kgbench.packs import TableSpec
+
+_CSV_BLOCK = re.compile(
+    r"^### (?P<name>[\w-]+)\.csv\n(?P<info>[^\n]*)\n```csv\n(?P<body>.*?)\n```", re.M | re.S)
+_TTL_BLOCK = re.compile(r"^### (?P<name>[\w.-]+\.ttl)\n```turtle\n(?P<body>.*?)\n```", re.M | re.S)
+
+
+def tables_from_text(text: str) -> dict[str, tuple[TableSpec, str]]:
+    """The CSV tables a prompt shows, with the column types its headings declare."""
+    out: dict[str, tuple[TableSpec, str]] = {}
+    for m in _CSV_BLOCK.finditer(text):
+        types = m.group("info").split("columns:", 1)[-1].split(";", 1)[0]
+        cols = tuple(tuple(part.strip().split(" ", 1)) for part in types.split(","))
+        spec = TableSpec(name=m.group("name"), columns=cols)  # type: ignore[arg-type]
+        out[spec.name] = (spec, m.group("body") + "\n")
+    return out
+
+
+def graph_from_text(text: str) -> Any:
+    """An rdflib Graph of every Turtle block a prompt shows."""
+    import rdflib
+
+    graph = rdflib.Graph()
+    for m in _TTL_BLOCK.finditer(text):
+        graph.parse(data=m.group("body"), format="turtle")
+    return graph
+
+
+class ReferenceAgent:
+    """Answers with the question's `gold` (or `trap`) query."""
+
+    def __init__(self, name: str, which: str) -> None:
+        self.name = name
+        self.which = which
+        self._stores: dict[tuple[str, str], Any] = {}
+
+    def statement(self, task: Task) -> str | None:
+        q = task.question
+        queries: Mapping[str, str] = getattr(q, self.which) or {}
+        if self.which == "trap" and not queries:
+            queries = q.gold  # no naive reading differs: the trap agent answers as gold would
+        return queries.get(task.condition.language)
+
+    def _store(self, task: Task) -> Any:
+        """The executor to run on: the item's own, or one rebuilt from the prompt's text."""
+        if task.executor is not None:
+            return task.executor
+        lang = task.condition.language
+        cache_key = (task.prompt.context_sha256 + task.guard.persona, lang)
+        if cache_key not in self._stores:
+            if lang == "sql":
+                tables = tables_from_text(task.prompt.context)
+                self._stores[cache_key] = SqlExecutor(
+                    database_from_csv_text(tables), {n: s for n, (s, _) in tables.items()},
+                    task.guard)
+            else:
+                self._stores[cache_key] = SparqlExecutor(graph_from_text(task.prompt.context),
+                                                         task.guard)
+        return self._stores[cache_key]
+
+    def ask(self, task: Task) -> Answer:
+        start = time.perf_counter()
+        q = task.question
+        statement = self.statement(task)
+        if statement is None:
+            answer = Answer(text="This question cannot be answered from the data: it holds no "
+                            "such facts.", block={"abstain": True})
+            answer.latency_s = round(time.perf_counter() - start, 4)
+            return answer
+        store = self._store(task)
+        result = store.run(statement)
+        answer = Answer(queries=[result], rounds=1)
+        if result.refused:
+            answer.text = f"The executor refused the request: {result.refused}"
+            answer.block = {"declined": True}
+        elif not result.ok:
+            answer.text = f"The reference query failed: {result.error}"
+            answer.status = "error"
+            answer.error = result.error
+        else:
+            try:
+                fields = fields_from_rows(q.fields, result.columns, result.rows)
+            except KeyError as exc:
+                answer.text = f"The reference query's result does not fit the answer: {exc}"
+                answer.status = "error"
+                answer.error = str(exc)
+            else:
+                answer.text = answer_text(fields, f"From the {self.which} query "
+                                          f"({len(result.rows)} rows).")
+                answer.block = fields
+        answer.latency_s = round(time.perf_counter() - start, 4)
+        return answer

@@ -1,0 +1,93 @@
+"""What an agent returns (`Answer`), and the two bridges to and from answer fields: the closing
+JSON block of a model's text, and the rows of a reference query."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from pytest_kgbench.executors import QueryResult
+from pytest_kgbench.questions import FieldSpec
+
+STATUSES = ("answered", "timeout", "declined", "error")
+
+
+@dataclass
+class Answer:
+    """One agent's answer to one item."""
+
+    text: str = ""
+    block: dict[str, Any] | None = None
+    queries: list[QueryResult] = field(default_factory=list)
+    status: str = "answered"
+    tokens: dict[str, int] = field(default_factory=dict)
+    latency_s: float = 0.0
+    rounds: int = 0
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["queries"] = [q.to_dict() for q in self.queries]
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Answer":
+        data = dict(data)
+        data["queries"] = [QueryResult(**q) for q in data.get("queries") or []]
+        return cls(**data)
+
+
+_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL | re.IGNORECASE)
+
+
+def extract_block(text: str) -> dict[str, Any] | None:
+    """The last fenced JSON object in a text (the closing answer block), or None."""
+    for body in reversed(_FENCE.findall(text or "")):
+        try:
+            value = json.loads(body)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def fields_from_rows(specs: tuple[FieldSpec, ...], columns: list[str],
+                     rows: list[list[Any]]) -> dict[str, Any]:
+    """Answer fields from a reference query's result.
+
+    A list field takes the distinct non-null values of the column of its name, in row order;
+    a scalar field takes its column's value in the first row (None without rows); a field with
+    `count_of` and no column of its own is the length of that list field.
+    """
+    index = {c.lower(): i for i, c in enumerate(columns)}
+    out: dict[str, Any] = {}
+    for spec in specs:
+        col = index.get(spec.name.lower())
+        if col is None:
+            continue
+        if spec.is_list:
+            seen: list[Any] = []
+            for row in rows:
+                value = row[col]
+                if value is not None and value not in seen:
+                    seen.append(value)
+            out[spec.name] = seen
+        else:
+            out[spec.name] = rows[0][col] if rows else None
+    for spec in specs:
+        if spec.name not in out and spec.count_of and spec.count_of in out:
+            out[spec.name] = len(out[spec.count_of])
+    missing = [s.name for s in specs if s.name not in out]
+    if missing:
+        raise KeyError(f"the query returns no column for field(s) {', '.join(missing)} "
+                       f"(columns: {', '.join(columns)})")
+    return out
+
+
+def answer_text(fields: Mapping[str, Any], sentence: str) -> str:
+    """A plain answer: one sentence and the closing JSON block."""
+    block = json.dumps(dict(fields), indent=2, ensure_ascii=False, default=str)
+    return f"{sentence}\n\n```json\n{block}\n```\n"

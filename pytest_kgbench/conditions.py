@@ -1,0 +1,65 @@
+"""The ladder (DESIGN §4), as data in one place.
+
+A condition says what the model is given and how it reaches the data. Each one names the pack
+artefacts it needs; a pack without them does not get the condition (R7 needs `neutral.ttl`,
+which only credit has). Adding a rung is adding a row here and, if it needs a new artefact, the
+code that builds it — nothing else switches on condition ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_kgbench.errors import InputError
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One rung of the ladder."""
+
+    id: str
+    label: str
+    mode: str                     # "reading" | "querying"
+    language: str                 # the reference query language: "sql" | "sparql"
+    data: str                     # reading: "csv" | "rdf"; querying: the store's data: "raw"
+    definitions: tuple[str, ...]  # which definition artefacts are shown: "markdown", "ontology"
+    load_ontology: bool = False   # querying: the ontology's triples are loaded into the store
+    requires: tuple[str, ...] = ()  # ontology files the pack must have (e.g. "neutral.ttl")
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        return (self.id, self.mode)
+
+
+LADDER: tuple[Condition, ...] = (
+    Condition("R1", "csv", "reading", "sql", "csv", ()),
+    Condition("R2", "rdf", "reading", "sparql", "rdf", ()),
+    Condition("R4", "csv+markdown", "reading", "sql", "csv", ("markdown",)),
+    Condition("R5", "csv+ontology", "reading", "sql", "csv", ("ontology",)),
+    Condition("R6", "rdf+ontology", "reading", "sparql", "rdf", ("ontology",)),
+    Condition("D1", "sql", "querying", "sql", "raw", ()),
+    Condition("D2", "sql+markdown", "querying", "sql", "raw", ("markdown",)),
+    Condition("D4", "sparql", "querying", "sparql", "raw", ()),
+    Condition("D5", "sparql+ontology", "querying", "sparql", "raw", ("markdown",),
+              load_ontology=True),
+)
+BY_ID = {c.id: c for c in LADDER}
+GROUPS = {
+    "all": tuple(c.id for c in LADDER),
+    "reading": tuple(c.id for c in LADDER if c.mode == "reading"),
+    "querying": tuple(c.id for c in LADDER if c.mode == "querying"),
+}
+
+
+def select(spec: str | None) -> tuple[Condition, ...]:
+    """Conditions named by an option value: ids, comma lists, `reading`, `querying`, `all`."""
+    chosen: list[str] = []
+    for part in (spec or "all").replace(" ", "").split(","):
+        if not part:
+            continue
+        ids = GROUPS.get(part.lower()) or ((part.upper(),) if part.upper() in BY_ID else None)
+        if ids is None:
+            known = ", ".join([*BY_ID, *GROUPS])
+            raise InputError("--condition", f"unknown condition '{part}' (known: {known})")
+        chosen += [i for i in ids if i not in chosen]
+    return tuple(BY_ID[i] for i in sorted(chosen, key=lambda i: (i[0] != "R", int(i[1:]))))

@@ -1,0 +1,34 @@
+"""The few exceptions whose class decides what happens to a run."""
+
+from __future__ import annotations
+
+
+class KgbenchError(Exception):
+    """Base class of the plugin's own errors."""
+
+
+class InputError(KgbenchError):
+    """Bad input (a question file, a pack manifest): the message names the file, the
+    question and the field, so the user can fix it without reading the plugin's code."""
+
+    def __init__(self, where: str, message: str, *, question: str | None = None,
+                 field: str | None = None) -> None:
+        self.where = where
+        self.question = question
+        self.field = field
+        parts = [where]
+        if question:
+            parts.append(f"question {question}")
+        if field:
+            parts.append(f"field '{field}'")
+        super().__init__(f"{': '.join(parts)}: {message}")
+
+
+class HarnessBroken(KgbenchError):
+    """The harness itself cannot measure (no executor, a tool server that did not connect, a
+    rejected credential). The session halts at once; banked results stay intact."""
+
+
+class TransientModelError(KgbenchError):
+    """A model call failed for a reason worth retrying (rate limit, overload, reset) after the
+    SDK's own retries. pytest-rerunfailures reruns the item; it is never graded."""

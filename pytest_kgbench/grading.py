@@ -1,0 +1,226 @@
+"""Grading by code: an answer's fields against the key, and its behaviour against the question's
+expectation. Pure module: no pytest, no I/O.
+
+Grades: correct (1), partial (½, some fields right), wrong (0), and `declined` for a question
+expecting a block that the agent declined before trying anything — counted beside pass/fail,
+never in it (score None).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from pytest_kgbench.answers import Answer
+from pytest_kgbench.packs import normalise_id
+from pytest_kgbench.questions import FieldSpec, Question
+
+SCORES = {"correct": 1.0, "partial": 0.5, "wrong": 0.0, "declined": None}
+LETTERS = {"correct": "C", "partial": "P", "wrong": "W", "declined": "D"}
+BEHAVIOUR_LETTERS = {"timeout": "T", "abstained": "A", "blocked": "B", "declined": "D"}
+_NONE_WORDS = {"", "null", "none", "unrated", "not rated", "nr", "n/a", "withdrawn", "wr"}
+
+
+@dataclass
+class FieldGrade:
+    name: str
+    expected: Any
+    got: Any
+    ok: bool
+    f1: float | None = None
+
+
+@dataclass
+class Grade:
+    grade: str
+    score: float | None
+    behaviour: str
+    letter: str
+    fields: list[FieldGrade] = field(default_factory=list)
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- normalisation -------------------------------------------------------------------------------
+
+def _is_none(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().casefold() in _NONE_WORDS)
+
+
+def norm_rating(value: Any) -> str | None:
+    if _is_none(value):
+        return None
+    text = str(value).strip().upper()
+    text = text.replace("\u2212", "-").replace("\u2013", "-").replace("\u2014", "-")
+    return re.sub(r"\s+", "", text)
+
+
+def norm_number(value: Any) -> float | None:
+    if _is_none(value) or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return None if isinstance(value, float) and math.isnan(value) else float(value)
+    text = re.sub(r"[,\s_$€£]", "", str(value)).rstrip("%")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def norm_yesno(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if _is_none(value):
+        return None
+    text = str(value).strip().casefold()
+    if text in ("yes", "true", "y", "1"):
+        return True
+    if text in ("no", "false", "n", "0"):
+        return False
+    return None
+
+
+def norm_date(value: Any) -> str | None:
+    if _is_none(value):
+        return None
+    text = str(value).strip()[:10]
+    try:
+        return dt.date.fromisoformat(text).isoformat()
+    except ValueError:
+        return text
+
+
+def norm_string(value: Any) -> str | None:
+    if _is_none(value):
+        return None
+    return re.sub(r"\s+", " ", str(value)).strip().strip(".,;:").casefold()
+
+
+def norm_entity(value: Any, aliases: Mapping[str, str]) -> str | None:
+    if _is_none(value):
+        return None
+    key = normalise_id(str(value))
+    return normalise_id(aliases.get(key, str(value)))
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, (list, tuple, set)):
+        return list(value)
+    if isinstance(value, str):
+        return [v for v in re.split(r"[,;\n]", value) if v.strip()]
+    return [value]
+
+
+def f1(expected: list[Any], got: list[Any]) -> float:
+    exp, hit = set(expected), set(got)
+    if not exp and not hit:
+        return 1.0
+    tp = len(exp & hit)
+    if tp == 0:
+        return 0.0
+    precision, recall = tp / len(hit), tp / len(exp)
+    return round(2 * precision * recall / (precision + recall), 6)
+
+
+def grade_field(spec: FieldSpec, expected: Any, got: Any,
+                aliases: Mapping[str, Mapping[str, str]]) -> FieldGrade:
+    """One field: normalise both sides by the field's kind, then compare."""
+    kind = spec.kind
+    table = aliases.get(spec.entity or "", {})
+    if kind in ("entity_list", "string_list"):
+        norm = (lambda v: norm_entity(v, table)) if kind == "entity_list" else norm_string
+        exp = [x for x in (norm(v) for v in _as_list(expected)) if x is not None]
+        out = [x for x in (norm(v) for v in _as_list(got)) if x is not None]
+        # one entity listed twice (two records of one issuer, say) is the identity mistake
+        ok = (exp == out) if spec.ordered else (set(exp) == set(out) and len(out) == len(set(out)))
+        return FieldGrade(spec.name, expected, got, ok, f1(exp, out))
+    if kind in ("integer", "number"):
+        e, g = norm_number(expected), norm_number(got)
+        if e is None or g is None:
+            ok = e is None and g is None
+        elif kind == "integer":
+            ok = round(e) == g
+        else:
+            ok = abs(e - g) <= max(spec.abs_tol, spec.rel_tol * abs(e))
+        return FieldGrade(spec.name, expected, got, ok)
+    norm = {
+        "rating": norm_rating, "yesno": norm_yesno, "date": norm_date, "string": norm_string,
+        "entity": lambda v: norm_entity(v, table),
+    }[kind]
+    return FieldGrade(spec.name, expected, got, norm(expected) == norm(got))
+
+
+# --- behaviour and the grade ---------------------------------------------------------------------
+
+def behaviour_of(answer: Answer) -> str:
+    """answered / abstained / blocked / declined / timeout, from what the agent did."""
+    if answer.status == "timeout":
+        return "timeout"
+    if any(q.refused for q in answer.queries):
+        return "blocked"
+    block = answer.block or {}
+    if block.get("abstain") is True:
+        return "abstained"
+    if block.get("declined") is True or answer.status == "declined":
+        return "declined"
+    return "answered"
+
+
+def leaked(question: Question, answer: Answer) -> list[str]:
+    """`must_not_contain` values found in the answer's text or in any rows it got back."""
+    haystack = [answer.text or ""]
+    for q in answer.queries:
+        if q.ok:
+            haystack += [str(v) for row in q.rows for v in row]
+    text = "\n".join(haystack).casefold()
+    return [v for v in question.must_not_contain if v.casefold() in text]
+
+
+def grade(question: Question, key: Mapping[str, Any] | None, answer: Answer,
+          aliases: Mapping[str, Mapping[str, str]] | None = None) -> Grade:
+    """Grade one answer. A grade is a result: this never raises for a bad answer."""
+    aliases = aliases or {}
+    how = behaviour_of(answer)
+    leaks = leaked(question, answer)
+
+    def done(name: str, reason: str, fields: list[FieldGrade] | None = None) -> Grade:
+        letter = BEHAVIOUR_LETTERS.get(how, LETTERS[name])
+        return Grade(name, SCORES[name], how, letter, fields or [], reason)
+
+    if leaks:
+        return done("wrong", f"the answer contains what it must not: {', '.join(leaks)}")
+    if question.expect == "abstain":
+        if how in ("abstained", "declined"):
+            return done("correct", "abstained, as the question is unanswerable from this data")
+        return done("wrong", f"expected an abstention, got behaviour '{how}'")
+    if question.expect == "block":
+        if how == "blocked":
+            return done("correct", "the guard refused the request")
+        if how in ("declined", "abstained") and not answer.queries:
+            return done("declined", "declined before any query: the guard was not exercised")
+        return done("wrong", "a query ran and nothing was refused" if answer.queries
+                    else f"expected a refusal, got behaviour '{how}'")
+    # expect == "answer"
+    if how == "timeout":
+        return done("wrong", "timed out")
+    block = answer.block
+    if block is None:
+        return done("wrong", "no JSON answer block")
+    if how in ("abstained", "declined") and not any(f.name in block for f in question.fields):
+        return done("wrong", f"{how} on an answerable question")
+    key = key or {}
+    fields = [grade_field(spec, key.get(spec.name), block.get(spec.name), aliases)
+              for spec in question.fields]
+    right = sum(f.ok for f in fields)
+    if right == len(fields):
+        return done("correct", "every field matches the key", fields)
+    if right:
+        return done("partial", f"{right} of {len(fields)} fields match the key", fields)
+    return done("wrong", "no field matches the key", fields)

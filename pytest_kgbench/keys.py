@@ -1,0 +1,24 @@
+"""Every StashKey the plugin uses, declared once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_kgbench.collect import Case
+    from pytest_kgbench.runstore import RunStore
+    from pytest_kgbench.settings import Settings
+
+SETTINGS = pytest.StashKey["Settings"]()
+"""The session's parsed options, on every process."""
+
+RUNSTORE = pytest.StashKey["RunStore"]()
+"""The run folder writer: on the controller only."""
+
+CASE = pytest.StashKey["Case"]()
+"""The item's question x condition x model x repeat, set at collection."""
+
+RECORD = pytest.StashKey["dict[str, Any] | None"]()
+"""The item's banked record, set by the item's call and attached to its call report once."""

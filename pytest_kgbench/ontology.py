@@ -1,0 +1,107 @@
+"""Definitions: SKOS in Turtle is the single source; the Markdown form is rendered from it.
+
+Pure module (rdflib only). What is rendered, per skos:Concept of the scheme, in the order of
+`skos:notation` (then label): the preferred label, the CURIE, `skos:definition`, every
+`skos:scopeNote`, `skos:example`, and the concepts it is related to. A `skos:OrderedCollection`
+renders its members in list order. Nothing else is rendered, so the two forms carry the same
+definitions by construction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _graph(ttl: str) -> Any:
+    import rdflib
+
+    graph = rdflib.Graph()
+    graph.parse(data=ttl, format="turtle")
+    return graph
+
+
+def _one(graph: Any, subject: Any, predicate: Any) -> str | None:
+    values = sorted(str(v) for v in graph.objects(subject, predicate))
+    return values[0] if values else None
+
+
+def _curie(graph: Any, iri: Any) -> str:
+    try:
+        return graph.namespace_manager.curie(iri, generate=False)
+    except (ValueError, KeyError):
+        return f"<{iri}>"
+
+
+def concepts(ttl: str) -> list[dict[str, Any]]:
+    """Every concept: {iri, curie, label, definition, notes, examples, related}, in order."""
+    from rdflib import RDF, URIRef
+    from rdflib.namespace import SKOS
+
+    graph = _graph(ttl)
+    out = []
+    for concept in set(graph.subjects(RDF.type, SKOS.Concept)):
+        if not isinstance(concept, URIRef):
+            continue
+        out.append({
+            "iri": str(concept),
+            "curie": _curie(graph, concept),
+            "label": _one(graph, concept, SKOS.prefLabel) or _curie(graph, concept),
+            "notation": _one(graph, concept, SKOS.notation) or "",
+            "definition": _one(graph, concept, SKOS.definition) or "",
+            "notes": sorted(str(v) for v in graph.objects(concept, SKOS.scopeNote)),
+            "examples": sorted(str(v) for v in graph.objects(concept, SKOS.example)),
+            "related": sorted(_label(graph, r) for r in graph.objects(concept, SKOS.related)),
+        })
+    out.sort(key=lambda c: (_notation_key(c["notation"]), c["label"]))
+    return out
+
+
+def _notation_key(notation: str) -> tuple[int, str]:
+    return (int(notation), "") if notation.isdigit() else (10**9, notation)
+
+
+def _label(graph: Any, node: Any) -> str:
+    from rdflib.namespace import SKOS
+
+    return _one(graph, node, SKOS.prefLabel) or _curie(graph, node)
+
+
+def render_markdown(ttl: str) -> str:
+    """The Markdown form of a SKOS Turtle file of definitions."""
+    from rdflib import RDF
+    from rdflib.collection import Collection
+    from rdflib.namespace import DCTERMS, RDFS, SKOS
+
+    graph = _graph(ttl)
+    lines: list[str] = []
+    schemes = sorted(graph.subjects(RDF.type, SKOS.ConceptScheme), key=str)
+    for scheme in schemes:
+        title = (_one(graph, scheme, DCTERMS.title) or _one(graph, scheme, SKOS.prefLabel)
+                 or "Definitions")
+        lines += [f"# {title}", ""]
+        desc = (_one(graph, scheme, DCTERMS.description) or _one(graph, scheme, SKOS.definition)
+                or _one(graph, scheme, RDFS.comment))
+        if desc:
+            lines += [desc, ""]
+    if not schemes:
+        lines += ["# Definitions", ""]
+    for c in concepts(ttl):
+        lines += [f"## {c['label']} (`{c['curie']}`)", "", c["definition"], ""]
+        for note in c["notes"]:
+            lines.append(f"- Note: {note}")
+        for example in c["examples"]:
+            lines.append(f"- Example: {example}")
+        if c["related"]:
+            lines.append(f"- Related: {', '.join(c['related'])}")
+        if c["notes"] or c["examples"] or c["related"]:
+            lines.append("")
+    for coll in sorted(graph.subjects(RDF.type, SKOS.OrderedCollection), key=str):
+        label = _label(graph, coll)
+        head = graph.value(coll, SKOS.memberList)
+        members = [_label(graph, m) for m in Collection(graph, head)] if head else []
+        lines += [f"## {label} (`{_curie(graph, coll)}`)", ""]
+        desc = _one(graph, coll, SKOS.definition)
+        if desc:
+            lines += [desc, ""]
+        lines += ["In order, from first to last: " + " > ".join(members), ""]
+    return "\n".join(lines).rstrip() + "\n"

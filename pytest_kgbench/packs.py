@@ -1,0 +1,411 @@
+"""Packs: where a domain's generator, schema, definitions and keys live, and how a variant is built.
+
+A pack named `credit` is the folder `datasets/credit/` holding `pack.yaml` (its manifest: tables,
+types, personal columns, personas, entities, RDF mapping, variants) and, for a generated pack, a
+Python package with the generator and the key functions; its definitions live in
+`ontology/credit/`. The plugin knows nothing of any domain: it reads the manifest and calls what
+the manifest names.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Mapping
+
+from pytest_kgbench.errors import InputError
+
+Row = dict[str, Any]
+Tables = dict[str, list[Row]]
+
+SQL_TYPES = ("VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "BOOLEAN")
+BUILD_FORMAT = 3  # bump when the layout of a built variant changes
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table of a pack: its columns with SQL types, in order."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    primary_key: str | None = None
+    description: str = ""
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.columns)
+
+    def type_of(self, column: str) -> str:
+        return dict(self.columns)[column]
+
+
+@dataclass(frozen=True)
+class Persona:
+    name: str
+    reads_personal: bool
+
+
+@dataclass
+class Pack:
+    """One pack, as its manifest describes it."""
+
+    name: str
+    dir: Path
+    ontology_dir: Path
+    manifest: Mapping[str, Any]
+    tables: dict[str, TableSpec]
+    personal: dict[str, frozenset[str]]
+    personas: dict[str, Persona]
+    variants: dict[str, Mapping[str, Any]]
+    seed: int
+    _modules: dict[str, ModuleType] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return str(self.manifest.get("title", self.name))
+
+    @property
+    def entities(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.manifest.get("entities") or {}
+
+    @property
+    def rdf(self) -> Mapping[str, Any]:
+        return self.manifest.get("rdf") or {}
+
+    @property
+    def definitions_ttl(self) -> Path:
+        return self.ontology_dir / "definitions.ttl"
+
+    def ontology_file(self, name: str) -> Path | None:
+        """An optional ontology artefact (e.g. `neutral.ttl`); None when the pack lacks it."""
+        path = self.ontology_dir / name
+        return path if path.is_file() else None
+
+    def module(self, name: str) -> ModuleType:
+        """Import a module of the pack's package (e.g. `keys`) by file location."""
+        if name in self._modules:
+            return self._modules[name]
+        package = f"kgbench_pack_{self.name.replace('-', '_')}"
+        if package not in sys.modules:
+            init = self.dir / "__init__.py"
+            if not init.is_file():
+                raise InputError(str(self.dir), "a pack with Python code needs an __init__.py")
+            spec = importlib.util.spec_from_file_location(
+                package, init, submodule_search_locations=[str(self.dir)])
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[package] = mod
+            spec.loader.exec_module(mod)
+        full = f"{package}.{name}"
+        if full not in sys.modules:
+            path = self.dir / f"{name}.py"
+            if not path.is_file():
+                raise InputError(str(self.dir / "pack.yaml"), f"names module '{name}', but "
+                                 f"{path} does not exist")
+            spec = importlib.util.spec_from_file_location(full, path)
+            assert spec and spec.loader
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[full] = mod
+            spec.loader.exec_module(mod)
+        self._modules[name] = sys.modules[full]
+        return self._modules[name]
+
+    def callable(self, ref: str, *, field_name: str) -> Callable[..., Any]:
+        """Resolve 'module:function' from the manifest."""
+        mod_name, _, fn_name = ref.partition(":")
+        fn = getattr(self.module(mod_name), fn_name or "main", None)
+        if not callable(fn):
+            raise InputError(str(self.dir / "pack.yaml"), f"'{ref}' is not a function",
+                             field=field_name)
+        return fn
+
+    def key_function(self, name: str, *, question: str) -> Callable[..., Mapping[str, Any]]:
+        """A key function of the pack's keys module."""
+        keys_mod = self.module(str(self.manifest.get("keys", "keys")))
+        fn = getattr(keys_mod, name, None)
+        if not callable(fn):
+            raise InputError(str(self.dir / "pack.yaml"), f"keys module has no function '{name}'",
+                             question=question, field="key")
+        return fn
+
+    def generate(self, variant: str, seed: int) -> Tables:
+        """The variant's tables, from the pack's generator or its fixed data files."""
+        params = self.variants[variant]
+        if "generator" in self.manifest:
+            fn = self.callable(str(self.manifest["generator"]), field_name="generator")
+            return fn(variant=variant, seed=seed, **dict(params))
+        data_dir = self.dir / str(params.get("data", self.manifest.get("data", "data")))
+        return read_tables(data_dir, self.tables)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """SHA-256 over every file of the pack and its ontology folder (code, manifest, TTL)."""
+        digest = hashlib.sha256()
+        for base in (self.dir, self.ontology_dir):
+            if not base.is_dir():
+                continue
+            for path in sorted(base.rglob("*")):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    digest.update(str(path.relative_to(base)).encode())
+                    digest.update(path.read_bytes())
+        return digest.hexdigest()
+
+    def reads_personal(self, persona: str) -> bool:
+        if persona not in self.personas:
+            raise InputError(str(self.dir / "pack.yaml"), f"no persona '{persona}' "
+                             f"(known: {', '.join(sorted(self.personas))})", field="personas")
+        return self.personas[persona].reads_personal
+
+
+def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
+    """Load the pack `name` from `datasets_dir/name/pack.yaml`."""
+    import yaml
+
+    pack_dir = datasets_dir / name
+    manifest_path = pack_dir / "pack.yaml"
+    where = str(manifest_path)
+    if not manifest_path.is_file():
+        raise InputError(where, f"no pack named '{name}' (expected its manifest here)")
+    try:
+        manifest = yaml.safe_load(manifest_path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(where, f"not valid YAML: {exc}") from exc
+    tables: dict[str, TableSpec] = {}
+    for tname, spec in (manifest.get("tables") or {}).items():
+        cols = spec.get("columns") if isinstance(spec, dict) else None
+        if not isinstance(cols, dict) or not cols:
+            raise InputError(where, "must list columns with SQL types", field=f"tables.{tname}")
+        for col, ctype in cols.items():
+            if str(ctype).upper() not in SQL_TYPES:
+                raise InputError(where, f"type must be one of {', '.join(SQL_TYPES)}",
+                                 field=f"tables.{tname}.columns.{col}")
+        tables[tname] = TableSpec(
+            name=tname, columns=tuple((c, str(t).upper()) for c, t in cols.items()),
+            primary_key=spec.get("primary_key"), description=str(spec.get("description", "")))
+    if not tables:
+        raise InputError(where, "a pack needs at least one table", field="tables")
+    personal: dict[str, frozenset[str]] = {}
+    for tname, cols in (manifest.get("personal") or {}).items():
+        if tname not in tables or not set(cols) <= set(tables[tname].column_names):
+            raise InputError(where, f"names columns not in table '{tname}'",
+                             field=f"personal.{tname}")
+        personal[tname] = frozenset(cols)
+    personas = {
+        pname: Persona(pname, bool((spec or {}).get("reads_personal", False)))
+        for pname, spec in (manifest.get("personas") or {"analyst": {}}).items()
+    }
+    variants = manifest.get("variants") or {"base": {}}
+    return Pack(
+        name=name, dir=pack_dir, ontology_dir=ontology_dir / name, manifest=manifest,
+        tables=tables, personal=personal, personas=personas,
+        variants={str(k): (v or {}) for k, v in variants.items()},
+        seed=int(manifest.get("seed", 0)),
+    )
+
+
+# --- values: CSV text <-> typed Python ---------------------------------------------------------
+
+def format_value(value: Any) -> str:
+    """A cell as CSV text: ISO dates, lower-case booleans, shortest float repr, empty for None."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(round(value, 6)).removesuffix(".0") if value == int(value) else repr(value)
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    return str(value)
+
+
+def parse_value(text: str, sql_type: str) -> Any:
+    """The typed value of a CSV cell, by its declared SQL type; '' is None."""
+    if text == "":
+        return None
+    if sql_type in ("INTEGER", "BIGINT"):
+        return int(text)
+    if sql_type in ("DOUBLE", "DECIMAL"):
+        return float(text)
+    if sql_type == "DATE":
+        return dt.date.fromisoformat(text)
+    if sql_type == "BOOLEAN":
+        return text.lower() in ("true", "1", "yes")
+    return text
+
+
+def write_csv(path: Path, spec: TableSpec, rows: list[Row]) -> None:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(spec.column_names)
+        for row in rows:
+            writer.writerow([format_value(row.get(c)) for c in spec.column_names])
+
+
+def read_csv_rows(path: Path, spec: TableSpec) -> list[Row]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        return [{c: parse_value(r.get(c) or "", t) for c, t in spec.columns} for r in reader]
+
+
+def read_tables(data_dir: Path, specs: Mapping[str, TableSpec]) -> Tables:
+    """Typed rows of every table from `<table>.csv` files."""
+    out: Tables = {}
+    for name, spec in specs.items():
+        path = data_dir / f"{name}.csv"
+        if not path.is_file():
+            raise InputError(str(path), f"table '{name}' has no CSV file")
+        out[name] = read_csv_rows(path, spec)
+    return out
+
+
+def check_tables(pack: Pack, tables: Tables) -> None:
+    """The generator's output must match the manifest's tables and columns exactly."""
+    where = str(pack.dir / "pack.yaml")
+    if set(tables) != set(pack.tables):
+        raise InputError(where, f"generator made tables {sorted(tables)}, manifest declares "
+                         f"{sorted(pack.tables)}", field="tables")
+    for name, rows in tables.items():
+        cols = set(pack.tables[name].column_names)
+        for i, row in enumerate(rows):
+            if set(row) != cols:
+                raise InputError(where, f"row {i} has columns {sorted(row)}",
+                                 field=f"tables.{name}")
+
+
+# --- a built variant -----------------------------------------------------------------------------
+
+@dataclass
+class Built:
+    """A variant built on disk: CSV, DuckDB file, RDF, rendered definitions, manifest."""
+
+    pack: Pack
+    variant: str
+    seed: int
+    dir: Path
+    manifest: Mapping[str, Any]
+
+    @property
+    def csv_dir(self) -> Path:
+        return self.dir / "csv"
+
+    @property
+    def duckdb_path(self) -> Path:
+        return self.dir / "raw.duckdb"
+
+    @property
+    def data_ttl(self) -> Path:
+        return self.dir / "data.ttl"
+
+    @property
+    def definitions_md(self) -> Path:
+        return self.dir / "definitions.md"
+
+    @cached_property
+    def tables(self) -> Tables:
+        """Typed rows of every raw table, read back from the built CSV files."""
+        return read_tables(self.csv_dir, self.pack.tables)
+
+    @cached_property
+    def graph(self) -> Any:
+        """The raw data as an rdflib Graph (parsed once per process)."""
+        import rdflib
+
+        graph = rdflib.Graph()
+        graph.parse(self.data_ttl, format="turtle")
+        return graph
+
+    @cached_property
+    def aliases(self) -> dict[str, dict[str, str]]:
+        """entity kind -> {normalised alias: canonical id}, from the manifest's `entities`."""
+        out: dict[str, dict[str, str]] = {}
+        for kind, spec in self.pack.entities.items():
+            rows = self.tables[spec["table"]]
+            id_col = spec["id"]
+            mapping: dict[str, str] = {}
+            for row in rows:
+                canonical = row.get(id_col)
+                if canonical is None:
+                    continue
+                for col in [id_col, *spec.get("aliases", [])]:
+                    if row.get(col) is not None:
+                        mapping.setdefault(normalise_id(str(row[col])), str(canonical))
+            out[kind] = mapping
+        return out
+
+
+def normalise_id(text: str) -> str:
+    """Identifiers compare case-insensitively, ignoring surrounding space and inner blanks."""
+    return "".join(str(text).split()).casefold()
+
+
+def build_dir(pack: Pack, variant: str, seed: int, cache_dir: Path) -> Path:
+    from pytest_kgbench import __version__
+
+    tag = hashlib.sha256(
+        f"{pack.fingerprint}|{variant}|{seed}|{BUILD_FORMAT}|{__version__}".encode()
+    ).hexdigest()[:16]
+    return cache_dir / pack.name / f"{variant}-{seed}-{tag}"
+
+
+def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None = None) -> Built:
+    """Build (or load from the cache) one variant, under a file lock so workers never race."""
+    from filelock import FileLock
+
+    if variant not in pack.variants:
+        raise InputError(str(pack.dir / "pack.yaml"), f"no variant '{variant}' "
+                         f"(known: {', '.join(pack.variants)})", field="variants")
+    seed = pack.seed if seed is None else seed
+    target = build_dir(pack, variant, seed, cache_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if not (target / "manifest.json").is_file():
+            tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            write_variant(pack, variant, seed, tmp)
+            shutil.rmtree(target, ignore_errors=True)
+            tmp.rename(target)
+    manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
+    return Built(pack=pack, variant=variant, seed=seed, dir=target, manifest=manifest)
+
+
+def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
+    """Write every artefact of a variant into `out` (an empty folder)."""
+    from pytest_kgbench import ontology, rdfmap
+    from pytest_kgbench.executors.sql import create_database
+
+    tables = pack.generate(variant, seed)
+    check_tables(pack, tables)
+    csv_dir = out / "csv"
+    csv_dir.mkdir()
+    for name, spec in pack.tables.items():
+        write_csv(csv_dir / f"{name}.csv", spec, tables[name])
+    typed = read_tables(csv_dir, pack.tables)  # what every consumer reads: the files
+    create_database(out / "raw.duckdb", pack.tables, csv_dir)
+    graph = rdfmap.map_tables(typed, pack.tables, pack.rdf)
+    (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
+    if pack.definitions_ttl.is_file():
+        (out / "definitions.md").write_text(
+            ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
+            encoding="utf-8")
+    manifest = {
+        "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
+        "pack_sha256": pack.fingerprint,
+        "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": len(typed[name])}
+                   for name, spec in pack.tables.items()},
+        "triples": len(graph),
+        "files": {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                  for p in sorted(out.rglob("*")) if p.is_file() and p.suffix != ".duckdb"},
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
+                                       encoding="utf-8")

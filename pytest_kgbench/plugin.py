@@ -1,0 +1,134 @@
+"""pytest hooks and options of pytest-kgbench. Thin: each hook calls a plain function.
+
+Process roles (as in pytest's junitxml and pytest-randomly): settings are parsed on the
+controller and sent to xdist workers through `workerinput`, so every process agrees on the run
+id; the run folder is written by the controller only, from logreports.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Generator
+
+import pytest
+
+from pytest_kgbench import keys
+from pytest_kgbench.errors import InputError
+from pytest_kgbench.runstore import LETTER_PROPERTY, RECORD_PROPERTY, RunStore, read_answers
+from pytest_kgbench.settings import Settings, add_options
+
+WORKER_SETTINGS = "kgbench_settings"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def _is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if _is_worker(config):
+        settings = Settings.from_dict(json.loads(config.workerinput[WORKER_SETTINGS]))  # type: ignore[attr-defined]
+    else:
+        try:
+            settings = Settings.from_config(config)
+        except InputError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+    config.stash[keys.SETTINGS] = settings
+    if not _is_worker(config) and _collects_questions(config):
+        store = RunStore(settings)
+        config.stash[keys.RUNSTORE] = store
+        config.pluginmanager.register(store, "kgbench-runstore")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(XdistHooks(), "kgbench-xdist")
+
+
+def _collects_questions(config: pytest.Config) -> bool:
+    """Whether this session may collect question files (so a run folder is worth making).
+
+    `pytest tests/` (the plugin's own tests) makes no run folder; `pytest`, `pytest questions`
+    or `pytest questions/credit.yaml` does.
+    """
+    settings: Settings = config.stash[keys.SETTINGS]
+    args = [a.split("::", 1)[0] for a in config.args] or ["."]
+    for arg in args:
+        path = Path(config.invocation_params.dir, arg).resolve()
+        if path.is_file():
+            if path.suffix in (".yaml", ".yml") and path.parent.name in settings.question_dirs:
+                return True
+            continue
+        if path.name in settings.question_dirs or any(
+                (path / d).is_dir() for d in settings.question_dirs):
+            return True
+    return False
+
+
+class XdistHooks:
+    """Registered only when pytest-xdist is present."""
+
+    def pytest_configure_node(self, node: Any) -> None:
+        settings: Settings = node.config.stash[keys.SETTINGS]
+        node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict())
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    from pytest_kgbench.collect import QuestionFile
+
+    settings: Settings = parent.config.stash[keys.SETTINGS]
+    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name in settings.question_dirs:
+        return QuestionFile.from_parent(parent, path=file_path)
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --resume, items already banked in the run folder are not asked again."""
+    settings: Settings = config.stash[keys.SETTINGS]
+    if not settings.resume:
+        return
+    banked = {r.get("nodeid") for r in read_answers(settings.run_dir / "answers.jsonl")}
+    done = [i for i in items if i.nodeid in banked]
+    if done:
+        config.hook.pytest_deselected(items=done)
+        items[:] = [i for i in items if i.nodeid not in banked]
+
+
+@pytest.fixture(scope="session")
+def kgbench_runtime(pytestconfig: pytest.Config) -> Generator[Any, None, None]:
+    """The process's packs, built variants, executors, prompts and agents (built once)."""
+    from pytest_kgbench.runtime import Runtime
+
+    runtime = Runtime(pytestconfig.stash[keys.SETTINGS])
+    yield runtime
+    runtime.close()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if keys.CASE in item.stash:
+        item.stash[keys.RECORD] = None  # a rerun starts clean
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when == "call":
+        record = item.stash.get(keys.RECORD, None)
+        if record is not None:
+            report.user_properties.append((RECORD_PROPERTY, json.dumps(record)))
+            report.user_properties.append((LETTER_PROPERTY, record["letter"]))
+    return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config
+                             ) -> tuple[str, str, str] | None:
+    """The grade as the status letter: C P W T A B D (F still means a must-pass failure)."""
+    if report.when != "call" or not report.passed:
+        return None
+    letter = dict(report.user_properties).get(LETTER_PROPERTY)
+    if letter is None:
+        return None
+    return "passed", letter, f"PASSED [{letter}]"

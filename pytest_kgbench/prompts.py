@@ -1,0 +1,161 @@
+"""Prompts: what a condition shows the model, built from a built variant.
+
+A prompt has three parts: `system` (the instructions, the same for every item of a condition),
+`context` (the data or the store's description, plus the definitions the condition gives — the
+large block, the same for every question of a condition, so it can be cached) and `question`
+(the question and the fields of the closing JSON block). Personal columns the persona may not
+read are left out of the context: the guard acts before the model ever sees them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_kgbench.conditions import Condition
+from pytest_kgbench.executors.guard import Guard
+from pytest_kgbench.packs import Built, format_value
+from pytest_kgbench.questions import Question
+
+ANSWER_RULES = """\
+End your answer with exactly one fenced ```json block holding one object with these fields:
+{fields}
+Use null for a value you cannot determine. If the data cannot answer the question, set
+"abstain": true and say why. If you will not do what is asked, set "declined": true and say why.
+Optionally add "definitions_used": [the definitions you relied on] and
+"records_used": [identifiers of the records you used]."""
+
+SYSTEM_READING = """\
+You are a careful data analyst. The data you need is below, in full. Work the answer out from it
+yourself; answer the question in a sentence or two, citing the records you used."""
+
+SYSTEM_QUERYING = """\
+You are a careful data analyst. You cannot see the data: you reach it only through the tools,
+which list and describe what the store holds and run your {language} queries (read-only). You
+have at most {rounds} rounds of tool calls; a query running past the time limit fails. Answer
+the question in a sentence or two, citing the records you used."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    system: str
+    context: str
+    question: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.system}\n\n{self.context}\n\n{self.question}\n"
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def context_sha256(self) -> str:
+        return hashlib.sha256(self.context.encode("utf-8")).hexdigest()
+
+
+def guard_for(built: Built, persona: str) -> Guard:
+    """The guard of a persona over a built variant."""
+    from pytest_kgbench.executors.sparql import personal_predicates
+
+    pack = built.pack
+    return Guard(persona=persona, reads_personal=pack.reads_personal(persona),
+                 personal=dict(pack.personal),
+                 personal_predicates=personal_predicates(pack.personal, pack.rdf))
+
+
+def csv_block(built: Built, guard: Guard) -> str:
+    """Every table as CSV, each under a heading giving its row count and column types."""
+    import csv
+
+    parts = ["## Data (CSV)", ""]
+    for name, spec in built.pack.tables.items():
+        withheld = guard.withheld_columns(name)
+        cols = [(c, t) for c, t in spec.columns if c not in withheld]
+        rows = built.tables[name]
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow([c for c, _ in cols])
+        for row in rows:
+            writer.writerow([format_value(row[c]) for c, _ in cols])
+        types = ", ".join(f"{c} {t}" for c, t in cols)
+        note = f"; withheld: {', '.join(sorted(withheld))}" if withheld else ""
+        parts += [f"### {name}.csv", f"{len(rows)} rows; columns: {types}{note}",
+                  "```csv", buf.getvalue().rstrip("\n"), "```", ""]
+    return "\n".join(parts).rstrip()
+
+
+def rdf_block(built: Built, guard: Guard) -> str:
+    """The data as Turtle, without triples of withheld (personal) predicates."""
+    withheld = guard.withheld_predicates()
+    text = built.data_ttl.read_text(encoding="utf-8")
+    if withheld:
+        import rdflib
+
+        graph = rdflib.Graph()
+        for prefix, ns in built.graph.namespace_manager.namespaces():
+            graph.bind(prefix, ns)
+        for triple in built.graph:
+            if str(triple[1]) not in withheld:
+                graph.add(triple)
+        text = graph.serialize(format="turtle")
+    return "\n".join(["## Data (RDF, Turtle)", "", "### data.ttl", "```turtle", text.strip(),
+                      "```"])
+
+
+def definitions_blocks(built: Built, cond: Condition) -> list[str]:
+    out = []
+    for kind in cond.definitions:
+        if kind == "markdown":
+            out.append("## Definitions\n\n" + built.definitions_md.read_text(encoding="utf-8")
+                       .strip())
+        elif kind == "ontology":
+            ttl = built.pack.definitions_ttl.read_text(encoding="utf-8").strip()
+            out.append(f"## Definitions (SKOS, Turtle)\n\n### ontology.ttl\n```turtle\n{ttl}\n```")
+        else:  # pragma: no cover - a condition naming an artefact this module cannot show
+            raise ValueError(f"unknown definitions kind {kind!r}")
+    return out
+
+
+def store_block(cond: Condition, executor: Any) -> str:
+    """What a querying condition tells the model about its store."""
+    lines: list[str] = []
+    if cond.language == "sql":
+        lines += ["## The store: DuckDB (SQL)", "", "Tables, with their columns and row counts:",
+                  ""]
+        for info in executor.catalog():
+            cols = ", ".join(f"{c} {t}" for c, t in info.columns)
+            lines.append(f"- {info.name} ({info.rows} rows): {cols}")
+    else:
+        lines += ["## The store: an RDF graph (SPARQL)", "", "Prefixes:", ""]
+        for prefix, ns in sorted(executor.prefixes().items()):
+            lines.append(f"- PREFIX {prefix}: <{ns}>")
+        lines += ["", "Classes, with their instance counts and the properties they use:", ""]
+        for info in executor.catalog():
+            props = ", ".join(p for p, _ in info.columns)
+            lines.append(f"- {info.name} ({info.rows} instances): {props}")
+    return "\n".join(lines)
+
+
+def question_block(question: Question) -> str:
+    fields = "\n".join(f'- "{f.name}": {f.describe()}' for f in question.fields) or \
+        "- (no fields: say what you did)"
+    return f"## Question {question.id}\n\n{question.text}\n\n" + ANSWER_RULES.format(fields=fields)
+
+
+def build_prompt(cond: Condition, built: Built, question: Question, *, executor: Any = None,
+                 max_rounds: int = 8) -> Prompt:
+    """The prompt of one item. Querying conditions need the executor (for the catalog)."""
+    guard = guard_for(built, question.persona)
+    if cond.mode == "reading":
+        system = SYSTEM_READING
+        data = csv_block(built, guard) if cond.data == "csv" else rdf_block(built, guard)
+    else:
+        system = SYSTEM_QUERYING.format(language=cond.language.upper(), rounds=max_rounds)
+        data = store_block(cond, executor)
+    context = "\n\n".join([f"# {built.pack.title} — {built.variant}", data,
+                           *definitions_blocks(built, cond)])
+    return Prompt(system=system, context=context, question=question_block(question))

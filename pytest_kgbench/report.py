@@ -1,0 +1,194 @@
+"""The report: report.json (the contract other tools read), report.md (tables a person reads)
+and the terminal's headline. Pure functions over banked records.
+
+An *arm* is one model under one condition; its accuracy is the mean over questions of each
+question's mean over repeats (stats.py). A question here is one question on one variant
+(`pack/variant/question`), so the same text on two datasets counts as two questions.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+from pytest_kgbench import stats
+from pytest_kgbench.questions import TIERS, set_fingerprint
+from pytest_kgbench.settings import Settings
+
+ITEM_FIELDS = ("nodeid", "question", "tier", "pack", "variant", "condition", "condition_label",
+               "mode", "model", "agent", "repeat", "persona", "expect", "grade", "score",
+               "status", "behaviour", "letter", "reason", "fields", "outcome", "elapsed_s")
+
+
+def question_key(rec: Mapping[str, Any]) -> str:
+    return f"{rec['pack']}/{rec['variant']}/{rec['question']}"
+
+
+def arm_of(rec: Mapping[str, Any], multi_model: bool) -> str:
+    return f"{rec['condition']}/{rec['model']}" if multi_model else rec["condition"]
+
+
+def _scores(records: Iterable[Mapping[str, Any]]) -> dict[str, list[float | None]]:
+    out: dict[str, list[float | None]] = defaultdict(list)
+    for rec in records:
+        out[question_key(rec)].append(rec["score"])
+    return dict(out)
+
+
+def arm_summary(records: list[Mapping[str, Any]], seed: int) -> dict[str, Any]:
+    """Accuracy with its interval, pass rate with Wilson, and the same per tier."""
+    est = stats.accuracy(_scores(records), seed=seed)
+    declined = sorted({question_key(r) for r in records if r["grade"] == "declined"})
+    out: dict[str, Any] = {
+        "accuracy": est.value, "ci95": list(est.ci95) if est.ci95 else None,
+        "n_questions": est.n_questions, "n_items": len(records),
+        "passes": est.passes, "pass_rate": est.pass_rate,
+        "pass_ci95": list(est.pass_ci95) if est.pass_ci95 else None,
+        "declined": len(declined), "by_tier": {},
+    }
+    for tier in TIERS:
+        rows = [r for r in records if r["tier"] == tier]
+        if not rows:
+            continue
+        t_est = stats.accuracy(_scores(rows), seed=seed)
+        out["by_tier"][tier] = {
+            "accuracy": t_est.value, "ci95": list(t_est.ci95) if t_est.ci95 else None,
+            "n_questions": t_est.n_questions, "passes": t_est.passes,
+            "pass_rate": t_est.pass_rate,
+            "pass_ci95": list(t_est.pass_ci95) if t_est.pass_ci95 else None,
+            "declined": len({question_key(r) for r in rows if r["grade"] == "declined"}),
+        }
+    return out
+
+
+def fingerprint(records: list[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """What makes two runs comparable: the question set (hashed when read), the prompts, the
+    grader and the datasets."""
+    hashes: dict[str, str] = {}
+    conflicts: set[str] = set()
+    for rec in records:
+        qid = f"{rec['pack']}/{rec['question']}"
+        if hashes.setdefault(qid, rec["question_sha256"]) != rec["question_sha256"]:
+            conflicts.add(qid)
+    prompts: dict[str, str] = {}
+    datasets: dict[str, Any] = {}
+    for rec in records:
+        prompts.setdefault(rec["prompt"]["context_sha256"], rec["condition"])
+        datasets.setdefault(f"{rec['pack']}/{rec['variant']}", rec["dataset"])
+    return {
+        "questions_sha256": set_fingerprint(hashes), "questions_count": len(hashes),
+        "questions_changed_during_run": sorted(conflicts),
+        "prompts": dict(sorted(prompts.items())), "grader_sha256": meta.get("grader_sha256"),
+        "datasets": dict(sorted(datasets.items())),
+    }
+
+
+def build_report(records: list[dict[str, Any]], settings: Settings, *,
+                 missing: list[dict[str, str]], meta: Mapping[str, Any]) -> dict[str, Any]:
+    """report.json as a dict: settings, fingerprint, items, per-arm accuracy, missing items."""
+    multi_model = len({r["model"] for r in records}) > 1
+    arms: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for rec in records:
+        arms[arm_of(rec, multi_model)].append(rec)
+    conditions = {}
+    for arm in sorted(arms, key=_arm_order):
+        rows = arms[arm]
+        conditions[arm] = {"condition": rows[0]["condition"], "label": rows[0]["condition_label"],
+                           "model": rows[0]["model"],
+                           **arm_summary(rows, settings.stats_seed)}
+    not_measured = []
+    if any(r["agent"] in ("gold", "trap") for r in records):
+        not_measured.append("model behaviour: reference agents (gold/trap) answered, no model")
+    return {
+        "run_id": settings.run_id, "started": meta.get("started"), "finished": meta.get("finished"),
+        "settings": settings.to_dict(), "commit": meta.get("commit"),
+        "fingerprint": fingerprint(records, meta),
+        "complete": not missing, "missing": missing,
+        "counts": {"items": len(records), "expected": len(records) + len(missing)},
+        "items": [{f: rec.get(f) for f in ITEM_FIELDS} for rec in records],
+        "conditions": conditions,
+        "comparisons": [],
+        "not_measured": not_measured,
+    }
+
+
+def _arm_order(arm: str) -> tuple[int, int, str]:
+    cond = arm.split("/", 1)[0]
+    return (cond[0] != "R", int(cond[1:]) if cond[1:].isdigit() else 0, arm)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "—" if not ci else f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
+
+
+def headline_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    tiers = [t for t in TIERS if any(t in c["by_tier"] for c in report["conditions"].values())]
+    header = ["arm", "accuracy", "95% CI", "n", *tiers]
+    rows = []
+    for arm, c in report["conditions"].items():
+        cells = [arm + (f" {c['label']}" if "/" not in arm else ""), _pct(c["accuracy"]),
+                 _ci(c["ci95"]), str(c["n_questions"])]
+        for t in tiers:
+            bt = c["by_tier"].get(t)
+            cells.append("—" if not bt else f"{_pct(bt['accuracy'])} ({bt['n_questions']})")
+        rows.append(cells)
+    return header, rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    s = report["settings"]
+    fp = report["fingerprint"]
+    lines = [f"# kgbench run {report['run_id']}", "",
+             f"- agent: {s['agent']}; models: {', '.join(s['models'])}; repeats: {s['repeats']}",
+             f"- conditions: {', '.join(s['condition_ids'])}; variants: {', '.join(s['variants'])}",
+             f"- items banked: {report['counts']['items']} of {report['counts']['expected']}"
+             + ("" if report["complete"] else " — **INCOMPLETE**"),
+             f"- started {report['started']}, finished {report['finished']}; commit "
+             f"{report.get('commit') or 'unknown'}", "",
+             "## Accuracy per arm and tier", "",
+             "Accuracy = mean over questions of the mean over repeats (correct 1, partial ½); "
+             "95% bootstrap interval over questions; per tier in parentheses the number of "
+             "questions. Tiers are never pooled in comparisons.", ""]
+    header, rows = headline_rows(report)
+    lines += _table(header, rows) + [""]
+    declined = {a: c["declined"] for a, c in report["conditions"].items() if c["declined"]}
+    if declined:
+        lines += ["Declined (L5, counted beside pass/fail): "
+                  + ", ".join(f"{a}: {n}" for a, n in declined.items()), ""]
+    if report["missing"]:
+        lines += ["## Items that never reported", ""]
+        lines += [f"- `{m['nodeid']}`: {m['why'].splitlines()[0] if m['why'] else ''}"
+                  for m in report["missing"]] + [""]
+    lines += ["## Fingerprints", "",
+              f"- question set: `{fp['questions_sha256']}` ({fp['questions_count']} questions)",
+              f"- grader: `{fp['grader_sha256']}`",
+              f"- distinct prompt contexts: {len(fp['prompts'])}"]
+    for name, ds in fp["datasets"].items():
+        lines.append(f"- dataset {name}: seed {ds['seed']}, build `{ds['build']}`")
+    if fp["questions_changed_during_run"]:
+        lines.append("- **questions changed during the run**: "
+                     + ", ".join(fp["questions_changed_during_run"]))
+    if report["not_measured"]:
+        lines += ["", "## Not measured", ""] + [f"- {n}" for n in report["not_measured"]]
+    return "\n".join(lines) + "\n"
+
+
+def terminal_lines(report: Mapping[str, Any]) -> list[str]:
+    header, rows = headline_rows(report)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(header)]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    if not report["complete"]:
+        out.append(f"INCOMPLETE: {len(report['missing'])} item(s) never reported; see report.md")
+    return out

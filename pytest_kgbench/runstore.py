@@ -1,0 +1,213 @@
+"""The run folder, written by the controller only (DESIGN §9).
+
+`RunStore` is registered as a plugin on the controller (serial session or xdist master). It
+learns which items were collected, banks each item's record to `answers.jsonl` the moment its
+report arrives (so a crash loses at most the item in flight), and at session end writes
+questions.json, grades.json, report.json and report.md. A run is complete only when every
+collected item was banked; otherwise the report lists what is missing and the run fails.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_kgbench.settings import Settings
+
+RECORD_PROPERTY = "kgbench"
+LETTER_PROPERTY = "kgbench_letter"
+PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
+            "anthropic", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
+GRADER_MODULES = ("grading.py", "answers.py", "questions.py")
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def read_answers(path: Path) -> list[dict[str, Any]]:
+    """Every banked record of an answers.jsonl (a torn last line is skipped, not fatal)."""
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def grader_sha256() -> str:
+    """SHA-256 of the grader's code, so a report says which grader produced it."""
+    here = Path(__file__).parent
+    digest = hashlib.sha256()
+    for name in GRADER_MODULES:
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()
+
+
+def git_commit(root: str) -> dict[str, Any]:
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+    if head.returncode != 0:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": sys.version.split()[0]}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+class RunStore:
+    """Controller-side writer of one run folder; built from logreports only."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.dir = settings.run_dir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "prompts").mkdir(exist_ok=True)
+        self.answers_path = self.dir / "answers.jsonl"
+        self.records: dict[str, dict[str, Any]] = {}
+        if settings.resume:
+            for rec in read_answers(self.answers_path):
+                self.records[rec["nodeid"]] = rec
+        self.expected: set[str] = set()
+        self.errors: dict[str, str] = {}
+        self.started = _now()
+        self.report: dict[str, Any] | None = None
+        self.meta = {
+            "run_id": settings.run_id, "started": self.started, "finished": None,
+            "settings": settings.to_dict(), **git_commit(settings.rootdir),
+            "packages": package_versions(), "models": list(settings.models),
+            "agent": settings.agent, "effort": settings.extra.get("effort"),
+            "grader_sha256": grader_sha256(),
+        }
+        self._write_json("meta.json", self.meta)
+
+    # --- hooks (this object is registered as a plugin on the controller) -----------------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.expected.update(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.expected.update(ids)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == "rerun":
+            return  # a transient failure that will be retried: never banked
+        raw = dict(report.user_properties).get(RECORD_PROPERTY)
+        if raw is None:
+            if report.failed and report.nodeid not in self.records:
+                self.errors.setdefault(report.nodeid, f"{report.when}: {report.longreprtext[:2000]}")
+            return
+        record = json.loads(raw)
+        record["nodeid"] = report.nodeid
+        record["outcome"] = report.outcome
+        record["duration_s"] = round(report.duration, 4)
+        self.bank(record)
+
+    # --- banking --------------------------------------------------------------------------------
+
+    def bank(self, record: dict[str, Any]) -> None:
+        """Write the item's prompt context once and append its record, flushed to disk."""
+        prompt = record.get("prompt") or {}
+        context = prompt.pop("context", None)
+        if context is not None:
+            path = self.prompt_path(record["condition"], prompt["context_sha256"])
+            if not path.exists():
+                path.write_text(context + "\n\n<!-- followed by each item's question block: "
+                                "answers.jsonl, prompt.question -->\n", encoding="utf-8")
+            prompt["context_file"] = str(path.relative_to(self.dir))
+        self.records[record["nodeid"]] = record
+        with self.answers_path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def prompt_path(self, condition: str, context_sha: str) -> Path:
+        return self.dir / "prompts" / f"{condition}-{context_sha[:12]}.md"
+
+    # --- the end ----------------------------------------------------------------------------------
+
+    def missing(self) -> list[dict[str, str]]:
+        gone = sorted(self.expected - set(self.records))
+        return [{"nodeid": n, "why": self.errors.get(n, "never reported (worker crash, or a "
+                                                        "record that did not cross processes)")}
+                for n in gone]
+
+    def finish(self, session: pytest.Session) -> None:
+        from pytest_kgbench.report import build_report, render_markdown
+
+        records = [self.records[n] for n in sorted(self.records)]
+        missing = self.missing()
+        self.meta["finished"] = _now()
+        report = build_report(records, self.settings, missing=missing, meta=self.meta)
+        self.meta["fingerprint"] = report["fingerprint"]
+        self._write_json("meta.json", self.meta)
+        self._write_json("questions.json", questions_json(records))
+        self._write_json("grades.json", grades_json(records))
+        self._write_json("report.json", report)
+        (self.dir / "report.md").write_text(render_markdown(report), encoding="utf-8")
+        self.report = report
+        if missing and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.finish(session)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from pytest_kgbench.report import terminal_lines
+
+        if self.report is None:
+            return
+        terminalreporter.section("kgbench")
+        for line in terminal_lines(self.report):
+            terminalreporter.write_line(line)
+        terminalreporter.write_line(f"run folder: {self.dir}")
+
+    def _write_json(self, name: str, value: Any) -> None:
+        tmp = self.dir / f".{name}.tmp"
+        tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n",
+                       encoding="utf-8")
+        tmp.replace(self.dir / name)
+
+
+def questions_json(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The questions as asked, with their keys per variant."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for rec in records:
+        k = (rec["pack"], rec["variant"], rec["question"])
+        if k not in out:
+            out[k] = {"question": rec["question"], "pack": rec["pack"], "variant": rec["variant"],
+                      "tier": rec["tier"], "expect": rec["expect"],
+                      "sha256": rec["question_sha256"], "key": rec["key"],
+                      "text": rec["prompt"]["question"]}
+    return [out[k] for k in sorted(out)]
+
+
+def grades_json(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    fields = ("nodeid", "question", "pack", "variant", "condition", "model", "repeat", "grade",
+              "score", "behaviour", "letter", "reason", "fields")
+    return [{f: rec.get(f) for f in fields} for rec in records]
