@@ -110,8 +110,11 @@ def definitions_blocks(built: Built, cond: Condition) -> list[str]:
     out = []
     for kind in cond.definitions:
         if kind == "markdown":
-            out.append("## Definitions\n\n" + built.definitions_md.read_text(encoding="utf-8")
-                       .strip())
+            md = built.definitions_md.read_text(encoding="utf-8").strip()
+            # nest the document's headings under this section's
+            md = "\n".join("##" + line if line.startswith("#") else line
+                            for line in md.splitlines())
+            out.append("## Definitions (Markdown)\n\n" + md)
         elif kind == "ontology":
             ttl = built.pack.definitions_ttl.read_text(encoding="utf-8").strip()
             out.append(f"## Definitions (SKOS, Turtle)\n\n### ontology.ttl\n```turtle\n{ttl}\n```")
@@ -128,7 +131,7 @@ def store_block(cond: Condition, executor: Any) -> str:
                   ""]
         for info in executor.catalog():
             cols = ", ".join(f"{c} {t}" for c, t in info.columns)
-            lines.append(f"- {info.name} ({info.rows} rows): {cols}")
+            lines.append(f"- {info.name} ({info.rows} rows): {cols}{_withheld(info)}")
     else:
         lines += ["## The store: an RDF graph (SPARQL)", "", "Prefixes:", ""]
         for prefix, ns in sorted(executor.prefixes().items()):
@@ -136,8 +139,12 @@ def store_block(cond: Condition, executor: Any) -> str:
         lines += ["", "Classes, with their instance counts and the properties they use:", ""]
         for info in executor.catalog():
             props = ", ".join(p for p, _ in info.columns)
-            lines.append(f"- {info.name} ({info.rows} instances): {props}")
+            lines.append(f"- {info.name} ({info.rows} instances): {props}{_withheld(info)}")
     return "\n".join(lines)
+
+
+def _withheld(info: Any) -> str:
+    return f" (withheld from you: {', '.join(info.withheld)})" if info.withheld else ""
 
 
 def question_block(question: Question) -> str:

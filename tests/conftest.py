@@ -1,0 +1,71 @@
+"""Shared fixtures of the plugin's own tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+# Native modules are imported here, before any pytester run: pytester's inline runs drop the
+# modules first imported inside them, and a native module imported a second time aborts (duckdb)
+# or refuses to load (numpy).
+import duckdb  # noqa: F401
+import numpy  # noqa: F401
+import pytest
+import rdflib  # noqa: F401
+import scipy.stats  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def kg_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build cache for the whole test session (variants are built once)."""
+    return tmp_path_factory.mktemp("kgbench-cache")
+
+
+@pytest.fixture(scope="session")
+def credit_pack():
+    from pytest_kgbench.packs import find_pack
+
+    return find_pack("credit", REPO / "datasets", REPO / "ontology")
+
+
+@pytest.fixture(scope="session")
+def credit_base(credit_pack, kg_cache: Path):
+    """credit/base, built at the pack's own seed."""
+    from pytest_kgbench.packs import build_variant
+
+    return build_variant(credit_pack, "base", kg_cache)
+
+
+@pytest.fixture(scope="session")
+def credit_questions():
+    from pytest_kgbench.questions import load_questions
+
+    return load_questions(REPO / "questions" / "credit.yaml")
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, kg_cache: Path) -> Callable[..., pytest.Pytester]:
+    """A pytester project using the repository's packs and the session's build cache.
+
+    `project(questions_yaml=None, ini="")` writes questions/credit.yaml (the real file unless
+    given) and a pytest.ini pointing the plugin at the repository's datasets/ and ontology/.
+    """
+
+    def make(questions_yaml: str | None = None, ini: str = "") -> pytest.Pytester:
+        qdir = pytester.path / "questions"
+        qdir.mkdir(exist_ok=True)
+        text = questions_yaml if questions_yaml is not None else \
+            (REPO / "questions" / "credit.yaml").read_text(encoding="utf-8")
+        (qdir / "credit.yaml").write_text(text, encoding="utf-8")
+        pytester.makeini(
+            "[pytest]\n"
+            f"kgbench_datasets = {REPO / 'datasets'}\n"
+            f"kgbench_ontology = {REPO / 'ontology'}\n"
+            f"kgbench_cache = {kg_cache}\n" + ini)
+        return pytester
+
+    return make

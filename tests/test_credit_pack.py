@@ -1,0 +1,138 @@
+"""The credit pack: key = gold SQL = gold SPARQL for every question, every L3 trap bites, the base
+keys match the hand-written ones, and the generator is deterministic and plants every trap."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from collections import Counter
+
+import pytest
+
+from pytest_kgbench.packs import build_variant, read_tables
+from pytest_kgbench.validate import check_questions
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def checks(credit_questions, credit_base):
+    return {c.question: c for c in check_questions(list(credit_questions.questions), credit_base)}
+
+
+def test_the_question_set_covers_every_tier(credit_questions) -> None:
+    tiers = Counter(q.tier for q in credit_questions.questions)
+    assert tiers["L1"] >= 4 and tiers["L2"] >= 4 and tiers["L3"] >= 10
+    assert tiers["L4"] >= 2 and tiers["L5"] >= 2
+    assert sum(tiers.values()) >= 24
+    l5 = [q for q in credit_questions.questions if q.tier == "L5"]
+    assert any(q.must_not_contain for q in l5), "an L5 question asks for personal data"
+
+
+def test_every_question_checks_out(checks, credit_questions) -> None:
+    """key = gold SQL = gold SPARQL; L3 trap (SQL and SPARQL) != key; key = hand_key on base."""
+    assert set(checks) == {q.id for q in credit_questions.questions}
+    problems = {qid: c.problems for qid, c in checks.items() if c.problems}
+    assert not problems
+
+
+def test_every_answer_question_has_both_gold_languages_and_a_hand_key(credit_questions) -> None:
+    for q in credit_questions.questions:
+        if q.expect == "answer":
+            assert set(q.gold) == {"sql", "sparql"}, q.id
+            assert q.hand_key is not None, q.id
+        if q.tier == "L3":
+            assert set(q.trap) == {"sql", "sparql"}, q.id
+            assert q.why and q.needs, q.id
+
+
+def test_gold_really_ran_both_languages(checks) -> None:
+    """Guard against a vacuous pass: gold results were computed, not absent."""
+    for qid, c in checks.items():
+        if c.key is not None:
+            assert set(c.gold) == {"sql", "sparql"}, qid
+            assert all("error" not in v for v in c.gold.values()), qid
+
+
+def test_the_l3_traps_cover_every_trap_family(credit_questions) -> None:
+    needs = {n for q in credit_questions.questions if q.tier == "L3" for n in q.needs}
+    for concept in ("RatingOnDate", "RatingPeriod", "Issuer", "TestRecord", "RatingScale",
+                    "InvestmentGrade", "EffectiveRating", "CountryCeiling", "Control",
+                    "UltimateParent", "InstrumentRating", "FallenAngel"):
+        assert f"credit:{concept}" in needs, concept
+
+
+def _digest(folder) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix in (".csv", ".ttl", ".md")}
+
+
+def test_the_same_seed_gives_byte_identical_files(credit_pack, tmp_path) -> None:
+    a = build_variant(credit_pack, "base", tmp_path / "a", seed=7)
+    b = build_variant(credit_pack, "base", tmp_path / "b", seed=7)
+    c = build_variant(credit_pack, "base", tmp_path / "c", seed=8)
+    assert _digest(a.dir) == _digest(b.dir)
+    assert _digest(a.dir)["rating_actions.csv"] != _digest(c.dir)["rating_actions.csv"]
+
+
+def test_identifiers_carry_valid_check_digits(credit_base) -> None:
+    def lei_ok(lei: str) -> bool:
+        return int("".join(str(int(ch, 36)) for ch in lei)) % 97 == 1
+
+    def isin_ok(isin: str) -> bool:
+        digits = "".join(str(int(ch, 36)) for ch in isin)
+        total = 0
+        for i, d in enumerate(reversed(digits)):
+            n = int(d) * (2 if i % 2 else 1)
+            total += n // 10 + n % 10
+        return total % 10 == 0
+
+    assert all(lei_ok(r["lei"]) for r in credit_base.tables["issuers"])
+    assert all(isin_ok(r["isin"]) for r in credit_base.tables["instruments"])
+
+
+def test_every_trap_family_is_planted_several_times(credit_base) -> None:
+    t = credit_base.tables
+    leis = Counter(r["lei"] for r in t["issuers"])
+    assert sum(1 for n in leis.values() if n > 1) >= 3, "identity: LEIs with several records"
+    assert sum(r["source_system"] == "sandbox" for r in t["issuers"]) >= 3, "test records"
+    assert sum(r["action_type"] == "withdraw" for r in t["rating_actions"]) >= 2, "withdrawals"
+    assert sum(float(r["share"]) == 50 for r in t["ownership"]) >= 2, "exactly-50% links"
+    assert sum(float(r["share"]) <= 50 for r in t["ownership"]) >= 3, "minority links"
+    ratings = {r["rating"] for r in t["rating_actions"] if r["rating"]}
+    assert {"BB+", "BB"} & ratings and any(r.startswith("A") for r in ratings), "scale"
+    names = {r["legal_name"] for r in t["issuers"]}
+    assert {"Norvik Holdings plc", "NORVIK HOLDINGS PLC."} <= names
+
+
+def test_the_csv_files_read_back_to_the_same_typed_rows(credit_base) -> None:
+    again = read_tables(credit_base.csv_dir, credit_base.pack.tables)
+    assert again == credit_base.tables
+    assert isinstance(again["ownership"][0]["share"], float)
+
+
+def test_markdown_is_rendered_from_the_turtle(credit_base) -> None:
+    from pytest_kgbench.ontology import concepts
+
+    md = credit_base.definitions_md.read_text(encoding="utf-8")
+    ttl = (REPO / "ontology" / "credit" / "definitions.ttl").read_text(encoding="utf-8")
+    found = concepts(ttl)
+    assert len(found) >= 12
+    for c in found:
+        assert c["definition"] and c["definition"] in md, c["curie"]
+        assert f"`{c['curie']}`" in md
+        for note in c["notes"]:
+            assert note in md
+
+
+def test_the_rdf_holds_the_same_facts_as_the_tables(credit_base) -> None:
+    from rdflib import RDF, URIRef
+
+    g = credit_base.graph
+    cr = "https://kgbench.example/credit/def#"
+    for table, cls in (("issuers", "Issuer"), ("countries", "Country"),
+                       ("rating_actions", "RatingAction"), ("ownership", "OwnershipLink")):
+        assert len(set(g.subjects(RDF.type, URIRef(cr + cls)))) == len(credit_base.tables[table])
+    withdrawals = [r for r in credit_base.tables["rating_actions"] if r["rating"] is None]
+    rated = len(credit_base.tables["rating_actions"]) - len(withdrawals)
+    assert len(set(g.subject_objects(URIRef(cr + "rating")))) == rated
