@@ -27,8 +27,11 @@ class Condition:
     requires: tuple[str, ...] = ()  # ontology files the pack must have (e.g. "neutral.ttl")
 
     @property
-    def keywords(self) -> tuple[str, ...]:
-        return (self.id, self.mode)
+    def tools(self) -> tuple[dict, ...]:
+        """The tools the model gets: the store's three for querying, none for reading."""
+        from pytest_kgbench.tools import TOOLS
+
+        return TOOLS if self.mode == "querying" else ()
 
 
 LADDER: tuple[Condition, ...] = (

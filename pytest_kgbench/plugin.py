@@ -118,8 +118,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     if call.when == "call":
         record = item.stash.get(keys.RECORD, None)
         if record is not None:
-            report.user_properties.append((RECORD_PROPERTY, json.dumps(record)))
-            report.user_properties.append((LETTER_PROPERTY, record["letter"]))
+            try:
+                text = json.dumps(record)
+            except (TypeError, ValueError) as exc:
+                # a value xdist could not carry would drop the item silently: fail it loudly
+                report.outcome = "failed"
+                report.longrepr = f"kgbench: the item's record is not JSON-serialisable: {exc}"
+            else:
+                report.user_properties.append((RECORD_PROPERTY, text))
+                report.user_properties.append((LETTER_PROPERTY, record["letter"]))
     return report
 
 

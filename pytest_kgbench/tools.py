@@ -1,0 +1,60 @@
+"""The tools a querying condition offers a model: list what the store holds, describe one table
+(or class), run one query. One definition serves every backend (the Messages API tool loop, the
+MCP server): `TOOLS` are the JSON-schema specs, `call_tool` runs one call against an executor and
+returns the text the model sees plus the `QueryResult` when a query ran.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pytest_kgbench.executors import QueryResult
+
+TOOLS: tuple[dict[str, Any], ...] = (
+    {
+        "name": "list_tables",
+        "description": "List the tables (SQL) or classes (SPARQL) of the store, with row or "
+                       "instance counts.",
+        "input_schema": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+    {
+        "name": "describe",
+        "description": "Describe one table (its columns and types) or one class (the properties "
+                       "its instances use), with its row count.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"name": {"type": "string", "description": "table or class name"}},
+            "required": ["name"], "additionalProperties": False,
+        },
+    },
+    {
+        "name": "run_query",
+        "description": "Run one read-only query (SQL for a SQL store, SPARQL for a graph) and "
+                       "return its rows. Writes are refused; a query past the time limit fails.",
+        "input_schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string"}},
+            "required": ["query"], "additionalProperties": False,
+        },
+    },
+)
+TOOL_NAMES = tuple(t["name"] for t in TOOLS)
+
+
+def call_tool(executor: Any, name: str, arguments: Mapping[str, Any]
+              ) -> tuple[str, QueryResult | None]:
+    """Run one tool call. Never raises for a bad call: the model reads the error."""
+    if name == "list_tables":
+        unit = "rows" if executor.language == "sql" else "instances"
+        lines = [f"{t.name} ({t.rows} {unit})" for t in executor.catalog()]
+        return "\n".join(lines), None
+    if name == "describe":
+        target = str(arguments.get("name", ""))
+        return executor.describe(target), None
+    if name == "run_query":
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return "ERROR: run_query needs a non-empty 'query' string", None
+        result = executor.run(query)
+        return result.preview(), result
+    return f"ERROR: no tool named '{name}' (tools: {', '.join(TOOL_NAMES)})", None

@@ -1,0 +1,84 @@
+"""The querying tools and the prompts of each condition."""
+
+from __future__ import annotations
+
+from pytest_kgbench import conditions
+from pytest_kgbench.agents.reference import graph_from_text, tables_from_text
+from pytest_kgbench.executors.sparql import SparqlExecutor
+from pytest_kgbench.executors.sql import SqlExecutor, database_from_csv_text
+from pytest_kgbench.prompts import build_prompt, guard_for
+from pytest_kgbench.tools import TOOL_NAMES, call_tool
+
+
+def _q(credit_questions, qid):
+    return next(q for q in credit_questions.questions if q.id == qid)
+
+
+def test_querying_conditions_have_three_tools_reading_none() -> None:
+    for cond in conditions.LADDER:
+        names = tuple(t["name"] for t in cond.tools)
+        assert names == (TOOL_NAMES if cond.mode == "querying" else ())
+
+
+def test_tools_list_describe_and_run(credit_base) -> None:
+    ex = SqlExecutor.open(credit_base.duckdb_path, credit_base.pack.tables,
+                          guard_for(credit_base, "analyst"))
+    text, result = call_tool(ex, "list_tables", {})
+    assert "rating_actions (" in text and result is None
+    text, _ = call_tool(ex, "describe", {"name": "contacts"})
+    assert "withheld" in text and "email" not in text.split("withheld")[0]
+    text, result = call_tool(ex, "run_query", {"query": "SELECT count(*) AS n FROM countries"})
+    assert result is not None and result.rows == [[8]] and "(1 rows)" in text
+    text, result = call_tool(ex, "run_query", {"query": "DELETE FROM countries"})
+    assert text.startswith("REFUSED") and result.refused
+    assert call_tool(ex, "nope", {})[0].startswith("ERROR")
+    assert call_tool(ex, "run_query", {})[0].startswith("ERROR")
+    ex.close()
+
+
+def test_reading_prompts_carry_exactly_the_built_rows(credit_base, credit_questions) -> None:
+    """The gold agent's premise: the CSV in the prompt parses back to the built tables."""
+    q = _q(credit_questions, "credit-Q10")
+    prompt = build_prompt(conditions.BY_ID["R1"], credit_base, q)
+    tables = tables_from_text(prompt.context)
+    assert set(tables) == set(credit_base.pack.tables)
+    con_rows = SqlExecutor(database_from_csv_text(tables), {n: s for n, (s, _) in tables.items()},
+                           guard_for(credit_base, "analyst"))
+    for name, rows in credit_base.tables.items():
+        got = con_rows.run(f'SELECT count(*) FROM "{name}"').rows[0][0]
+        assert got == len(rows), name
+    assert "Definitions" not in prompt.context
+    assert q.text in prompt.question and '"rating"' in prompt.question
+
+
+def test_definitions_appear_only_where_the_condition_gives_them(credit_base, credit_questions) -> None:
+    q = _q(credit_questions, "credit-Q13")
+    text = {c.id: build_prompt(c, credit_base, q,
+                               executor=_executor(credit_base, c)).context
+            for c in conditions.LADDER}
+    definition = "Issuer records that share an LEI are one issuer"
+    for cid, context in text.items():
+        has = definition in context
+        assert has == (cid in ("R4", "R5", "R6", "D2", "D5")), cid
+    assert "skos:definition" in text["R5"] and "skos:definition" not in text["R4"]
+    assert "```turtle" in text["R2"] and "```csv" not in text["R2"]
+    assert "```csv" not in text["D1"] and "issuers (" in text["D1"]
+    assert "PREFIX cr:" in text["D4"]
+
+
+def test_the_rdf_prompt_parses_back_to_the_graph_minus_personal_data(credit_base, credit_questions) -> None:
+    prompt = build_prompt(conditions.BY_ID["R2"], credit_base, _q(credit_questions, "credit-Q01"))
+    graph = graph_from_text(prompt.context)
+    personal = guard_for(credit_base, "analyst").personal_predicates
+    assert personal
+    expected = sum(1 for t in credit_base.graph if str(t[1]) not in personal)
+    assert len(graph) == expected
+
+
+def _executor(built, cond):
+    if cond.mode != "querying":
+        return None
+    guard = guard_for(built, "analyst")
+    if cond.language == "sql":
+        return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard)
+    return SparqlExecutor(built.graph, guard)
