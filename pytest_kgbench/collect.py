@@ -53,7 +53,7 @@ class Case:
 
 def pack_conditions(pack: Pack, conds: tuple[Condition, ...]) -> list[Condition]:
     """The selected conditions this pack has every artefact for."""
-    return [c for c in conds if all(pack.ontology_file(f) for f in c.requires)]
+    return [c for c in conds if all(pack.has(f) for f in c.requires)]
 
 
 def cases_for(qset: QuestionSet, pack: Pack, settings: Settings) -> Iterator[Case]:
@@ -125,9 +125,9 @@ class QuestionFile(pytest.File):
             item = QuestionItem.from_parent(self, name=case.name, callobj=_run_item)
             item.extra_keyword_matches.update(case.keywords)
             item.stash[keys.CASE] = case
-            lang = case.condition.language
+            ref = case.condition.reference
             if (settings.agent in REFERENCE_AGENTS and case.question.expect != "abstain"
-                    and lang not in case.question.gold):
+                    and ref not in case.question.gold):
                 item.add_marker(pytest.mark.skip(
-                    reason=f"{case.question.id} has no reference {lang.upper()} query"))
+                    reason=f"{case.question.id} has no '{ref}' reference query"))
             yield item

@@ -21,10 +21,18 @@ class Condition:
     label: str
     mode: str                     # "reading" | "querying"
     language: str                 # the reference query language: "sql" | "sparql"
-    data: str                     # reading: "csv" | "rdf"; querying: the store's data: "raw"
-    definitions: tuple[str, ...]  # which definition artefacts are shown: "markdown", "ontology"
+    data: str                     # reading: "csv" | "rdf" | "executed";
+    #                               querying, the store's data: "raw" | "executed" | "derived"
+    definitions: tuple[str, ...]  # artefacts shown: "markdown", "ontology", "neutral", "decoy",
+    #                               "axioms"
     load_ontology: bool = False   # querying: the ontology's triples are loaded into the store
-    requires: tuple[str, ...] = ()  # ontology files the pack must have (e.g. "neutral.ttl")
+    requires: tuple[str, ...] = ()  # artefacts the pack must have (see Pack.has)
+
+    @property
+    def reference(self) -> str:
+        """Which of a question's reference queries fits this condition's data:
+        `sql`, `sparql`, or `executed` (SQL over the executed tables)."""
+        return "executed" if self.data == "executed" else self.language
 
     @property
     def tools(self) -> tuple[dict, ...]:
@@ -37,14 +45,25 @@ class Condition:
 LADDER: tuple[Condition, ...] = (
     Condition("R1", "csv", "reading", "sql", "csv", ()),
     Condition("R2", "rdf", "reading", "sparql", "rdf", ()),
+    Condition("R3", "csv+padding", "reading", "sql", "csv", ("decoy",), requires=("decoy.md",)),
     Condition("R4", "csv+markdown", "reading", "sql", "csv", ("markdown",)),
     Condition("R5", "csv+ontology", "reading", "sql", "csv", ("ontology",)),
     Condition("R6", "rdf+ontology", "reading", "sparql", "rdf", ("ontology",)),
+    Condition("R7", "csv+neutral", "reading", "sql", "csv", ("neutral",),
+              requires=("neutral.ttl",)),
+    Condition("R8", "csv+axioms", "reading", "sql", "csv", ("axioms",),
+              requires=("axioms.ttl", "shapes.ttl")),
+    Condition("R9", "csv+axioms+markdown", "reading", "sql", "csv", ("axioms", "markdown"),
+              requires=("axioms.ttl", "shapes.ttl")),
+    Condition("R10", "executed", "reading", "sql", "executed", (), requires=("executed",)),
     Condition("D1", "sql", "querying", "sql", "raw", ()),
     Condition("D2", "sql+markdown", "querying", "sql", "raw", ("markdown",)),
+    Condition("D3", "sql+executed", "querying", "sql", "executed", (), requires=("executed",)),
     Condition("D4", "sparql", "querying", "sparql", "raw", ()),
     Condition("D5", "sparql+ontology", "querying", "sparql", "raw", ("markdown",),
               load_ontology=True),
+    Condition("D6", "sparql+axioms", "querying", "sparql", "derived", (),
+              requires=("shapes.ttl",)),
 )
 BY_ID = {c.id: c for c in LADDER}
 GROUPS = {

@@ -105,3 +105,30 @@ def render_markdown(ttl: str) -> str:
             lines += [desc, ""]
         lines += ["In order, from first to last: " + " > ".join(members), ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def run_rules(data: Any, shapes_ttl: str) -> Any:
+    """The triples a pack's SHACL rules derive from `data` (pyshacl, SHACL-AF rules on).
+
+    The rules run on a copy, in their sh:order; what they add is returned as a graph of its own,
+    so the raw graph stays as it was.
+    """
+    import rdflib
+    from pyshacl import shacl_rules
+
+    work = rdflib.Graph()
+    work += data
+    shapes = rdflib.Graph()
+    shapes.parse(data=shapes_ttl, format="turtle")
+    shacl_rules(work, shacl_graph=shapes, advanced=True, inplace=True)
+    derived = rdflib.Graph()
+    for triple in work:
+        if triple not in data:
+            derived.add(triple)
+    return derived
+
+
+def to_sorted_ntriples(graph: Any) -> str:
+    """N-Triples, one per line, sorted: the same graph always gives the same bytes."""
+    text = graph.serialize(format="nt")
+    return "".join(sorted(line + "\n" for line in text.splitlines() if line.strip()))

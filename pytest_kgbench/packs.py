@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -64,6 +65,7 @@ class Pack:
     ontology_dir: Path
     manifest: Mapping[str, Any]
     tables: dict[str, TableSpec]
+    executed_tables: dict[str, TableSpec]
     personal: dict[str, frozenset[str]]
     personas: dict[str, Persona]
     variants: dict[str, Mapping[str, Any]]
@@ -90,6 +92,13 @@ class Pack:
         """An optional ontology artefact (e.g. `neutral.ttl`); None when the pack lacks it."""
         path = self.ontology_dir / name
         return path if path.is_file() else None
+
+    def has(self, artefact: str) -> bool:
+        """Whether the pack has an artefact a condition needs: an ontology file, or
+        `executed` (a function computing the executed tables)."""
+        if artefact == "executed":
+            return bool(self.executed_tables)
+        return self.ontology_file(artefact) is not None
 
     def module(self, name: str) -> ModuleType:
         """Import a module of the pack's package (e.g. `keys`) by file location."""
@@ -167,6 +176,22 @@ class Pack:
         return self.personas[persona].reads_personal
 
 
+def _parse_tables(spec_map: Any, where: str, field_name: str) -> dict[str, TableSpec]:
+    tables: dict[str, TableSpec] = {}
+    for tname, spec in (spec_map or {}).items():
+        cols = spec.get("columns") if isinstance(spec, dict) else None
+        if not isinstance(cols, dict) or not cols:
+            raise InputError(where, "must list columns with SQL types", field=f"{field_name}.{tname}")
+        for col, ctype in cols.items():
+            if str(ctype).upper() not in SQL_TYPES:
+                raise InputError(where, f"type must be one of {', '.join(SQL_TYPES)}",
+                                 field=f"{field_name}.{tname}.columns.{col}")
+        tables[tname] = TableSpec(
+            name=tname, columns=tuple((c, str(t).upper()) for c, t in cols.items()),
+            primary_key=spec.get("primary_key"), description=str(spec.get("description", "")))
+    return tables
+
+
 def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
     """Load the pack `name` from `datasets_dir/name/pack.yaml`."""
     import yaml
@@ -180,20 +205,14 @@ def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
         manifest = yaml.safe_load(manifest_path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise InputError(where, f"not valid YAML: {exc}") from exc
-    tables: dict[str, TableSpec] = {}
-    for tname, spec in (manifest.get("tables") or {}).items():
-        cols = spec.get("columns") if isinstance(spec, dict) else None
-        if not isinstance(cols, dict) or not cols:
-            raise InputError(where, "must list columns with SQL types", field=f"tables.{tname}")
-        for col, ctype in cols.items():
-            if str(ctype).upper() not in SQL_TYPES:
-                raise InputError(where, f"type must be one of {', '.join(SQL_TYPES)}",
-                                 field=f"tables.{tname}.columns.{col}")
-        tables[tname] = TableSpec(
-            name=tname, columns=tuple((c, str(t).upper()) for c, t in cols.items()),
-            primary_key=spec.get("primary_key"), description=str(spec.get("description", "")))
+    tables = _parse_tables(manifest.get("tables"), where, "tables")
     if not tables:
         raise InputError(where, "a pack needs at least one table", field="tables")
+    executed = manifest.get("executed") or {}
+    executed_tables = _parse_tables(executed.get("tables"), where, "executed.tables")
+    if executed and not executed.get("function"):
+        raise InputError(where, "names no function that computes the executed tables",
+                         field="executed.function")
     personal: dict[str, frozenset[str]] = {}
     for tname, cols in (manifest.get("personal") or {}).items():
         if tname not in tables or not set(cols) <= set(tables[tname].column_names):
@@ -207,7 +226,7 @@ def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
     variants = manifest.get("variants") or {"base": {}}
     return Pack(
         name=name, dir=pack_dir, ontology_dir=ontology_dir / name, manifest=manifest,
-        tables=tables, personal=personal, personas=personas,
+        tables=tables, executed_tables=executed_tables, personal=personal, personas=personas,
         variants={str(k): (v or {}) for k, v in variants.items()},
         seed=int(manifest.get("seed", 0)),
     )
@@ -268,18 +287,20 @@ def read_tables(data_dir: Path, specs: Mapping[str, TableSpec]) -> Tables:
     return out
 
 
-def check_tables(pack: Pack, tables: Tables) -> None:
-    """The generator's output must match the manifest's tables and columns exactly."""
+def check_tables(pack: Pack, tables: Tables, specs: Mapping[str, TableSpec] | None = None,
+                 field_name: str = "tables") -> None:
+    """Generated rows must match the manifest's tables and columns exactly."""
     where = str(pack.dir / "pack.yaml")
-    if set(tables) != set(pack.tables):
-        raise InputError(where, f"generator made tables {sorted(tables)}, manifest declares "
-                         f"{sorted(pack.tables)}", field="tables")
+    specs = pack.tables if specs is None else specs
+    if set(tables) != set(specs):
+        raise InputError(where, f"the pack made tables {sorted(tables)}, the manifest declares "
+                         f"{sorted(specs)}", field=field_name)
     for name, rows in tables.items():
-        cols = set(pack.tables[name].column_names)
+        cols = set(specs[name].column_names)
         for i, row in enumerate(rows):
             if set(row) != cols:
                 raise InputError(where, f"row {i} has columns {sorted(row)}",
-                                 field=f"tables.{name}")
+                                 field=f"{field_name}.{name}")
 
 
 # --- a built variant -----------------------------------------------------------------------------
@@ -309,6 +330,35 @@ class Built:
     @property
     def definitions_md(self) -> Path:
         return self.dir / "definitions.md"
+
+    @property
+    def executed_csv_dir(self) -> Path:
+        return self.dir / "executed"
+
+    @property
+    def executed_duckdb_path(self) -> Path:
+        return self.dir / "executed.duckdb"
+
+    @property
+    def derived_nt(self) -> Path:
+        return self.dir / "derived.nt"
+
+    @cached_property
+    def executed(self) -> Tables:
+        """Typed rows of every executed table (the definitions applied in code)."""
+        return read_tables(self.executed_csv_dir, self.pack.executed_tables)
+
+    @cached_property
+    def derived_graph(self) -> Any:
+        """The raw graph plus every triple the pack's SHACL rules derive (parsed once)."""
+        import rdflib
+
+        graph = rdflib.Graph()
+        for prefix, ns in self.graph.namespace_manager.namespaces():
+            graph.bind(prefix, ns)
+        graph += self.graph
+        graph.parse(self.derived_nt, format="nt")
+        return graph
 
     @cached_property
     def tables(self) -> Tables:
@@ -384,6 +434,8 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     from pytest_kgbench import ontology, rdfmap
     from pytest_kgbench.executors.sql import create_database
 
+    seconds: dict[str, float] = {}
+    started = time.perf_counter()
     tables = pack.generate(variant, seed)
     check_tables(pack, tables)
     csv_dir = out / "csv"
@@ -394,11 +446,29 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     create_database(out / "raw.duckdb", pack.tables, csv_dir)
     graph = rdfmap.map_tables(typed, pack.tables, pack.rdf)
     (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
+    seconds["raw"] = round(time.perf_counter() - started, 3)
     if pack.definitions_ttl.is_file():
         (out / "definitions.md").write_text(
             ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
             encoding="utf-8")
+    if pack.executed_tables:
+        started = time.perf_counter()
+        fn = pack.callable(str(pack.manifest["executed"]["function"]), field_name="executed")
+        rows = fn(typed)
+        check_tables(pack, rows, pack.executed_tables, "executed.tables")
+        (out / "executed").mkdir()
+        for name, spec in pack.executed_tables.items():
+            write_csv(out / "executed" / f"{name}.csv", spec, rows[name])
+        create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
+        seconds["executed"] = round(time.perf_counter() - started, 3)
+    shapes = pack.ontology_file("shapes.ttl")
+    if shapes is not None:
+        started = time.perf_counter()
+        derived = ontology.run_rules(graph, shapes.read_text(encoding="utf-8"))
+        (out / "derived.nt").write_text(ontology.to_sorted_ntriples(derived), encoding="utf-8")
+        seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
     manifest = {
+        "build_seconds": seconds,
         "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
         "pack_sha256": pack.fingerprint,
         "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": len(typed[name])}

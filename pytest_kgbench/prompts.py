@@ -12,11 +12,12 @@ from __future__ import annotations
 import hashlib
 import io
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from pytest_kgbench.conditions import Condition
+from pytest_kgbench.errors import HarnessBroken
 from pytest_kgbench.executors.guard import Guard
-from pytest_kgbench.packs import Built, format_value
+from pytest_kgbench.packs import Built, TableSpec, format_value
 from pytest_kgbench.questions import Question
 
 ANSWER_RULES = """\
@@ -67,15 +68,16 @@ def guard_for(built: Built, persona: str) -> Guard:
                  personal_predicates=personal_predicates(pack.personal, pack.rdf))
 
 
-def csv_block(built: Built, guard: Guard) -> str:
+def csv_block(specs: Mapping[str, TableSpec], tables: Mapping[str, list[dict[str, Any]]],
+              guard: Guard) -> str:
     """Every table as CSV, each under a heading giving its row count and column types."""
     import csv
 
     parts = ["## Data (CSV)", ""]
-    for name, spec in built.pack.tables.items():
+    for name, spec in specs.items():
         withheld = guard.withheld_columns(name)
         cols = [(c, t) for c, t in spec.columns if c not in withheld]
-        rows = built.tables[name]
+        rows = tables[name]
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
         writer.writerow([c for c, _ in cols])
@@ -106,18 +108,46 @@ def rdf_block(built: Built, guard: Guard) -> str:
                       "```"])
 
 
+def _turtle(title: str, files: list[tuple[str, str]]) -> str:
+    blocks = [f"### {name}\n```turtle\n{text.strip()}\n```" for name, text in files]
+    return f"## {title}\n\n" + "\n\n".join(blocks)
+
+
+def _markdown(title: str, text: str) -> str:
+    # nest the document's headings under this section's
+    body = "\n".join("##" + line if line.startswith("#") else line
+                     for line in text.strip().splitlines())
+    return f"## {title}\n\n{body}"
+
+
 def definitions_blocks(built: Built, cond: Condition) -> list[str]:
+    """The definition artefacts a condition shows, each as one section of the prompt.
+
+    The decoy glossary (R3) is shown exactly as the Markdown definitions are (R4), so the two
+    conditions differ in content only.
+    """
+    pack = built.pack
+
+    def read(name: str) -> str:
+        path = pack.ontology_file(name)
+        if path is None:
+            raise HarnessBroken(f"condition {cond.id} needs ontology/{pack.name}/{name}")
+        return path.read_text(encoding="utf-8")
+
     out = []
     for kind in cond.definitions:
         if kind == "markdown":
-            md = built.definitions_md.read_text(encoding="utf-8").strip()
-            # nest the document's headings under this section's
-            md = "\n".join("##" + line if line.startswith("#") else line
-                            for line in md.splitlines())
-            out.append("## Definitions (Markdown)\n\n" + md)
+            out.append(_markdown("Definitions (Markdown)",
+                                 built.definitions_md.read_text(encoding="utf-8")))
+        elif kind == "decoy":
+            out.append(_markdown("Definitions (Markdown)", read("decoy.md")))
         elif kind == "ontology":
-            ttl = built.pack.definitions_ttl.read_text(encoding="utf-8").strip()
-            out.append(f"## Definitions (SKOS, Turtle)\n\n### ontology.ttl\n```turtle\n{ttl}\n```")
+            out.append(_turtle("Definitions (SKOS, Turtle)", [("ontology.ttl", read("definitions.ttl"))]))
+        elif kind == "neutral":
+            out.append(_turtle("Definitions (SKOS, Turtle)", [("ontology.ttl", read("neutral.ttl"))]))
+        elif kind == "axioms":
+            out.append(_turtle("Axioms and rules (OWL, SHACL; Turtle)",
+                               [("axioms.ttl", read("axioms.ttl")), ("shapes.ttl", read("shapes.ttl"))]))
         else:  # pragma: no cover - a condition naming an artefact this module cannot show
             raise ValueError(f"unknown definitions kind {kind!r}")
     return out
@@ -159,7 +189,12 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
     guard = guard_for(built, question.persona)
     if cond.mode == "reading":
         system = SYSTEM_READING
-        data = csv_block(built, guard) if cond.data == "csv" else rdf_block(built, guard)
+        if cond.data == "rdf":
+            data = rdf_block(built, guard)
+        elif cond.data == "executed":
+            data = csv_block(built.pack.executed_tables, built.executed, guard)
+        else:
+            data = csv_block(built.pack.tables, built.tables, guard)
     else:
         system = SYSTEM_QUERYING.format(language=cond.language.upper(), rounds=max_rounds)
         data = store_block(cond, executor)

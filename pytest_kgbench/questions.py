@@ -21,6 +21,7 @@ FIELD_KINDS = (
     "string_list",
 )
 LIST_KINDS = ("entity_list", "string_list")
+REFERENCE_KEYS = ("sql", "sparql", "executed")  # executed: SQL over the executed tables
 RESERVED_FIELDS = ("abstain", "declined", "definitions_used", "records_used")
 _TOP_KEYS = {
     "id", "tier", "variants", "text", "answer", "key", "params", "hand_key", "gold", "trap",
@@ -238,8 +239,9 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
     trap = entry.get("trap") or {}
     for name, value in (("gold", gold), ("trap", trap)):
         if not isinstance(value, dict) or not all(
-                k in ("sql", "sparql") and isinstance(v, str) for k, v in value.items()):
-            raise InputError(where, "must map sql/sparql to query text", question=qid, field=name)
+                k in REFERENCE_KEYS and isinstance(v, str) for k, v in value.items()):
+            raise InputError(where, f"must map {'/'.join(REFERENCE_KEYS)} to query text",
+                             question=qid, field=name)
     if expect != "abstain" and not gold:
         raise InputError(where, "needs a reference query (sql and/or sparql)", question=qid,
                          field="gold")

@@ -56,12 +56,14 @@ class Runtime:
             guard = guard_for(built, persona)
             timeout = self.settings.query_timeout
             if cond.language == "sql":
-                if not built.duckdb_path.is_file():
-                    raise HarnessBroken(f"no DuckDB file at {built.duckdb_path}")
-                self._executors[key] = SqlExecutor.open(built.duckdb_path, built.pack.tables,
-                                                        guard, timeout)
+                path, specs = ((built.executed_duckdb_path, built.pack.executed_tables)
+                               if cond.data == "executed" else
+                               (built.duckdb_path, built.pack.tables))
+                if not path.is_file():
+                    raise HarnessBroken(f"no DuckDB file at {path}")
+                self._executors[key] = SqlExecutor.open(path, specs, guard, timeout)
             else:
-                graph = built.graph
+                graph = built.derived_graph if cond.data == "derived" else built.graph
                 if cond.load_ontology:
                     import rdflib
 

@@ -38,20 +38,26 @@ class QuestionCheck:
 
 
 class Stores:
-    """One SQL and one SPARQL executor per persona over a built variant."""
+    """One executor per reference kind and persona over a built variant."""
 
     def __init__(self, built: Built, timeout: float = 60.0) -> None:
         self.built = built
         self.timeout = timeout
         self._open: dict[tuple[str, str], Any] = {}
 
-    def get(self, language: str, persona: str) -> Any:
-        key = (language, persona)
+    def get(self, reference: str, persona: str) -> Any:
+        """The store a reference query runs on: `sql` the raw DuckDB, `executed` the executed
+        tables' DuckDB, `sparql` the raw graph."""
+        key = (reference, persona)
         if key not in self._open:
             guard = guard_for(self.built, persona)
-            if language == "sql":
+            if reference == "sql":
                 self._open[key] = SqlExecutor.open(self.built.duckdb_path, self.built.pack.tables,
                                                    guard, self.timeout)
+            elif reference == "executed":
+                self._open[key] = SqlExecutor.open(self.built.executed_duckdb_path,
+                                                   self.built.pack.executed_tables, guard,
+                                                   self.timeout)
             else:
                 self._open[key] = SparqlExecutor(self.built.graph, guard, self.timeout)
         return self._open[key]

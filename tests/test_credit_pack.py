@@ -39,7 +39,7 @@ def test_every_question_checks_out(checks, credit_questions) -> None:
 def test_every_answer_question_has_both_gold_languages_and_a_hand_key(credit_questions) -> None:
     for q in credit_questions.questions:
         if q.expect == "answer":
-            assert set(q.gold) == {"sql", "sparql"}, q.id
+            assert set(q.gold) == {"sql", "sparql", "executed"}, q.id
             assert q.hand_key is not None, q.id
         if q.tier == "L3":
             assert set(q.trap) == {"sql", "sparql"}, q.id
@@ -50,7 +50,7 @@ def test_gold_really_ran_both_languages(checks) -> None:
     """Guard against a vacuous pass: gold results were computed, not absent."""
     for qid, c in checks.items():
         if c.key is not None:
-            assert set(c.gold) == {"sql", "sparql"}, qid
+            assert set(c.gold) == {"sql", "sparql", "executed"}, qid
             assert all("error" not in v for v in c.gold.values()), qid
 
 

@@ -138,14 +138,14 @@ class World:
         return issuer_id
 
     def action(self, issuer_or_isin: str, when: dt.date, kind: str, rating: str | None, *,
-               entity_type: str = "issuer") -> dt.date:
+               entity_type: str = "issuer", outlook: str | None = None) -> dt.date:
         owner = self.lei_of.get(issuer_or_isin, issuer_or_isin)
         used = self._dates.setdefault(owner, set())
         while when in used:  # one action per entity per day: the rating on a date is defined
             when += dt.timedelta(days=1)
         used.add(when)
-        outlook = None if kind == "withdraw" else self.rng.choices(
-            ("stable", "positive", "negative"), (6, 1.5, 2.5))[0]
+        drawn = self.rng.choices(("stable", "positive", "negative"), (6, 1.5, 2.5))[0]
+        outlook = None if kind == "withdraw" else (outlook or drawn)
         self.actions.append({"action_id": None, "entity_type": entity_type,
                              "entity_id": issuer_or_isin, "action_date": when,
                              "action_type": kind, "rating": rating, "outlook": outlook})
@@ -258,6 +258,13 @@ def plant_cast(w: World, ceiling_rank: Any) -> int:
     w.action(kestrel, w.date(d(2024, 1, 10), d(2024, 5, 31)), "withdraw", None)
     w.instrument(kestrel, "senior_unsecured", "USD")
 
+    # time: withdrawn, then rated again later
+    tern = cast("Tern Logistics Oy", "XB", "Industrials")[0]
+    t0 = rng.randint(7, 9)
+    w.action(tern, w.date(d(2019, 3, 1), d(2020, 3, 1)), "assign", SCALE[t0])
+    w.action(tern, w.date(d(2022, 3, 1), d(2022, 9, 30)), "withdraw", None)
+    w.action(tern, w.date(d(2023, 10, 1), d(2024, 3, 31)), "assign", SCALE[t0 + 1])
+
     # identity: the latest action sits on the legacy record, spelt differently
     norvik = cast("Norvik Holdings plc", "XB", "Industrials", twin="NORVIK HOLDINGS PLC.",
                   contact=False)
@@ -292,6 +299,24 @@ def plant_cast(w: World, ceiling_rank: Any) -> int:
     w.action(tamsin, w.date(d(2023, 8, 1), d(2023, 10, 31)), "upgrade", SCALE[9])
     ulmus = cast("Ulmus Telecom Oy", "XA", "Telecoms")[0]
     w.action(ulmus, w.date(d(2023, 5, 1), d(2023, 8, 31)), "assign", SCALE[rng.randint(5, 8)])
+
+    # outlook: a negative outlook signals a possible downgrade; it is not one
+    wren = cast("Wren Textiles plc", "XC", "Consumer")[0]
+    w.action(wren, w.date(d(2019, 6, 1), d(2020, 12, 31)), "assign", SCALE[rng.randint(5, 8)],
+             outlook="stable")
+    w_rank = RANK[w.actions[-1]["rating"]]
+    w.action(wren, w.date(d(2023, 1, 10), d(2023, 5, 31)), "affirm", SCALE[w_rank],
+             outlook="negative")
+    w.action(wren, w.date(d(2024, 8, 1), d(2024, 11, 30)), "affirm", SCALE[w_rank],
+             outlook="stable")
+    vireo = cast("Vireo Packaging AG", "XE", "Materials")[0]
+    v_rank = rng.randint(5, 9)
+    w.action(vireo, w.date(d(2019, 6, 1), d(2020, 12, 31)), "assign", SCALE[v_rank],
+             outlook="stable")
+    w.action(vireo, w.date(d(2023, 1, 10), d(2023, 5, 31)), "affirm", SCALE[v_rank],
+             outlook="negative")
+    w.action(vireo, w.date(d(2023, 9, 1), d(2024, 5, 31)), "downgrade", SCALE[v_rank + 1],
+             outlook="stable")
 
     # ceilings: above the ceiling, and above the sovereign but within the uplift
     feroe = cast("Feroe Power Company", "XF", "Utilities")[0]

@@ -162,3 +162,14 @@ def controls(tables: Tables, *, parent: str, child: str) -> Fields:
 def fallen_angels(tables: Tables, *, start: Any, end: Any) -> Fields:
     out = sorted(credit(tables).fallen_angels(_date(start), _date(end)))
     return {"issuers": out, "count": len(out)}
+
+
+def negative_outlook_downgraded(tables: Tables, *, date: Any, start: Any, end: Any) -> Fields:
+    """Issuers rated with a negative outlook on `date` that were downgraded in [start, end]."""
+    c = credit(tables)
+    d, a, b = _date(date), _date(start), _date(end)
+    out = sorted(lei for lei in c.entities
+                 if c.rating_on(lei, d) is not None and c.outlook_on(lei, d) == "negative"
+                 and any(kind == "downgrade" and a <= when <= b
+                         for when, kind, _, _ in c.issuer_actions.get(lei, [])))
+    return {"issuers": out, "count": len(out)}

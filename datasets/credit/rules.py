@@ -21,6 +21,7 @@ CONTROL_THRESHOLD = 50.0   # control is strictly more than this share
 COVERED_BOND_EXTRA = 2     # notches a covered bond may exceed the ceiling by
 
 Tables = dict[str, list[dict[str, Any]]]
+Event = tuple[dt.date, str, "str | None", "str | None"]  # date, action type, rating, outlook
 
 
 def notch(rating: str, notches: int) -> str:
@@ -84,10 +85,10 @@ class Credit:
         self.countries = {r["country_code"]: r for r in tables["countries"]}
         self.instruments = {r["isin"]: r for r in tables["instruments"]
                             if r["issuer_id"] not in self.test_ids}
-        issuer_actions: dict[str, list[tuple[dt.date, str, str | None]]] = defaultdict(list)
-        instrument_actions: dict[str, list[tuple[dt.date, str, str | None]]] = defaultdict(list)
+        issuer_actions: dict[str, list[Event]] = defaultdict(list)
+        instrument_actions: dict[str, list[Event]] = defaultdict(list)
         for a in tables["rating_actions"]:
-            event = (a["action_date"], a["action_type"], a["rating"])
+            event = (a["action_date"], a["action_type"], a["rating"], a["outlook"])
             if a["entity_type"] == "issuer" and a["entity_id"] in self.lei_of:
                 issuer_actions[self.lei_of[a["entity_id"]]].append(event)
             elif a["entity_type"] == "instrument" and a["entity_id"] in self.instruments:
@@ -118,9 +119,9 @@ class Credit:
     # --- time ---------------------------------------------------------------------------------------
 
     @staticmethod
-    def _on(actions: list[tuple[dt.date, str, str | None]], date: dt.date) -> str | None:
+    def _on(actions: list[Event], date: dt.date) -> str | None:
         current: str | None = None
-        for when, kind, rating in actions:
+        for when, kind, rating, _ in actions:
             if when > date:
                 break
             current = None if kind == "withdraw" else rating
@@ -130,11 +131,20 @@ class Credit:
         """The rating of the latest action on or before `date`; None if unrated then."""
         return self._on(self.issuer_actions.get(lei, []), date)
 
+    def outlook_on(self, lei: str, date: dt.date) -> str | None:
+        """The outlook stated by the latest action on or before `date` (None if withdrawn)."""
+        current: str | None = None
+        for when, kind, _, outlook in self.issuer_actions.get(lei, []):
+            if when > date:
+                break
+            current = None if kind == "withdraw" else outlook
+        return current
+
     def periods(self, lei: str) -> list[tuple[dt.date, dt.date | None, str | None]]:
         """(valid_from, valid_to exclusive or None, rating) of each action of an issuer."""
         acts = self.issuer_actions.get(lei, [])
         out = []
-        for i, (when, kind, rating) in enumerate(acts):
+        for i, (when, kind, rating, _) in enumerate(acts):
             until = acts[i + 1][0] if i + 1 < len(acts) else None
             out.append((when, until, None if kind == "withdraw" else rating))
         return out
@@ -202,7 +212,7 @@ class Credit:
         out = set()
         for lei, acts in self.issuer_actions.items():
             previous: str | None = None
-            for when, kind, rating in acts:
+            for when, kind, rating, _ in acts:
                 now = None if kind == "withdraw" else rating
                 if (start <= when <= end and investment_grade(previous) and now is not None
                         and not investment_grade(now)):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_kgbench.agents import Task
 from pytest_kgbench.answers import Answer, answer_text, fields_from_rows
@@ -52,10 +52,14 @@ class ReferenceAgent:
 
     def statement(self, task: Task) -> str | None:
         q = task.question
-        queries: Mapping[str, str] = getattr(q, self.which) or {}
-        if self.which == "trap" and not queries:
-            queries = q.gold  # no naive reading differs: the trap agent answers as gold would
-        return queries.get(task.condition.language)
+        ref = task.condition.reference
+        if self.which == "gold":
+            return q.gold.get(ref)
+        if not q.trap:
+            return q.gold.get(ref)  # no naive reading differs: the trap agent answers as gold
+        # the naive reader's query for this store if there is one; otherwise its query over the
+        # raw tables, whatever the store holds (it does not know the executed tables)
+        return q.trap.get(ref) or q.trap.get(task.condition.language)
 
     def _store(self, task: Task) -> Any:
         """The executor to run on: the item's own, or one rebuilt from the prompt's text."""

@@ -1,0 +1,156 @@
+"""Key functions of the research questions: each computes a question's answer fields from the raw
+tables and the definitions (rules.py), independently of the gold queries.
+
+Signature: `fn(tables, **params) -> {field: value}`; the params come from the question's YAML.
+Persons are named by ORCID, or by author_id for a record without one (the pack's `person`
+entity); works by work_id; institutions by institution_id.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .rules import Tables, research
+
+Fields = dict[str, Any]
+
+
+def _work(tables: Tables, work_id: str) -> dict[str, Any]:
+    return next(r for r in tables["works"] if r["work_id"] == work_id)
+
+
+def _inst(tables: Tables, name: str) -> dict[str, Any]:
+    return next(r for r in tables["institutions"] if r["display_name"] == name)
+
+
+# --- L1 / L2: no definition needed ------------------------------------------------------------
+
+def work_year(tables: Tables, *, work_id: str) -> Fields:
+    return {"year": _work(tables, work_id)["publication_year"]}
+
+
+def work_doi(tables: Tables, *, work_id: str) -> Fields:
+    return {"doi": _work(tables, work_id)["doi"]}
+
+
+def orcid_of(tables: Tables, *, author_id: str) -> Fields:
+    return {"orcid": next(r["orcid"] for r in tables["authors"] if r["author_id"] == author_id)}
+
+
+def institution_country(tables: Tables, *, name: str) -> Fields:
+    return {"country": _inst(tables, name)["country_code"]}
+
+
+def institutions_of_type(tables: Tables, *, institution_type: str) -> Fields:
+    return {"count": sum(1 for r in tables["institutions"]
+                         if r["institution_type"] == institution_type)}
+
+
+def parent_of(tables: Tables, *, name: str) -> Fields:
+    return {"institution": _inst(tables, name)["parent_id"]}
+
+
+def countries_of_work(tables: Tables, *, work_id: str) -> Fields:
+    insts = {r["institution_id"] for r in tables["authorships"] if r["work_id"] == work_id}
+    codes = sorted({r["country_code"] for r in tables["institutions"]
+                    if r["institution_id"] in insts})
+    return {"countries": codes, "count": len(codes)}
+
+
+def corresponding_author(tables: Tables, *, work_id: str) -> Fields:
+    author_id = next(r["author_id"] for r in tables["authorships"]
+                     if r["work_id"] == work_id and r["is_corresponding"])
+    row = next(r for r in tables["authors"] if r["author_id"] == author_id)
+    return {"author": row["orcid"] or author_id}
+
+
+def citation_rows_to_year(tables: Tables, *, year: int) -> Fields:
+    ids = {r["work_id"] for r in tables["works"] if r["publication_year"] == year}
+    return {"count": sum(1 for r in tables["citations"] if r["cited_work_id"] in ids)}
+
+
+def reviews_in_country(tables: Tables, *, country: str) -> Fields:
+    insts = {r["institution_id"] for r in tables["institutions"] if r["country_code"] == country}
+    reviews = {r["work_id"] for r in tables["works"] if r["work_type"] == "review"}
+    return {"count": len({r["work_id"] for r in tables["authorships"]
+                          if r["work_id"] in reviews and r["institution_id"] in insts})}
+
+
+# --- L3: the definitions decide ------------------------------------------------------------------
+
+def persons_named(tables: Tables, *, name: str) -> Fields:
+    r = research(tables)
+    return {"count": len({r.person_of[a["author_id"]] for a in tables["authors"]
+                          if a["display_name"] == name})}
+
+
+def persons_total(tables: Tables) -> Fields:
+    return {"count": len(set(research(tables).person_of.values()))}
+
+
+def persons_on_work(tables: Tables, *, work_id: str) -> Fields:
+    return {"count": len(research(tables).persons(work_id))}
+
+
+def person_counted_works(tables: Tables, *, person: str, year: int | None = None) -> Fields:
+    r = research(tables)
+    works = sorted(r.counted_works(person=r.person(person), year=year))
+    return {"works": works, "count": len(works)}
+
+
+def institution_counted_works(tables: Tables, *, name: str, year: int | None = None) -> Fields:
+    r = research(tables)
+    works = sorted(r.counted_works(inst=r.by_name(name), year=year))
+    return {"works": works, "count": len(works)}
+
+
+def institution_output(tables: Tables, *, name: str, year: int | None = None,
+                       method: str = "full") -> Fields:
+    r = research(tables)
+    value = r.output(inst=r.by_name(name), year=year, fractional=method == "fractional")
+    return {"output": round(value, 6) if method == "fractional" else int(value)}
+
+
+def person_output(tables: Tables, *, person: str, year: int | None = None,
+                  method: str = "full") -> Fields:
+    r = research(tables)
+    value = r.output(person=r.person(person), year=year, fractional=method == "fractional")
+    return {"output": round(value, 6) if method == "fractional" else int(value)}
+
+
+def institution_share(tables: Tables, *, work_id: str, name: str) -> Fields:
+    r = research(tables)
+    return {"credit": round(r.institution_share(work_id, r.by_name(name)), 6)}
+
+
+def credited_institutions(tables: Tables, *, work_id: str) -> Fields:
+    insts = sorted(research(tables).credited(work_id))
+    return {"institutions": insts, "count": len(insts)}
+
+
+def counted_total(tables: Tables, *, year: int) -> Fields:
+    r = research(tables)
+    return {"count": len(r.counted_works(year=year))}
+
+
+def versions_of(tables: Tables, *, preprint: str, published: str) -> Fields:
+    """The work two records belong to, and how many works they make."""
+    r = research(tables)
+    return {"work": r.work_of[published],
+            "count": len({r.work_of[preprint], r.work_of[published]})}
+
+
+def work_year_counted(tables: Tables, *, work_id: str) -> Fields:
+    return {"year": research(tables).year(work_id)}
+
+
+def citations_to(tables: Tables, *, work_id: str) -> Fields:
+    return {"citations": len(research(tables).citing(work_id))}
+
+
+def citation_counts(tables: Tables, *, citing: str, cited: str) -> Fields:
+    """Whether one citation counts, and the persons the two works share (if any)."""
+    r = research(tables)
+    a, b = r.work_of[citing], r.work_of[cited]
+    shared = sorted(r.shared_persons(a, b))
+    return {"counts": (a, b) in r.citations(), "shared_person": shared[0] if shared else None}
