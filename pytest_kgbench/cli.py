@@ -4,6 +4,10 @@
     kgbench check  --pack credit [--variant base] [--seed N]   key = gold SQL = gold SPARQL, traps bite
     kgbench prompt --pack credit --question credit-Q10 --condition R5   print an item's prompt
     kgbench show   reports/<run-id>                             print a run's headline table
+    kgbench power  --pack credit --tier L3 --effect 0.1 0.2 0.3 --repeats 3
+                                                    chance the question set detects an effect
+    kgbench compare reports/<run-a> reports/<run-b> [--force]   pair two runs question by question
+    kgbench rescore reports/<run-id>                 regrade stored answers with today's grader
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     settings = Settings(
         condition_ids=(cond.id,), agent="gold", models=("gold",), repeats=1,
         variants=(args.variant,), run_id="prompt", query_timeout=60, max_rounds=8, strict=False,
-        resume=False, dataset_seed=args.seed, stats_seed=0, rootdir=str(root),
+        resume=False, ablation=False, dataset_seed=args.seed, stats_seed=0, rootdir=str(root),
         datasets_dir=str(root / "datasets"), ontology_dir=str(root / "ontology"),
         question_dirs=("questions",), reports_dir=str(root / "reports"),
         cache_dir=str(Path(args.cache) if args.cache else root / ".kgbench-cache"))
@@ -104,6 +108,59 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_power(args: argparse.Namespace) -> int:
+    from pytest_kgbench.power import simulate
+    from pytest_kgbench.questions import load_questions
+
+    qset = load_questions(Path(args.root) / "questions" / f"{args.pack}.yaml")
+    n = sum(1 for q in qset.questions if q.tier == args.tier
+            and (q.variants is None or args.variant in q.variants))
+    if n == 0:
+        raise KgbenchError(f"pack {args.pack} has no {args.tier} question on {args.variant}")
+    print(f"{args.pack}/{args.variant} {args.tier}: {n} questions x {args.repeats} repeats; "
+          f"baseline accuracy {args.baseline:.2f}; {args.simulations} simulated runs of the "
+          f"synthetic agent per effect; exact McNemar at p < 0.05")
+    print(f"{'effect':>8}  {'detection probability':>22}  {'95% CI':>13}")
+    for effect in args.effect:
+        res = simulate(n, baseline=args.baseline, effect=effect, repeats=args.repeats,
+                       simulations=args.simulations, seed=args.seed)
+        lo, hi = res.ci95 or (0.0, 0.0)
+        print(f"{effect:>8.2f}  {res.probability:>22.3f}  {lo:>6.3f}–{hi:<6.3f}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from pytest_kgbench.rescore import compare_runs
+
+    a = json.loads((Path(args.run_a) / "report.json").read_text(encoding="utf-8"))
+    b = json.loads((Path(args.run_b) / "report.json").read_text(encoding="utf-8"))
+    comparisons = compare_runs(a, b, seed=args.seed, force=args.force)
+    print(f"{'arm':<28} {'tier':<4} {'n':>3} {'diff':>7} {'95% CI':>15} {'+a/-b':>8} "
+          f"{'McNemar p':>10} {'Holm p':>8}")
+    for c in comparisons:
+        ci = "—" if c.ci95 is None else f"{100 * c.ci95[0]:+.1f}..{100 * c.ci95[1]:+.1f}"
+        diff = "—" if c.diff is None else f"{100 * c.diff:+.1f}"
+        print(f"{c.a.split(':', 1)[1]:<28} {c.tier:<4} {c.n_questions:>3} {diff:>7} {ci:>15} "
+              f"{'+%d/-%d' % c.discordant:>8} {c.mcnemar_p:>10.4f} {c.holm_p or 1:>8.4f}")
+    if not comparisons:
+        print("no condition and tier in common")
+    return 0
+
+
+def cmd_rescore(args: argparse.Namespace) -> int:
+    from pytest_kgbench.rescore import rescore
+
+    result = rescore(Path(args.run))
+    print(f"rescored {len(result.records)} items; {len(result.moved)} grades moved")
+    for nodeid, before, after in result.moved:
+        print(f"  {nodeid}: {before} -> {after}")
+    if result.changed_questions:
+        print("questions changed since the run: " + ", ".join(result.changed_questions))
+    for path in result.paths:
+        print(f"wrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgbench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,6 +179,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print the headline of a finished run")
     p.add_argument("run", help="a run folder, e.g. reports/<run-id>")
     p.set_defaults(func=cmd_show)
+    p = sub.add_parser("power", help="detection probability of an effect, by simulation")
+    p.add_argument("--pack", required=True)
+    p.add_argument("--variant", default="base")
+    p.add_argument("--tier", default="L3")
+    p.add_argument("--effect", type=float, nargs="+", default=[0.1, 0.2, 0.3])
+    p.add_argument("--baseline", type=float, default=0.5, help="accuracy of the baseline arm")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--simulations", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=20261129)
+    p.add_argument("--root", default=".")
+    p.set_defaults(func=cmd_power)
+    p = sub.add_parser("compare", help="pair two runs question by question")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--force", action="store_true", help="compare different question sets")
+    p.add_argument("--seed", type=int, default=20261129)
+    p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("rescore", help="regrade a run's stored answers with today's grader")
+    p.add_argument("run", help="a run folder, e.g. reports/<run-id>")
+    p.set_defaults(func=cmd_rescore)
     return parser
 
 

@@ -19,7 +19,7 @@ from pytest_kgbench.packs import Pack, find_pack
 from pytest_kgbench.questions import Question, QuestionSet, load_questions
 from pytest_kgbench.settings import Settings
 
-REFERENCE_AGENTS = ("gold", "trap")
+REFERENCE_AGENTS = ("gold", "trap", "synthetic")
 
 
 @dataclass(frozen=True)

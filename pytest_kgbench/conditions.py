@@ -73,8 +73,27 @@ GROUPS = {
 }
 
 
+# The paired comparisons --ablation reports by default (DESIGN §4); R5-R7 exists on credit only,
+# which the pairing (questions present under both conditions) takes care of by itself.
+DESIGN_PAIRS: tuple[tuple[str, str], ...] = (
+    ("R1", "R4"), ("R4", "R5"), ("R3", "R4"), ("R1", "R10"), ("D1", "D2"), ("D1", "D3"),
+    ("D4", "D5"), ("D1", "D4"), ("D2", "D5"), ("D3", "D6"), ("R5", "R7"),
+)
+
+
+def ablation_pairs(selected: tuple[str, ...]) -> list[tuple[str, str]]:
+    """The pairs an ablation reports: the first-listed condition against every other, then the
+    design's named pairs whose both sides were run (each pair once)."""
+    pairs: list[tuple[str, str]] = [(selected[0], other) for other in selected[1:]]
+    for a, b in DESIGN_PAIRS:
+        if a in selected and b in selected and (a, b) not in pairs and (b, a) not in pairs:
+            pairs.append((a, b))
+    return pairs
+
+
 def select(spec: str | None) -> tuple[Condition, ...]:
-    """Conditions named by an option value: ids, comma lists, `reading`, `querying`, `all`."""
+    """Conditions named by an option value: ids, comma lists, `reading`, `querying`, `all`.
+    The order is kept as given (a group expands in ladder order): the first is the baseline."""
     chosen: list[str] = []
     for part in (spec or "all").replace(" ", "").split(","):
         if not part:
@@ -84,4 +103,4 @@ def select(spec: str | None) -> tuple[Condition, ...]:
             known = ", ".join([*BY_ID, *GROUPS])
             raise InputError("--condition", f"unknown condition '{part}' (known: {known})")
         chosen += [i for i in ids if i not in chosen]
-    return tuple(BY_ID[i] for i in sorted(chosen, key=lambda i: (i[0] != "R", int(i[1:]))))
+    return tuple(BY_ID[i] for i in chosen)

@@ -96,9 +96,14 @@ def build_report(records: list[dict[str, Any]], settings: Settings, *,
         conditions[arm] = {"condition": rows[0]["condition"], "label": rows[0]["condition_label"],
                            "model": rows[0]["model"],
                            **arm_summary(rows, settings.stats_seed)}
+    comparisons = [c.to_dict() for c in build_comparisons(records, settings, multi_model)]
     not_measured = []
     if any(r["agent"] in ("gold", "trap") for r in records):
         not_measured.append("model behaviour: reference agents (gold/trap) answered, no model")
+    synthetic = any(r["agent"] == "synthetic" for r in records)
+    if synthetic:
+        not_measured.append("SIMULATED ANSWERS: the synthetic agent drew gold or trap answers "
+                            "at set probabilities; no model was asked")
     return {
         "run_id": settings.run_id, "started": meta.get("started"), "finished": meta.get("finished"),
         "settings": settings.to_dict(), "commit": meta.get("commit"),
@@ -107,9 +112,47 @@ def build_report(records: list[dict[str, Any]], settings: Settings, *,
         "counts": {"items": len(records), "expected": len(records) + len(missing)},
         "items": [{f: rec.get(f) for f in ITEM_FIELDS} for rec in records],
         "conditions": conditions,
-        "comparisons": [],
+        "comparisons": comparisons,
+        "statistics": {"seed": settings.stats_seed, "bootstrap": "percentile, over questions",
+                       "resamples": 9999, "confidence": 0.95,
+                       "pass_threshold": stats.PASS_THRESHOLD,
+                       "mcnemar": "exact: two-sided binomial on the discordant questions",
+                       "family": "Holm across every comparison of the run"},
+        "synthetic": synthetic,
         "not_measured": not_measured,
     }
+
+
+def arm_scores(records: Iterable[Mapping[str, Any]], condition: str, model: str, tier: str
+               ) -> dict[str, list[float | None]]:
+    """question -> repeat scores of one model under one condition, in one tier."""
+    return _scores(r for r in records if r["condition"] == condition and r["model"] == model
+                   and r["tier"] == tier)
+
+
+def build_comparisons(records: list[dict[str, Any]], settings: Settings,
+                      multi_model: bool) -> list[stats.Comparison]:
+    """With --ablation: every pair of `conditions.ablation_pairs`, per model and per tier
+    (never pooled), Holm-adjusted across the whole family."""
+    from pytest_kgbench.conditions import ablation_pairs
+
+    if not settings.ablation:
+        return []
+    present = [c for c in settings.condition_ids if any(r["condition"] == c for r in records)]
+    if len(present) < 2:
+        return []
+    family: list[stats.Comparison] = []
+    for model in sorted({r["model"] for r in records}):
+        for a, b in ablation_pairs(tuple(present)):
+            for tier in TIERS:
+                sa = arm_scores(records, a, model, tier)
+                sb = arm_scores(records, b, model, tier)
+                if not (set(sa) & set(sb)):
+                    continue
+                label = (lambda c: f"{c}/{model}") if multi_model else (lambda c: c)
+                family.append(stats.compare(sa, sb, a=label(a), b=label(b), tier=tier,
+                                            seed=settings.stats_seed))
+    return stats.holm_adjust(family)
 
 
 def _arm_order(arm: str) -> tuple[int, int, str]:
@@ -119,6 +162,10 @@ def _arm_order(arm: str) -> tuple[int, int, str]:
 
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}%"
+
+
+def _p(p: float | None) -> str:
+    return "—" if p is None else (f"{p:.4f}" if p >= 0.0001 else f"{p:.1e}")
 
 
 def _ci(ci: list[float] | None) -> str:
@@ -148,7 +195,11 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 def render_markdown(report: Mapping[str, Any]) -> str:
     s = report["settings"]
     fp = report["fingerprint"]
-    lines = [f"# kgbench run {report['run_id']}", "",
+    lines = [f"# kgbench run {report['run_id']}", ""]
+    if report.get("synthetic"):
+        lines += ["**SIMULATED ANSWERS — the synthetic agent drew gold or trap answers; no model "
+                  "was asked.**", ""]
+    lines += [
              f"- agent: {s['agent']}; models: {', '.join(s['models'])}; repeats: {s['repeats']}",
              f"- conditions: {', '.join(s['condition_ids'])}; variants: {', '.join(s['variants'])}",
              f"- items banked: {report['counts']['items']} of {report['counts']['expected']}"
@@ -165,6 +216,22 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if declined:
         lines += ["Declined (L5, counted beside pass/fail): "
                   + ", ".join(f"{a}: {n}" for a, n in declined.items()), ""]
+    if report["comparisons"]:
+        lines += ["## Paired comparisons", "",
+                  "Per tier, paired question by question: diff = accuracy(b) − accuracy(a) with a "
+                  "paired bootstrap 95% interval; +a/−b = questions passing only under a / only "
+                  "under b; exact McNemar p, Holm-adjusted across all comparisons of the run; "
+                  "'could reach' says whether that many discordant questions could give "
+                  "p < 0.05 at all.", ""]
+        rows = []
+        for c in report["comparisons"]:
+            a_only, b_only = c["discordant"]
+            rows.append([c["a"], c["b"], c["tier"], str(c["n_questions"]),
+                         "—" if c["diff"] is None else f"{100 * c['diff']:+.1f}",
+                         _ci(c["ci95"]), f"+{a_only} / −{b_only}", _p(c["mcnemar_p"]),
+                         _p(c["holm_p"]), "yes" if c["can_reach_significance"] else "no"])
+        lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+a / −b",
+                         "McNemar p", "Holm p", "could reach p<0.05"], rows) + [""]
     if report["missing"]:
         lines += ["## Items that never reported", ""]
         lines += [f"- `{m['nodeid']}`: {m['why'].splitlines()[0] if m['why'] else ''}"

@@ -170,6 +170,9 @@ class RunStore:
         self._write_json("grades.json", grades_json(records))
         self._write_json("report.json", report)
         (self.dir / "report.md").write_text(render_markdown(report), encoding="utf-8")
+        from pytest_kgbench.html_report import render_html
+
+        (self.dir / "report.html").write_text(render_html(report), encoding="utf-8")
         self.report = report
         if missing and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

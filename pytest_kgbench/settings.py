@@ -28,10 +28,16 @@ OPTIONS: tuple[tuple[str, str, str, str | None], ...] = (
     ("--dataset-seed", "kgbench_dataset_seed",
      "generate every pack at this seed instead of the pack's own", None),
     ("--stats-seed", "kgbench_stats_seed", "seed of the bootstrap intervals", "20261129"),
+    ("--synthetic", "kgbench_synthetic",
+     "the synthetic agent's probability of a gold answer per condition, e.g. D1=0.45,D2=0.7 "
+     "(default for unnamed conditions: *=0.5)", None),
 )
 FLAGS: tuple[tuple[str, str, str], ...] = (
     # pytest itself owns --strict, so ours carries the plugin's name
     ("--kgbench-strict", "kgbench_strict", "fail every item whose answer is not correct"),
+    ("--ablation", "kgbench_ablation",
+     "report paired comparisons: the first-listed condition against every other, plus the "
+     "design's named pairs (R1-R4, D1-D2, D3-D6, ...)"),
 )
 PATHS: tuple[tuple[str, str, str], ...] = (
     ("kgbench_datasets", "folder holding one folder per pack (pack.yaml inside)", "datasets"),
@@ -76,6 +82,7 @@ class Settings:
     max_rounds: int
     strict: bool
     resume: bool
+    ablation: bool
     dataset_seed: int | None
     stats_seed: int
     rootdir: str
@@ -133,16 +140,21 @@ class Settings:
         variants = tuple(v.strip() for v in str(_value(config, "kgbench_variant")).split(",")
                          if v.strip())
         strict = config.getoption("kgbench_strict", default=None)
+        ablation = config.getoption("kgbench_ablation", default=None)
+        synthetic = _value(config, "kgbench_synthetic")
         return cls(
             condition_ids=tuple(c.id for c in conditions.select(_value(config, "kgbench_condition"))),
             agent=agent, models=models, repeats=repeats, variants=variants or ("base",),
             run_id=str(run_id), query_timeout=timeout, max_rounds=rounds,
             strict=bool(config.getini("kgbench_strict") if strict is None else strict),
-            resume=bool(resume), dataset_seed=dataset_seed, stats_seed=stats_seed,
+            resume=bool(resume),
+            ablation=bool(config.getini("kgbench_ablation") if ablation is None else ablation),
+            dataset_seed=dataset_seed, stats_seed=stats_seed,
             rootdir=str(root), datasets_dir=path("kgbench_datasets"),
             ontology_dir=path("kgbench_ontology"),
             question_dirs=tuple(str(config.getini("kgbench_questions")).split(",")),
             reports_dir=path("kgbench_reports"), cache_dir=path("kgbench_cache"),
+            extra={"synthetic": synthetic} if synthetic else {},
         )
 
     @classmethod

@@ -69,11 +69,9 @@ def citation_rows_to_year(tables: Tables, *, year: int) -> Fields:
     return {"count": sum(1 for r in tables["citations"] if r["cited_work_id"] in ids)}
 
 
-def reviews_in_country(tables: Tables, *, country: str) -> Fields:
+def authorship_rows_in_country(tables: Tables, *, country: str) -> Fields:
     insts = {r["institution_id"] for r in tables["institutions"] if r["country_code"] == country}
-    reviews = {r["work_id"] for r in tables["works"] if r["work_type"] == "review"}
-    return {"count": len({r["work_id"] for r in tables["authorships"]
-                          if r["work_id"] in reviews and r["institution_id"] in insts})}
+    return {"count": sum(1 for r in tables["authorships"] if r["institution_id"] in insts)}
 
 
 # --- L3: the definitions decide ------------------------------------------------------------------

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pytest_kgbench.questions import Question
     from pytest_kgbench.settings import Settings
 
-KNOWN = ("gold", "trap")
+KNOWN = ("gold", "trap", "synthetic")
 """Agents shipped with the plugin (modules of this package)."""
 
 

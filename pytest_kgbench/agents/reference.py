@@ -42,6 +42,16 @@ def graph_from_text(text: str) -> Any:
     return graph
 
 
+def store_from_context(context: str, language: str, guard: Any) -> Any:
+    """An executor over the data a prompt shows: DuckDB from its CSV blocks, or an rdflib graph
+    from its Turtle blocks — with the same guard a model's store has."""
+    if language == "sql":
+        tables = tables_from_text(context)
+        return SqlExecutor(database_from_csv_text(tables),
+                           {n: s for n, (s, _) in tables.items()}, guard)
+    return SparqlExecutor(graph_from_text(context), guard)
+
+
 class ReferenceAgent:
     """Answers with the question's `gold` (or `trap`) query."""
 
@@ -68,14 +78,7 @@ class ReferenceAgent:
         lang = task.condition.language
         cache_key = (task.prompt.context_sha256 + task.guard.persona, lang)
         if cache_key not in self._stores:
-            if lang == "sql":
-                tables = tables_from_text(task.prompt.context)
-                self._stores[cache_key] = SqlExecutor(
-                    database_from_csv_text(tables), {n: s for n, (s, _) in tables.items()},
-                    task.guard)
-            else:
-                self._stores[cache_key] = SparqlExecutor(graph_from_text(task.prompt.context),
-                                                         task.guard)
+            self._stores[cache_key] = store_from_context(task.prompt.context, lang, task.guard)
         return self._stores[cache_key]
 
     def ask(self, task: Task) -> Answer:

@@ -1,0 +1,73 @@
+"""`synthetic`: a seeded simulator, labelled as such in every report. Each item gets the gold
+answer with the probability set for its condition (`--synthetic D1=0.45,D2=0.7`, default
+`*=0.5`) and the trap answer otherwise. It drives the statistics end to end without a model, and
+`kgbench power` uses the same draw to estimate, before a paid run, whether a question set can
+show a given difference.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Mapping
+
+from pytest_kgbench.agents import Task
+from pytest_kgbench.agents.reference import ReferenceAgent
+from pytest_kgbench.answers import Answer
+from pytest_kgbench.errors import InputError
+
+if TYPE_CHECKING:
+    from pytest_kgbench.settings import Settings
+
+DEFAULT_P = 0.5
+
+
+def parse_probabilities(spec: str | None) -> dict[str, float]:
+    """`D1=0.45,D2=0.7,*=0.5` -> {"D1": 0.45, "D2": 0.7, "*": 0.5}; '*' defaults to 0.5."""
+    out = {"*": DEFAULT_P}
+    for part in (spec or "").replace(" ", "").split(","):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        try:
+            p = float(value)
+        except ValueError:
+            p = -1.0
+        if not sep or not 0.0 <= p <= 1.0:
+            raise InputError("--synthetic", f"'{part}' is not CONDITION=PROBABILITY (0 to 1)")
+        out[name.upper() if name != "*" else "*"] = p
+    return out
+
+
+def draw(seed: int, *parts: object) -> float:
+    """A uniform number in [0, 1) fixed by the seed and the item: every process agrees."""
+    key = "|".join(str(p) for p in (seed, *parts)).encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2.0**64
+
+
+def gets_gold(seed: int, probabilities: Mapping[str, float], question: str, condition: str,
+              model: str, repeat: int) -> bool:
+    """Whether the synthetic agent answers this item with the gold answer."""
+    p = probabilities.get(condition, probabilities["*"])
+    return draw(seed, question, condition, model, repeat) < p
+
+
+class SyntheticAgent:
+    name = "synthetic"
+
+    def __init__(self, probabilities: Mapping[str, float], seed: int) -> None:
+        self.probabilities = dict(probabilities)
+        self.seed = seed
+        self.gold = ReferenceAgent("synthetic", "gold")
+        self.trap = ReferenceAgent("synthetic", "trap")
+
+    def ask(self, task: Task) -> Answer:
+        gold = gets_gold(self.seed, self.probabilities, task.question.id, task.condition.id,
+                         task.model, task.repeat)
+        answer = (self.gold if gold else self.trap).ask(task)
+        answer.text = f"[SIMULATED: {'gold' if gold else 'trap'} answer] {answer.text}"
+        return answer
+
+
+def AGENT(settings: "Settings") -> SyntheticAgent:  # noqa: N802 - the registry's name
+    return SyntheticAgent(parse_probabilities(settings.extra.get("synthetic")),
+                          settings.stats_seed)
