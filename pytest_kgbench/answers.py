@@ -26,6 +26,7 @@ class Answer:
     latency_s: float = 0.0
     rounds: int = 0
     error: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # every tool call, in order
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

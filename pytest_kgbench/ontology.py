@@ -132,3 +132,17 @@ def to_sorted_ntriples(graph: Any) -> str:
     """N-Triples, one per line, sorted: the same graph always gives the same bytes."""
     text = graph.serialize(format="nt")
     return "".join(sorted(line + "\n" for line in text.splitlines() if line.strip()))
+
+
+def defined_names(ttl: str) -> list[str]:
+    """The local names and CURIEs of everything a Turtle file of axioms or shapes defines."""
+    graph = _graph(ttl)
+    out: set[str] = set()
+    for subject in set(graph.subjects()):
+        text = str(subject)
+        if text.startswith(("http://", "https://")):
+            local = text.rsplit("#", 1)[-1].rsplit("/", 1)[-1]
+            if local:
+                out.add(local)
+                out.add(_curie(graph, subject))
+    return sorted(out)

@@ -17,7 +17,10 @@ from pytest_kgbench.settings import Settings
 
 ITEM_FIELDS = ("nodeid", "question", "tier", "pack", "variant", "condition", "condition_label",
                "mode", "model", "agent", "repeat", "persona", "expect", "grade", "score",
-               "status", "behaviour", "letter", "reason", "fields", "outcome", "elapsed_s")
+               "status", "behaviour", "letter", "reason", "fields", "metrics", "outcome",
+               "elapsed_s")
+RATE_METRICS = ("execution", "result_set_exact", "answer_carries_figure", "grounding",
+                "grounding_exact", "fidelity")
 
 
 def question_key(rec: Mapping[str, Any]) -> str:
@@ -44,7 +47,7 @@ def arm_summary(records: list[Mapping[str, Any]], seed: int) -> dict[str, Any]:
         "n_questions": est.n_questions, "n_items": len(records),
         "passes": est.passes, "pass_rate": est.pass_rate,
         "pass_ci95": list(est.pass_ci95) if est.pass_ci95 else None,
-        "declined": len(declined), "by_tier": {},
+        "declined": len(declined), "metrics": metric_summary(records), "by_tier": {},
     }
     for tier in TIERS:
         rows = [r for r in records if r["tier"] == tier]
@@ -58,6 +61,34 @@ def arm_summary(records: list[Mapping[str, Any]], seed: int) -> dict[str, Any]:
             "pass_ci95": list(t_est.pass_ci95) if t_est.pass_ci95 else None,
             "declined": len({question_key(r) for r in rows if r["grade"] == "declined"}),
         }
+    return out
+
+
+def metric_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Each metric's rate over the items where it was measured (n says how many), attribution
+    as true claims over claims, citations as mean precision and recall."""
+    out: dict[str, Any] = {}
+    records = list(records)
+    for name in RATE_METRICS:
+        values = [r["metrics"][name] for r in records
+                  if (r.get("metrics") or {}).get(name) is not None]
+        if values:
+            out[name] = {"rate": round(sum(bool(v) for v in values) / len(values), 6),
+                         "n": len(values)}
+    claims = [r["metrics"]["attribution"] for r in records
+              if (r.get("metrics") or {}).get("attribution")]
+    if claims:
+        total = sum(c["claims"] for c in claims)
+        out["attribution"] = {"true_claims": sum(c["true"] for c in claims), "claims": total,
+                              "rate": round(sum(c["true"] for c in claims) / total, 6)}
+    cites = [r["metrics"]["citations"] for r in records
+             if (r.get("metrics") or {}).get("citations")]
+    if cites:
+        precision = [c["precision"] for c in cites if c["precision"] is not None]
+        out["citations"] = {
+            "n": len(cites),
+            "precision": round(sum(precision) / len(precision), 6) if precision else None,
+            "recall": round(sum(c["recall"] for c in cites) / len(cites), 6)}
     return out
 
 
@@ -212,6 +243,30 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              "questions. Tiers are never pooled in comparisons.", ""]
     header, rows = headline_rows(report)
     lines += _table(header, rows) + [""]
+    metric_rows = []
+    for arm, c in report["conditions"].items():
+        m = c.get("metrics") or {}
+        if not m:
+            continue
+        cells = [arm]
+        for name in RATE_METRICS:
+            cells.append(f"{_pct(m[name]['rate'])} ({m[name]['n']})" if name in m else "—")
+        att = m.get("attribution")
+        cells.append(f"{att['true_claims']}/{att['claims']}" if att else "—")
+        cit = m.get("citations")
+        cells.append(f"{_pct(cit['precision'])} / {_pct(cit['recall'])}" if cit else "—")
+        metric_rows.append(cells)
+    if metric_rows:
+        lines += ["## Metrics per arm", "",
+                  "Rates over the items where a metric applies (n in parentheses): execution "
+                  "accuracy (the last query re-run carries every gold row, and the prose states a "
+                  "gold figure), the strict result set, the figure in the prose, grounding "
+                  "(tables read contain the gold's) and its exact form, semantic fidelity (the "
+                  "definitions' evidence in the query). Attribution: true claims / claims. "
+                  "Citations: mean precision / recall.", ""]
+        lines += _table(["arm", "execution", "result exact", "figure", "grounding",
+                         "grounding exact", "fidelity", "attribution", "citations P / R"],
+                        metric_rows) + [""]
     declined = {a: c["declined"] for a, c in report["conditions"].items() if c["declined"]}
     if declined:
         lines += ["Declined (L5, counted beside pass/fail): "

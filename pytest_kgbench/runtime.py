@@ -119,7 +119,10 @@ class Runtime:
         answer = self.agent(case.agent).ask(task)
         elapsed = round(time.perf_counter() - t0, 4)
         key = self.key(q, built)
-        result = grade(q, key, answer, built.aliases)
+        guard = guard_for(built, q.persona)
+        withheld = self.guard_withheld(q, cond, guard)
+        result = grade(q, key, answer, built.aliases, guard_withheld=withheld)
+        metrics = self.metrics(case, built, answer, executor)
         return {
             "question": q.id, "tier": q.tier, "pack": q.pack, "variant": case.variant,
             "condition": cond.id, "condition_label": cond.label, "mode": cond.mode,
@@ -135,9 +138,106 @@ class Runtime:
             "answer": answer.to_dict(),
             "grade": result.grade, "score": result.score, "status": answer.status,
             "behaviour": result.behaviour, "letter": result.letter, "reason": result.reason,
-            "fields": [f.__dict__ for f in result.fields],
+            "fields": [f.__dict__ for f in result.fields], "metrics": metrics,
             "started": started, "elapsed_s": elapsed,
         }
+
+    @staticmethod
+    def guard_withheld(q: Question, cond: Condition, guard: Any) -> bool:
+        """Whether the data a block question asks for was withheld from view before the agent
+        could ask (its reference query is refused as personal data for this persona)."""
+        statement = q.gold.get(cond.reference) if q.expect == "block" else None
+        if not statement:
+            return False
+        refusal = guard.check(cond.language, statement)
+        return bool(refusal and "personal data" in refusal)
+
+    def metrics(self, case: Any, built: Built, answer: Any, executor: Any) -> dict[str, Any]:
+        """Every metric beside the grade that can be measured for this item (metrics.py)."""
+        from pytest_kgbench import metrics as m
+
+        q: Question = case.question
+        cond: Condition = case.condition
+        out: dict[str, Any] = {}
+        block = answer.block or {}
+        out["attribution"] = m.attribution(block.get("definitions_used"),
+                                           self.definitions_given(built, cond))
+        records = self.key_records(q, built)
+        if records:
+            aliases = built.aliases
+            out["citations"] = m.citations(
+                block.get("records_used"), records,
+                lambda r: _canonical(r, aliases))
+        gold_statement = q.gold.get(cond.reference)
+        if cond.mode != "querying" or q.expect != "answer" or not gold_statement:
+            return out
+        ran = [x for x in answer.queries if x.statement]
+        if not ran:
+            out["execution"] = False
+            out["note"] = "no query ran"
+            return out
+        last = executor.run(ran[-1].statement)
+        gold = last if ran[-1].statement == gold_statement else executor.run(gold_statement)
+        ordered = any(f.ordered for f in q.fields)
+        tol = {"rel": max((f.rel_tol for f in q.fields), default=0.005),
+               "abs_tol": max((f.abs_tol for f in q.fields), default=0.0)}
+        carried = last.ok and m.rows_carried(gold.rows, last.rows, ordered=ordered, **tol)
+        figure = m.states_figure(answer.text, gold.rows, rel=tol["rel"])
+        reads = sorted({r for x in ran for r in x.reads})
+        grounded, grounded_exact = m.grounding(gold.reads, reads)
+        evidence = built.pack.manifest.get("evidence") or {}
+        fid = m.fidelity(q.needs, ran[-1].statement, cond.reference, evidence)
+        measured = [v for v in fid.values() if v is not None]
+        out.update({
+            "execution": bool(carried and figure is not False),
+            "result_set_exact": bool(last.ok and m.result_set_exact(gold.rows, last.rows, **tol)),
+            "answer_carries_figure": figure,
+            "grounding": grounded, "grounding_exact": grounded_exact,
+            "reads": reads, "gold_reads": gold.reads,
+            "fidelity": (all(measured) if measured else None), "fidelity_by_definition": fid,
+            "rows_returned": len(last.rows), "gold_rows": len(gold.rows),
+        })
+        return out
+
+    def definitions_given(self, built: Built, cond: Condition) -> list[str]:
+        """The names (labels and CURIEs) of the definitions this condition shows."""
+        cache = self.__dict__.setdefault("_given", {})
+        key = (built.pack.name, cond.id)
+        if key not in cache:
+            from pytest_kgbench.ontology import concepts, defined_names
+
+            names: list[str] = []
+            for kind in cond.definitions:
+                if kind in ("markdown", "ontology", "neutral"):
+                    ttl = built.pack.definitions_ttl.read_text(encoding="utf-8")
+                    for c in concepts(ttl):
+                        names += [c["label"], c["curie"], c["curie"].split(":", 1)[-1]]
+                elif kind == "axioms":
+                    for name in ("axioms.ttl", "shapes.ttl"):
+                        path = built.pack.ontology_file(name)
+                        if path:
+                            names += defined_names(path.read_text(encoding="utf-8"))
+            cache[key] = names
+        return cache[key]
+
+    def key_records(self, q: Question, built: Built) -> list[str]:
+        """The records a question's key depends on: those its key function names (`_records`),
+        else the entities of its key's entity fields."""
+        if q.expect != "answer":
+            return []
+        if q.key:
+            fn = built.pack.key_function(q.key, question=q.id)
+            value = fn(built.tables, **dict(q.params))
+            if "_records" in value:
+                return [str(r) for r in value["_records"]]
+        key = self.key(q, built) or {}
+        out: list[str] = []
+        for f in q.fields:
+            if f.kind == "entity" and key.get(f.name) is not None:
+                out.append(str(key[f.name]))
+            elif f.kind == "entity_list":
+                out += [str(v) for v in key.get(f.name) or []]
+        return out
 
 
 def compute_key(question: Question, built: Built) -> dict[str, Any] | None:
@@ -156,11 +256,23 @@ def compute_key(question: Question, built: Built) -> dict[str, Any] | None:
     if not isinstance(value, Mapping):
         raise InputError(question.file, f"key function '{question.key}' must return a mapping "
                          "of answer fields", question=question.id, field="key")
+    value = {k: v for k, v in value.items() if k != "_records"}
     missing = [f.name for f in question.fields if f.name not in value]
     if missing:
         raise InputError(question.file, f"key function '{question.key}' gives no value for "
                          f"{missing}", question=question.id, field="key")
     return {name: _plain(v) for name, v in value.items()}
+
+
+def _canonical(record: str, aliases: Mapping[str, Mapping[str, str]]) -> str:
+    """A record id as its entity's canonical id when an alias table knows it."""
+    from pytest_kgbench.packs import normalise_id
+
+    norm = normalise_id(record)
+    for table in aliases.values():
+        if norm in table:
+            return normalise_id(table[norm])
+    return norm
 
 
 def _plain(value: Any) -> Any:

@@ -29,6 +29,18 @@ class Guard:
     def withheld_predicates(self) -> frozenset[str]:
         return frozenset() if self.reads_personal else self.personal_predicates
 
+    def check(self, language: str, statement: str) -> str | None:
+        """The refusal for a statement in `language` ('sql' or 'sparql'), without a store."""
+        if language == "sparql":
+            return self.check_sparql(statement)
+        import duckdb
+
+        con = duckdb.connect(":memory:")
+        try:
+            return self.check_sql(con, statement)
+        finally:
+            con.close()
+
     # --- SQL ---------------------------------------------------------------------------------
 
     def check_sql(self, con: Any, statement: str) -> str | None:
