@@ -57,7 +57,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     _, built, _ = _built(args)
     qset = load_questions(Path(args.root) / "questions" / f"{args.pack}.yaml")
-    checks = check_questions(list(qset.questions), built)
+    checks = check_questions(list(qset.questions), built, engine=args.engine)
     bad = 0
     for c in checks:
         status = "ok " if c.ok else "BAD"
@@ -85,7 +85,8 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     settings = Settings(
         condition_ids=(cond.id,), agent="gold", models=("gold",), repeats=1,
         variants=(args.variant,), run_id="prompt", query_timeout=60, max_rounds=8, strict=False,
-        resume=False, ablation=False, dataset_seed=args.seed, stats_seed=0, rootdir=str(root),
+        resume=False, ablation=False, dataset_seed=args.seed, stats_seed=0,
+        sparql_engine="rdflib", rootdir=str(root),
         datasets_dir=str(root / "datasets"), ontology_dir=str(root / "ontology"),
         question_dirs=("questions",), reports_dir=str(root / "reports"),
         cache_dir=str(Path(args.cache) if args.cache else root / ".kgbench-cache"))
@@ -170,6 +171,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("check", help="check every question's key, gold queries and trap")
     _pack_args(p)
+    p.add_argument("--engine", default="rdflib", choices=("rdflib", "oxigraph"),
+                   help="SPARQL engine to run the SPARQL queries on")
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("prompt", help="print the prompt one item would get")
     _pack_args(p)

@@ -107,24 +107,32 @@ def render_markdown(ttl: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def run_rules(data: Any, shapes_ttl: str) -> Any:
+def run_rules(data: Any, shapes_ttl: str, *, store: str = "Oxigraph") -> Any:
     """The triples a pack's SHACL rules derive from `data` (pyshacl, SHACL-AF rules on).
 
-    The rules run on a copy, in their sh:order; what they add is returned as a graph of its own,
-    so the raw graph stays as it was.
+    The rules run on a copy held in `store` — Oxigraph (through oxrdflib) by default, which
+    evaluates the rules' SPARQL an order of magnitude faster than rdflib's own store with
+    identical output (a test compares the two) — in their sh:order. What they add is returned as
+    a graph of its own, so the raw graph stays as it was.
     """
     import rdflib
     from pyshacl import shacl_rules
+    from rdflib.namespace import XSD
 
-    work = rdflib.Graph()
-    work += data
+    work = rdflib.Graph(store=store) if store != "default" else rdflib.Graph()
+    for triple in data:
+        work.add(triple)
+    before = set(work)
     shapes = rdflib.Graph()
     shapes.parse(data=shapes_ttl, format="turtle")
     shacl_rules(work, shacl_graph=shapes, advanced=True, inplace=True)
     derived = rdflib.Graph()
-    for triple in work:
-        if triple not in data:
-            derived.add(triple)
+    for s, p, o in work:
+        if (s, p, o) in before:
+            continue
+        if isinstance(o, rdflib.Literal) and o.datatype == XSD.string:
+            o = rdflib.Literal(str(o))  # RDF 1.1: the same literal, written as the raw data is
+        derived.add((s, p, o))
     return derived
 
 

@@ -29,6 +29,7 @@ from pytest_kgbench.errors import InputError
 Row = dict[str, Any]
 Tables = dict[str, list[Row]]
 
+ENGINES = {"rdflib": "default", "oxigraph": "Oxigraph"}  # SPARQL engine -> rdflib store plugin
 SQL_TYPES = ("VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "BOOLEAN")
 BUILD_FORMAT = 3  # bump when the layout of a built variant changes
 
@@ -351,13 +352,34 @@ class Built:
     @cached_property
     def derived_graph(self) -> Any:
         """The raw graph plus every triple the pack's SHACL rules derive (parsed once)."""
+        return self.load_graph("rdflib", derived=True)
+
+    def load_graph(self, engine: str = "rdflib", *, derived: bool = False,
+                   ontology: bool = False) -> Any:
+        """A graph of the raw data (plus the rule-derived triples, plus the definitions' triples)
+        held by a SPARQL engine: `rdflib` (its in-memory store) or `oxigraph` (Oxigraph through
+        oxrdflib). Loaded once per process and combination."""
         import rdflib
 
-        graph = rdflib.Graph()
-        for prefix, ns in self.graph.namespace_manager.namespaces():
-            graph.bind(prefix, ns)
-        graph += self.graph
-        graph.parse(self.derived_nt, format="nt")
+        cache = self.__dict__.setdefault("_graphs", {})
+        key = (engine, derived, ontology)
+        if key in cache:
+            return cache[key]
+        if engine == "rdflib" and not derived and not ontology:
+            graph = self.graph
+        else:
+            if engine not in ENGINES:
+                raise InputError("--sparql-engine", f"unknown engine '{engine}' "
+                                 f"(known: {', '.join(ENGINES)})")
+            graph = rdflib.Graph(store=ENGINES[engine])
+            for prefix, ns in self.graph.namespace_manager.namespaces():
+                graph.bind(prefix, ns)
+            graph.parse(self.data_ttl, format="turtle")
+            if derived:
+                graph.parse(self.derived_nt, format="nt")
+            if ontology:
+                graph.parse(self.pack.definitions_ttl, format="turtle")
+        cache[key] = graph
         return graph
 
     @cached_property

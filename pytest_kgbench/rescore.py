@@ -13,6 +13,7 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from pytest_kgbench import stats
@@ -89,11 +90,17 @@ def rescore(run_dir: Path, *, stamp: str | None = None) -> Rescored:
                     store = stores[key]
                 answer.queries = [store.run(old.statement) for old in answer.queries]
             key_fields = compute_key(q, built)
-            g = grade(q, key_fields, answer, built.aliases)
+            guard = guard_for(built, q.persona)
+            g = grade(q, key_fields, answer, built.aliases,
+                      guard_withheld=runtime.guard_withheld(q, cond, guard))
+            executor = runtime.executor(built, cond, q.persona) if cond.mode == "querying" else None
+            metrics = runtime.metrics(SimpleNamespace(question=q, condition=cond), built, answer,
+                                      executor)
             new = dict(rec)
             new.update({"key": key_fields, "answer": answer.to_dict(), "grade": g.grade,
                         "score": g.score, "behaviour": g.behaviour, "letter": g.letter,
-                        "reason": g.reason, "fields": [f.__dict__ for f in g.fields]})
+                        "reason": g.reason, "fields": [f.__dict__ for f in g.fields],
+                        "metrics": metrics})
             if g.grade != rec["grade"]:
                 moved.append((rec["nodeid"], rec["grade"], g.grade))
             new_records.append(new)

@@ -51,7 +51,8 @@ class Runtime:
         from pytest_kgbench.executors.sparql import SparqlExecutor
         from pytest_kgbench.executors.sql import SqlExecutor
 
-        key = (str(built.dir), cond.language, cond.data, cond.load_ontology, persona)
+        engine = self.settings.sparql_engine
+        key = (str(built.dir), cond.language, cond.data, cond.load_ontology, persona, engine)
         if key not in self._executors:
             guard = guard_for(built, persona)
             timeout = self.settings.query_timeout
@@ -63,16 +64,8 @@ class Runtime:
                     raise HarnessBroken(f"no DuckDB file at {path}")
                 self._executors[key] = SqlExecutor.open(path, specs, guard, timeout)
             else:
-                graph = built.derived_graph if cond.data == "derived" else built.graph
-                if cond.load_ontology:
-                    import rdflib
-
-                    combined = rdflib.Graph()
-                    for prefix, ns in graph.namespace_manager.namespaces():
-                        combined.bind(prefix, ns)
-                    combined += graph
-                    combined.parse(built.pack.definitions_ttl, format="turtle")
-                    graph = combined
+                graph = built.load_graph(engine, derived=cond.data == "derived",
+                                         ontology=cond.load_ontology)
                 self._executors[key] = SparqlExecutor(graph, guard, timeout)
         return self._executors[key]
 
@@ -152,8 +145,12 @@ class Runtime:
         refusal = guard.check(cond.language, statement)
         return bool(refusal and "personal data" in refusal)
 
-    def metrics(self, case: Any, built: Built, answer: Any, executor: Any) -> dict[str, Any]:
-        """Every metric beside the grade that can be measured for this item (metrics.py)."""
+    def metrics(self, case: Any, built: Built, answer: Any, executor: Any, *,
+                rerun: bool = False) -> dict[str, Any]:
+        """Every metric beside the grade that can be measured for this item (metrics.py).
+
+        The last statement's result is the one the executor gave moments ago in this item; with
+        `rerun` (a rescore of stored answers) the statement runs again instead."""
         from pytest_kgbench import metrics as m
 
         q: Question = case.question
@@ -176,7 +173,7 @@ class Runtime:
             out["execution"] = False
             out["note"] = "no query ran"
             return out
-        last = executor.run(ran[-1].statement)
+        last = executor.run(ran[-1].statement) if rerun else ran[-1]
         gold = last if ran[-1].statement == gold_statement else executor.run(gold_statement)
         ordered = any(f.ordered for f in q.fields)
         tol = {"rel": max((f.rel_tol for f in q.fields), default=0.005),

@@ -28,6 +28,9 @@ OPTIONS: tuple[tuple[str, str, str, str | None], ...] = (
     ("--dataset-seed", "kgbench_dataset_seed",
      "generate every pack at this seed instead of the pack's own", None),
     ("--stats-seed", "kgbench_stats_seed", "seed of the bootstrap intervals", "20261129"),
+    ("--sparql-engine", "kgbench_sparql_engine",
+     "SPARQL engine of the graph conditions: rdflib (its own store) or oxigraph (via oxrdflib, "
+     "much faster on the large variants)", "rdflib"),
     ("--synthetic", "kgbench_synthetic",
      "the synthetic agent's probability of a gold answer per condition, e.g. D1=0.45,D2=0.7 "
      "(default for unnamed conditions: *=0.5)", None),
@@ -85,6 +88,7 @@ class Settings:
     ablation: bool
     dataset_seed: int | None
     stats_seed: int
+    sparql_engine: str
     rootdir: str
     datasets_dir: str
     ontology_dir: str
@@ -150,6 +154,7 @@ class Settings:
             resume=bool(resume),
             ablation=bool(config.getini("kgbench_ablation") if ablation is None else ablation),
             dataset_seed=dataset_seed, stats_seed=stats_seed,
+            sparql_engine=str(_value(config, "kgbench_sparql_engine")),
             rootdir=str(root), datasets_dir=path("kgbench_datasets"),
             ontology_dir=path("kgbench_ontology"),
             question_dirs=tuple(str(config.getini("kgbench_questions")).split(",")),

@@ -10,9 +10,18 @@ from typing import Callable
 # or refuses to load (numpy).
 import duckdb  # noqa: F401
 import numpy  # noqa: F401
+import pyshacl  # noqa: F401 - imports the importlib_metadata backport, which moves distribution
+#                  discovery off the stdlib finder onto its own sys.meta_path entry; an inline
+#                  run that imported it first would leave later runs unable to find any plugin
 import pytest
 import rdflib  # noqa: F401
 import scipy.stats  # noqa: F401
+
+# The plugin's own modules too: a test that imports one of them before an inline run would
+# otherwise leave the next inline run with half a package.
+import pytest_kgbench.collect  # noqa: F401,E402
+import pytest_kgbench.plugin  # noqa: F401,E402
+import pytest_kgbench.runtime  # noqa: F401,E402
 
 pytest_plugins = ["pytester"]
 

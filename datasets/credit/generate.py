@@ -203,8 +203,11 @@ class World:
                 self.action(self.rng.choice(records), when, "withdraw", None)
 
 
-def generate(*, variant: str, seed: int, issuers: int = 40, **_: Any) -> dict[str, list[Row]]:
-    """Every table of one variant. `issuers` counts legal entities outside the sandbox."""
+def generate(*, variant: str, seed: int, issuers: int = 40, chains: int = 0,
+             **_: Any) -> dict[str, list[Row]]:
+    """Every table of one variant. `issuers` counts legal entities outside the sandbox (deep
+    ownership chains come on top); `chains` adds that many chains 8 to 11 links deep, and the
+    named chain of Spire, 10 links deep."""
     rng = random.Random(f"credit/{seed}")
     w = World(rng)
     for code, name, (lo, hi), (ulo, uhi) in COUNTRIES:
@@ -218,7 +221,42 @@ def generate(*, variant: str, seed: int, issuers: int = 40, **_: Any) -> dict[st
 
     cast = plant_cast(w, ceiling_rank)
     fill(w, issuers - cast, rng)
+    if chains:
+        plant_chains(w, chains, rng)
     return finish(w)
+
+
+def plant_chains(w: World, count: int, rng: random.Random) -> None:
+    """Deep ownership chains: Spire's, all majority links 10 deep with a minority stake and an
+    exactly-50% stake beside it; then `count` random chains 8 to 11 deep, some broken in the
+    middle by a minority or a 50% link."""
+    d = dt.date
+
+    def entity(name: str, country: str) -> str:
+        sector = rng.choice(SECTORS)
+        ids = w.issuer(name, country, sector, lei=make_lei(name))
+        w.contact(ids, name, country)
+        w.history([ids], rng.randint(3, 12), w.date(START, d(2021, 12, 31)), rng.randint(1, 3))
+        return ids
+
+    spire = [entity("Spire Holdings AG", "XA")]
+    spire += [entity(f"Spire Tier {k} Ltd", rng.choice(("XA", "XB", "XC"))) for k in range(1, 11)]
+    for parent, child in zip(spire, spire[1:]):
+        w.link(parent, child, rng.randint(51, 100))
+    outsider = entity("Osprey Minority Partners NV", "XB")
+    w.link(outsider, spire[3], rng.randint(10, 40))
+    half = entity("Halvard Equal Holdings SA", "XE")
+    w.link(half, spire[0], 50)
+    for c in range(count):
+        depth = rng.randint(8, 11)
+        letter = string.ascii_uppercase[c % 26] + (str(c // 26) if c >= 26 else "")
+        root = rng.choice(ROOTS)
+        names = [f"{root} Chain {letter} Level {k} Ltd" for k in range(depth + 1)]
+        ids = [entity(n, rng.choice(list(w.countries))) for n in names]
+        broken = rng.randrange(1, depth) if rng.random() < 0.4 else None
+        for k, (parent, child) in enumerate(zip(ids, ids[1:]), 1):
+            share = rng.choice((30, 50)) if k == broken else rng.randint(51, 100)
+            w.link(parent, child, share)
 
 
 def plant_cast(w: World, ceiling_rank: Any) -> int:

@@ -173,3 +173,19 @@ def negative_outlook_downgraded(tables: Tables, *, date: Any, start: Any, end: A
                  and any(kind == "downgrade" and a <= when <= b
                          for when, kind, _, _ in c.issuer_actions.get(lei, [])))
     return {"issuers": out, "count": len(out)}
+
+
+def record_count(tables: Tables, *, name: str) -> Fields:
+    """Issuer records (rows, across source systems) of the issuer one of whose records is named."""
+    c = credit(tables)
+    return {"count": len(c.entities[c.lei_by_name(name)].records)}
+
+
+def period_end(tables: Tables, *, name: str, date: Any) -> Fields:
+    """The end (exclusive) of the rating period in force on `date`; None if still open."""
+    c = credit(tables)
+    d = _date(date)
+    for start, end, _ in c.periods(c.lei_by_name(name)):
+        if start <= d and (end is None or end > d):
+            return {"valid_to": end}
+    return {"valid_to": None}

@@ -375,9 +375,10 @@ def plant_cast(w: World, c: dict[str, str]) -> None:
     def home(author_id: str) -> tuple[str, list[str]]:
         return author_id, [w.home[author_id]]
 
-    def cast_work(label: str | None, title: str, year: int, kind: str, lead: list[tuple[str, list[str]]],
-                  co: tuple[int, int], *, exclude_persons: Iterable[str] = (),
-                  exclude_insts: Iterable[str] = (), **kw: Any) -> str:
+    def cast_work(label: str | None, title: str, year: int, kind: str,
+                  lead: list[tuple[str, list[str]]], co: tuple[int, int], *,
+                  exclude_persons: Iterable[str] = (), exclude_insts: Iterable[str] = (),
+                  **kw: Any) -> str:
         others = w.pick(rng.randint(*co), exclude_persons=exclude_persons,
                         exclude_insts=exclude_insts)
         return w.work(title, year, kind, lead + others, label=label, **kw)
@@ -441,7 +442,8 @@ def plant_cast(w: World, c: dict[str, str]) -> None:
     # Selma: a preprint never published is a work of its own (and counted output)
     for label, title, kind, years in (
             ("so-1", "Ligand design for selective CO2 capture", "article", (2019, 2021)),
-            ("so-2", "Metal-organic frameworks for gas separation: a review", "review", (2020, 2022)),
+            ("so-2", "Metal-organic frameworks for gas separation: a review", "review",
+             (2020, 2022)),
             ("so-pre", "Solvent-free synthesis of porous imine cages", "preprint", (2022, 2024))):
         cast_work(label, title, rng.randint(*years), kind, [home(selma)], (0, 2))
 
@@ -548,7 +550,8 @@ def fill(w: World, count: int) -> None:
         row = w.work_row[wid]
         if row["work_type"] == "dataset" and rng.random() < 0.7:
             continue
-        candidates = [o for o in made if w.work_row[o]["publication_year"] <= row["publication_year"]
+        year = row["publication_year"]
+        candidates = [o for o in made if w.work_row[o]["publication_year"] <= year
                       and w.group_of[o] != w.group_of[wid]]
         for cited in rng.sample(candidates, min(len(candidates), rng.randint(0, 5))):
             w.cite(wid, cited)

@@ -2,6 +2,7 @@
 tables and the definitions (rules.py), independently of the gold queries.
 
 Signature: `fn(tables, **params) -> {field: value}`; the params come from the question's YAML.
+`_records`, where given, names the records a key depends on (the citations metric).
 Persons are named by ORCID, or by author_id for a record without one (the pack's `person`
 entity); works by work_id; institutions by institution_id.
 """
@@ -87,13 +88,19 @@ def persons_total(tables: Tables) -> Fields:
 
 
 def persons_on_work(tables: Tables, *, work_id: str) -> Fields:
-    return {"count": len(research(tables).persons(work_id))}
+    return {"count": len(research(tables).persons(work_id)), "_records": [work_id]}
 
 
 def person_counted_works(tables: Tables, *, person: str, year: int | None = None) -> Fields:
     r = research(tables)
     works = sorted(r.counted_works(person=r.person(person), year=year))
     return {"works": works, "count": len(works)}
+
+
+def person_counted_count(tables: Tables, *, person: str, year: int | None = None) -> Fields:
+    r = research(tables)
+    works = sorted(r.counted_works(person=r.person(person), year=year))
+    return {"count": len(works), "_records": works}
 
 
 def institution_counted_works(tables: Tables, *, name: str, year: int | None = None) -> Fields:
@@ -105,20 +112,25 @@ def institution_counted_works(tables: Tables, *, name: str, year: int | None = N
 def institution_output(tables: Tables, *, name: str, year: int | None = None,
                        method: str = "full") -> Fields:
     r = research(tables)
-    value = r.output(inst=r.by_name(name), year=year, fractional=method == "fractional")
-    return {"output": round(value, 6) if method == "fractional" else int(value)}
+    inst = r.by_name(name)
+    value = r.output(inst=inst, year=year, fractional=method == "fractional")
+    return {"output": round(value, 6) if method == "fractional" else int(value),
+            "_records": sorted(r.counted_works(inst=inst, year=year))}
 
 
 def person_output(tables: Tables, *, person: str, year: int | None = None,
                   method: str = "full") -> Fields:
     r = research(tables)
-    value = r.output(person=r.person(person), year=year, fractional=method == "fractional")
-    return {"output": round(value, 6) if method == "fractional" else int(value)}
+    who = r.person(person)
+    value = r.output(person=who, year=year, fractional=method == "fractional")
+    return {"output": round(value, 6) if method == "fractional" else int(value),
+            "_records": sorted(r.counted_works(person=who, year=year))}
 
 
 def institution_share(tables: Tables, *, work_id: str, name: str) -> Fields:
     r = research(tables)
-    return {"credit": round(r.institution_share(work_id, r.by_name(name)), 6)}
+    return {"credit": round(r.institution_share(work_id, r.by_name(name)), 6),
+            "_records": [work_id]}
 
 
 def credited_institutions(tables: Tables, *, work_id: str) -> Fields:
@@ -127,8 +139,8 @@ def credited_institutions(tables: Tables, *, work_id: str) -> Fields:
 
 
 def counted_total(tables: Tables, *, year: int) -> Fields:
-    r = research(tables)
-    return {"count": len(r.counted_works(year=year))}
+    works = sorted(research(tables).counted_works(year=year))
+    return {"count": len(works), "_records": works}
 
 
 def versions_of(tables: Tables, *, preprint: str, published: str) -> Fields:
@@ -139,11 +151,13 @@ def versions_of(tables: Tables, *, preprint: str, published: str) -> Fields:
 
 
 def work_year_counted(tables: Tables, *, work_id: str) -> Fields:
-    return {"year": research(tables).year(work_id)}
+    r = research(tables)
+    return {"year": r.year(work_id), "_records": [r.work_of[work_id]]}
 
 
 def citations_to(tables: Tables, *, work_id: str) -> Fields:
-    return {"citations": len(research(tables).citing(work_id))}
+    citing = sorted(research(tables).citing(work_id))
+    return {"citations": len(citing), "_records": citing}
 
 
 def citation_counts(tables: Tables, *, citing: str, cited: str) -> Fields:
@@ -151,4 +165,5 @@ def citation_counts(tables: Tables, *, citing: str, cited: str) -> Fields:
     r = research(tables)
     a, b = r.work_of[citing], r.work_of[cited]
     shared = sorted(r.shared_persons(a, b))
-    return {"counts": (a, b) in r.citations(), "shared_person": shared[0] if shared else None}
+    return {"counts": (a, b) in r.citations(), "shared_person": shared[0] if shared else None,
+            "_records": [citing, cited]}
