@@ -8,6 +8,7 @@
                                                     chance the question set detects an effect
     kgbench compare reports/<run-a> reports/<run-b> [--force]   pair two runs question by question
     kgbench rescore reports/<run-id>                 regrade stored answers with today's grader
+    kgbench mcp --pack credit --condition D1         serve the store to an MCP client (stdio)
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from pytest_kgbench.errors import KgbenchError
 
@@ -29,13 +30,16 @@ def _pack_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default=".", help="repository root holding datasets/, ontology/, "
                    "questions/ (default: .)")
     p.add_argument("--cache", default=None, help="cache folder (default: <root>/.kgbench-cache)")
+    p.add_argument("--datasets", default=None, help="packs folder (default: <root>/datasets)")
+    p.add_argument("--ontology", default=None, help="definitions folder (default: <root>/ontology)")
 
 
 def _built(args: argparse.Namespace):  # noqa: ANN202 - returns (pack, built, seconds)
     from pytest_kgbench.packs import build_variant, find_pack
 
     root = Path(args.root)
-    pack = find_pack(args.pack, root / "datasets", root / "ontology")
+    pack = find_pack(args.pack, Path(args.datasets) if args.datasets else root / "datasets",
+                     Path(args.ontology) if args.ontology else root / "ontology")
     start = time.perf_counter()
     built = build_variant(pack, args.variant, Path(args.cache or root / ".kgbench-cache"),
                           seed=args.seed)
@@ -70,11 +74,29 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _runtime(args: argparse.Namespace, *, engine: str = "rdflib") -> Any:
+    """A Runtime over the repository at --root, outside pytest (prompt, mcp)."""
+    from pytest_kgbench.runtime import Runtime
+    from pytest_kgbench.settings import DEFAULT_ALIASES, Settings
+
+    root = Path(args.root).resolve()
+    settings = Settings(
+        condition_ids=(), agent="gold", models=("gold",), repeats=1, variants=(args.variant,),
+        run_id="cli", query_timeout=float(getattr(args, "query_timeout", 60)), max_rounds=8,
+        strict=False, resume=False, ablation=False, dataset_seed=args.seed, stats_seed=0,
+        sparql_engine=engine, rootdir=str(root),
+        datasets_dir=str(Path(args.datasets).resolve() if args.datasets else root / "datasets"),
+        ontology_dir=str(Path(args.ontology).resolve() if args.ontology else root / "ontology"),
+        question_dirs=("questions",),
+        reports_dir=str(root / "reports"),
+        cache_dir=str(Path(args.cache) if args.cache else root / ".kgbench-cache"),
+        extra={"aliases": dict(DEFAULT_ALIASES)})
+    return Runtime(settings)
+
+
 def cmd_prompt(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
     from pytest_kgbench.questions import load_questions
-    from pytest_kgbench.runtime import Runtime
-    from pytest_kgbench.settings import Settings
 
     root = Path(args.root).resolve()
     qset = load_questions(root / "questions" / f"{args.pack}.yaml")
@@ -82,19 +104,78 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     if question is None:
         raise KgbenchError(f"no question {args.question} in {qset.path}")
     cond = conditions.BY_ID[args.condition.upper()]
-    settings = Settings(
-        condition_ids=(cond.id,), agent="gold", models=("gold",), repeats=1,
-        variants=(args.variant,), run_id="prompt", query_timeout=60, max_rounds=8, strict=False,
-        resume=False, ablation=False, dataset_seed=args.seed, stats_seed=0,
-        sparql_engine="rdflib", rootdir=str(root),
-        datasets_dir=str(root / "datasets"), ontology_dir=str(root / "ontology"),
-        question_dirs=("questions",), reports_dir=str(root / "reports"),
-        cache_dir=str(Path(args.cache) if args.cache else root / ".kgbench-cache"))
-    runtime = Runtime(settings)
+    runtime = _runtime(args)
     built = runtime.built(args.pack, args.variant)
     executor = runtime.executor(built, cond, question.persona) if cond.mode == "querying" else None
     print(runtime.prompt(cond, built, question, executor).text)
     runtime.close()
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from pytest_kgbench.mcp_server import serve
+
+    runtime = _runtime(args, engine=args.engine)
+    try:
+        serve(runtime=runtime, pack=args.pack, variant=args.variant, condition=args.condition,
+              persona=args.persona, log=Path(args.log) if args.log else None)
+    finally:
+        runtime.close()
+    return 0
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from pytest_kgbench import conditions
+    from pytest_kgbench.collect import pack_conditions
+    from pytest_kgbench.costs import Estimate, dollars
+    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.settings import DEFAULT_PRICES, read_tool_config
+
+    root = Path(args.root).resolve()
+    table = read_tool_config(root)
+    runtime = _runtime(args)
+    aliases = {**runtime.settings.extra["aliases"], **(table.get("models") or {})}
+    prices = {**DEFAULT_PRICES, **(table.get("prices") or {})}
+    models = [m.strip() for m in ",".join(args.model).split(",") if m.strip()]
+    estimates: dict[tuple[str, str], Estimate] = {}
+    for path in sorted((root / "questions").glob("*.yaml")):
+        if args.pack and path.stem not in args.pack:
+            continue
+        qset = load_questions(path)
+        pack = runtime.pack(path.stem)
+        if args.variant not in pack.variants:
+            continue
+        built = runtime.built(pack.name, args.variant)
+        for cond in pack_conditions(pack, conditions.select(args.condition)):
+            for q in qset.questions:
+                if q.variants and args.variant not in q.variants:
+                    continue
+                executor = (runtime.executor(built, cond, q.persona)
+                            if cond.mode == "querying" else None)
+                prompt = runtime.prompt(cond, built, q, executor)
+                for model in models:
+                    est = estimates.setdefault((cond.id, model), Estimate(cond.id, model))
+                    for _ in range(args.repeats):
+                        est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
+                                system=prompt.system)
+    runtime.close()
+    print(f"Estimate, before any call: {args.repeats} repeat(s), variant {args.variant}; about "
+          "4 characters a token, 4 rounds per querying item; list prices per million tokens.")
+    print(f"{'condition':<10} {'model':<22} {'items':>6} {'input':>12} {'cached':>12} "
+          f"{'output':>10} {'cost':>10} {'no cache':>10}")
+    total = {"billed": 0.0, "without_cache": 0.0}
+    for (cid, model), est in estimates.items():
+        model_id = aliases.get(model, model)
+        cost = dollars(est.tokens, prices.get(model_id))
+        if cost:
+            total["billed"] += cost["billed"]
+            total["without_cache"] += cost["without_cache"]
+        cost_text = ("no price", "") if cost is None else (f"${cost['billed']:.2f}",
+                                                            f"${cost['without_cache']:.2f}")
+        print(f"{cid:<10} {model_id:<22} {est.items:>6} {est.input + est.cache_write:>12,} "
+              f"{est.cache_read:>12,} {est.output:>10,} {cost_text[0]:>10} {cost_text[1]:>10}")
+    print(f"{'total':<10} {'':<22} {sum(e.items for e in estimates.values()):>6} "
+          f"{'':>12} {'':>12} {'':>10} ${total['billed']:>9.2f} ${total['without_cache']:>9.2f}")
     return 0
 
 
@@ -179,6 +260,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--question", required=True)
     p.add_argument("--condition", required=True)
     p.set_defaults(func=cmd_prompt)
+    p = sub.add_parser("mcp", help="serve a pack's store under a querying condition over MCP "
+                       "(stdio): list_tables, describe, run_query")
+    _pack_args(p)
+    p.add_argument("--condition", required=True, help="D1 to D6")
+    p.add_argument("--persona", default="analyst")
+    p.add_argument("--engine", default="rdflib", choices=("rdflib", "oxigraph"))
+    p.add_argument("--query-timeout", type=float, default=60.0)
+    p.add_argument("--log", default=None, help="append every tool call to this JSON-lines file")
+    p.set_defaults(func=cmd_mcp)
+    p = sub.add_parser("estimate", help="tokens and dollars a run would take, before any call")
+    p.add_argument("--model", action="append", default=None, required=True)
+    p.add_argument("--condition", default="all")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--pack", action="append", default=None, help="only these packs")
+    p.add_argument("--variant", default="base")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--root", default=".")
+    p.add_argument("--cache", default=None)
+    p.add_argument("--datasets", default=None)
+    p.add_argument("--ontology", default=None)
+    p.set_defaults(func=cmd_estimate)
     p = sub.add_parser("show", help="print the headline of a finished run")
     p.add_argument("run", help="a run folder, e.g. reports/<run-id>")
     p.set_defaults(func=cmd_show)

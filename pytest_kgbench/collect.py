@@ -125,6 +125,11 @@ class QuestionFile(pytest.File):
             item = QuestionItem.from_parent(self, name=case.name, callobj=_run_item)
             item.extra_keyword_matches.update(case.keywords)
             item.stash[keys.CASE] = case
+            if settings.agent not in REFERENCE_AGENTS:
+                # a model call that failed transiently is asked again; a graded answer never is
+                item.add_marker(pytest.mark.flaky(
+                    reruns=int(settings.extra.get("model_reruns", 2)), reruns_delay=0.5,
+                    only_rerun=["TransientModelError"]))
             ref = case.condition.reference
             if (settings.agent in REFERENCE_AGENTS and case.question.expect != "abstain"
                     and ref not in case.question.gold):

@@ -64,6 +64,19 @@ def arm_summary(records: list[Mapping[str, Any]], seed: int) -> dict[str, Any]:
     return out
 
 
+def arm_cost(records: list[Mapping[str, Any]], settings: Settings) -> dict[str, Any]:
+    """Tokens the arm's items used, and their cost at list prices (with and without caching)."""
+    from pytest_kgbench.costs import dollars, usage_of
+
+    tokens = usage_of(records)
+    if not any(tokens.values()):
+        return {}
+    model = records[0]["model"]
+    model_id = (settings.extra.get("aliases") or {}).get(model, model)
+    price = (settings.extra.get("prices") or {}).get(model_id)
+    return {"tokens": tokens, "cost_usd": dollars(tokens, price), "model_id": model_id}
+
+
 def metric_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Each metric's rate over the items where it was measured (n says how many), attribution
     as true claims over claims, citations as mean precision and recall."""
@@ -126,7 +139,8 @@ def build_report(records: list[dict[str, Any]], settings: Settings, *,
         rows = arms[arm]
         conditions[arm] = {"condition": rows[0]["condition"], "label": rows[0]["condition_label"],
                            "model": rows[0]["model"],
-                           **arm_summary(rows, settings.stats_seed)}
+                           **arm_summary(rows, settings.stats_seed),
+                           **arm_cost(rows, settings)}
     comparisons = [c.to_dict() for c in build_comparisons(records, settings, multi_model)]
     not_measured = []
     if any(r["agent"] in ("gold", "trap") for r in records):
@@ -267,6 +281,16 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += _table(["arm", "execution", "result exact", "figure", "grounding",
                          "grounding exact", "fidelity", "attribution", "citations P / R"],
                         metric_rows) + [""]
+    cost_rows = [[arm, str(c["tokens"]["input"]), str(c["tokens"]["output"]),
+                  str(c["tokens"]["cache_read"]), str(c["tokens"]["cache_write"]),
+                  "—" if not c.get("cost_usd") else f"${c['cost_usd']['billed']:.4f}",
+                  "—" if not c.get("cost_usd") else f"${c['cost_usd']['without_cache']:.4f}"]
+                 for arm, c in report["conditions"].items() if c.get("tokens")]
+    if cost_rows:
+        lines += ["## Tokens and cost", "", "At the list prices in the settings (— where no "
+                  "price is known); 'without cache' bills every cached token as plain input.", ""]
+        lines += _table(["arm", "input", "output", "cache read", "cache write", "cost",
+                         "cost without cache"], cost_rows) + [""]
     declined = {a: c["declined"] for a, c in report["conditions"].items() if c["declined"]}
     if declined:
         lines += ["Declined (L5, counted beside pass/fail): "

@@ -31,6 +31,15 @@ OPTIONS: tuple[tuple[str, str, str, str | None], ...] = (
     ("--sparql-engine", "kgbench_sparql_engine",
      "SPARQL engine of the graph conditions: rdflib (its own store) or oxigraph (via oxrdflib, "
      "much faster on the large variants)", "rdflib"),
+    ("--item-timeout", "kgbench_item_timeout",
+     "wall-clock seconds a model may take for one item; past it the item is a timeout (a miss)",
+     "600"),
+    ("--effort", "kgbench_effort", "effort passed to models that support it (low ... max)", None),
+    ("--max-tokens", "kgbench_max_tokens", "output token limit per model call", "4096"),
+    ("--model-reruns", "kgbench_model_reruns",
+     "reruns of an item whose model call failed transiently (429, 529, 5xx, reset)", "2"),
+    ("--replay-run", "kgbench_replay_run", "RUN_ID: the run whose answers the replay agent gives",
+     None),
     ("--synthetic", "kgbench_synthetic",
      "the synthetic agent's probability of a gold answer per condition, e.g. D1=0.45,D2=0.7 "
      "(default for unnamed conditions: *=0.5)", None),
@@ -50,6 +59,47 @@ PATHS: tuple[tuple[str, str, str], ...] = (
     ("kgbench_reports", "folder of run folders", "reports"),
     ("kgbench_cache", "folder of built variants (shared by workers, locked)", ".kgbench-cache"),
 )
+
+
+# Model aliases and list prices (dollars per million tokens), overridable in pyproject.toml:
+#   [tool.kgbench.models]   sonnet = "claude-..."
+#   [tool.kgbench.prices."claude-..."]  input = 3.0  output = 15.0
+# Check both against the provider's current model list and price page before a paid run.
+DEFAULT_ALIASES = {"sonnet": "claude-sonnet-5-5", "haiku": "claude-haiku-5-5",
+                   "opus": "claude-opus-5-5"}
+# dollars per million tokens; cache writes at 1.25x input, cache reads at 0.1x input
+DEFAULT_PRICES = {
+    "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2},
+    "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
+}
+
+
+def read_tool_config(root: Path) -> dict[str, Any]:
+    """The [tool.kgbench] table of the project's pyproject.toml ({} when there is none)."""
+    path = root / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, OSError) as exc:
+        raise InputError(str(path), f"cannot be read: {exc}") from exc
+    table = data.get("tool", {}).get("kgbench", {})
+    return table if isinstance(table, dict) else {}
+
+
+def replayed_models(root: Path, reports: str, run: str) -> tuple[str, ...]:
+    """The models a stored run asked (a replay asks the same ones by default)."""
+    import json
+
+    for folder in (Path(run), root / reports / run):
+        meta = folder / "meta.json"
+        if meta.is_file():
+            return tuple(json.loads(meta.read_text(encoding="utf-8")).get("models") or ())
+    return ()
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -120,11 +170,15 @@ class Settings:
         def path(ini: str) -> str:
             return str((root / str(config.getini(ini))).resolve())
 
+        config_table = read_tool_config(root)
         models_raw = _value(config, "kgbench_model")
         if isinstance(models_raw, list):
             models_raw = ",".join(models_raw)
         models = tuple(m.strip() for m in (models_raw or "").split(",") if m.strip())
         agent = _value(config, "kgbench_agent") or ("anthropic" if models else "gold")
+        replay_run = _value(config, "kgbench_replay_run")
+        if not models and agent == "replay" and replay_run:
+            models = replayed_models(root, str(_value(config, "kgbench_reports")), replay_run)
         if not models:
             models = (agent,)
         try:
@@ -159,7 +213,16 @@ class Settings:
             ontology_dir=path("kgbench_ontology"),
             question_dirs=tuple(str(config.getini("kgbench_questions")).split(",")),
             reports_dir=path("kgbench_reports"), cache_dir=path("kgbench_cache"),
-            extra={"synthetic": synthetic} if synthetic else {},
+            extra={
+                "synthetic": synthetic,
+                "item_timeout": float(_value(config, "kgbench_item_timeout")),
+                "effort": _value(config, "kgbench_effort"),
+                "max_tokens": int(_value(config, "kgbench_max_tokens")),
+                "model_reruns": int(_value(config, "kgbench_model_reruns")),
+                "replay_run": _value(config, "kgbench_replay_run"),
+                "aliases": {**DEFAULT_ALIASES, **(config_table.get("models") or {})},
+                "prices": {**DEFAULT_PRICES, **(config_table.get("prices") or {})},
+            },
         )
 
     @classmethod

@@ -9,6 +9,7 @@ from typing import Callable
 # modules first imported inside them, and a native module imported a second time aborts (duckdb)
 # or refuses to load (numpy).
 import duckdb  # noqa: F401
+import matplotlib.figure  # noqa: F401 - a second matplotlib mixes classes of two imports
 import numpy  # noqa: F401
 import pyshacl  # noqa: F401 - imports the importlib_metadata backport, which moves distribution
 #                  discovery off the stdlib finder onto its own sys.meta_path entry; an inline
@@ -20,6 +21,7 @@ import scipy.stats  # noqa: F401
 # The plugin's own modules too: a test that imports one of them before an inline run would
 # otherwise leave the next inline run with half a package.
 import pytest_kgbench.collect  # noqa: F401,E402
+import pytest_kgbench.html_report  # noqa: F401,E402
 import pytest_kgbench.plugin  # noqa: F401,E402
 import pytest_kgbench.runtime  # noqa: F401,E402
 

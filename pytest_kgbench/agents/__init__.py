@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from pytest_kgbench.questions import Question
     from pytest_kgbench.settings import Settings
 
-KNOWN = ("gold", "trap", "synthetic")
+KNOWN = ("gold", "trap", "synthetic", "anthropic", "claude-cli", "replay")
 """Agents shipped with the plugin (modules of this package)."""
 
 

@@ -1,0 +1,83 @@
+"""Cost before and after: an estimate of a run's tokens and dollars before any call, and the
+cost of the tokens a run actually used, with and without the savings of prompt caching.
+
+Prices are dollars per million tokens, per model id (settings.DEFAULT_PRICES, overridable in
+[tool.kgbench.prices]). The estimate counts about four characters a token; a querying item is
+assumed to take four rounds, each resending the conversation so far. Both are assumptions, and
+the estimate says so: read it as an order of magnitude.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+CHARS_PER_TOKEN = 4
+QUERY_ROUNDS = 4
+TOOL_RESULT_TOKENS = 300
+OUTPUT_TOKENS = {"reading": 400, "querying_round": 150}
+
+
+def tokens_of(text: str) -> int:
+    return max(1, len(text) // CHARS_PER_TOKEN)
+
+
+def dollars(tokens: Mapping[str, int], price: Mapping[str, float] | None) -> dict[str, float] | None:
+    """The cost of a token count, as billed (cache reads and writes at their prices) and as it
+    would be without caching (every cached token billed as plain input)."""
+    if not price:
+        return None
+    m = 1_000_000
+    inp, out = tokens.get("input", 0), tokens.get("output", 0)
+    read, write = tokens.get("cache_read", 0), tokens.get("cache_write", 0)
+    billed = (inp * price["input"] + out * price["output"]
+              + read * price.get("cache_read", price["input"])
+              + write * price.get("cache_write", price["input"])) / m
+    uncached = ((inp + read + write) * price["input"] + out * price["output"]) / m
+    return {"billed": round(billed, 6), "without_cache": round(uncached, 6)}
+
+
+@dataclass
+class Estimate:
+    """Estimated tokens for the items of one condition and model."""
+
+    condition: str
+    model: str
+    items: int = 0
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    contexts: set[str] = field(default_factory=set)
+
+    def add(self, *, mode: str, context: str, question: str, system: str) -> None:
+        """One item: its prompt, the rounds it is likely to take, what caching saves."""
+        self.items += 1
+        ctx, rest = tokens_of(context), tokens_of(system) + tokens_of(question)
+        rounds = QUERY_ROUNDS if mode == "querying" else 1
+        first = context not in self.contexts
+        self.contexts.add(context)
+        for r in range(rounds):
+            growth = r * (TOOL_RESULT_TOKENS + OUTPUT_TOKENS["querying_round"])
+            self.input += rest + growth
+            if first and r == 0:
+                self.cache_write += ctx
+            else:
+                self.cache_read += ctx
+        self.output += (OUTPUT_TOKENS["reading"] if mode == "reading"
+                        else rounds * OUTPUT_TOKENS["querying_round"] + OUTPUT_TOKENS["reading"])
+
+    @property
+    def tokens(self) -> dict[str, int]:
+        return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
+                "cache_write": self.cache_write}
+
+
+def usage_of(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Tokens a set of banked items actually used."""
+    total = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    for rec in records:
+        for name, value in ((rec.get("answer") or {}).get("tokens") or {}).items():
+            if name in total:
+                total[name] += int(value or 0)
+    return total

@@ -1,0 +1,63 @@
+"""`kgbench mcp`: a pack's store under one condition, offered as an MCP server over stdio.
+
+The same three tools the Messages API loop offers (`tools.py`): list_tables, describe,
+run_query — through the same executor and guard. The claude-cli agent starts it for querying
+conditions; any MCP client (a desktop assistant, say) can use it to explore a pack's data under a
+condition. With `--log FILE`, every call is appended to FILE as one JSON line (the tool, its
+input, what the model saw, and the query's full result), so a run can bank the queries a CLI
+session made.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_kgbench.tools import TOOLS, call_tool
+
+
+def build_server(executor: Any, *, instructions: str, log: Path | None = None) -> Any:
+    """An MCPServer whose tools call `executor`."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(name="kgbench", instructions=instructions)
+    descriptions = {t["name"]: t["description"] for t in TOOLS}
+
+    def call(name: str, arguments: dict[str, Any]) -> str:
+        text, result = call_tool(executor, name, arguments)
+        if log is not None:
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"name": name, "input": arguments, "output": text[:4000],
+                                     "result": result.to_dict() if result else None}) + "\n")
+        return text
+
+    @server.tool(name="list_tables", description=descriptions["list_tables"])
+    def list_tables() -> str:
+        return call("list_tables", {})
+
+    @server.tool(name="describe", description=descriptions["describe"])
+    def describe(name: str) -> str:
+        return call("describe", {"name": name})
+
+    @server.tool(name="run_query", description=descriptions["run_query"])
+    def run_query(query: str) -> str:
+        return call("run_query", {"query": query})
+
+    return server
+
+
+def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str,
+          log: Path | None) -> None:
+    """Open the condition's store and serve it over stdio until the client closes."""
+    from pytest_kgbench.conditions import BY_ID
+    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.prompts import store_block
+
+    cond = BY_ID.get(condition.upper())
+    if cond is None or cond.mode != "querying":
+        raise InputError("--condition", f"'{condition}' is not a querying condition (D1-D6)")
+    built = runtime.built(pack, variant)
+    executor = runtime.executor(built, cond, persona)
+    server = build_server(executor, instructions=store_block(cond, executor), log=log)
+    server.run("stdio")

@@ -1,0 +1,171 @@
+"""A fake Messages API: a real HTTP server on 127.0.0.1, scripted per test.
+
+It speaks enough of the Anthropic Messages API for the real SDK and the real Claude Code CLI:
+POST /v1/messages answered as plain JSON, or as server-sent events when the request asks to
+stream; error statuses with the API's error body and retry-after headers; a stall; a malformed
+body. Each request takes the next scripted step; when the script is empty, `default` answers.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+Step = dict[str, Any]
+
+
+def text(body: str, *, input_tokens: int = 100, output_tokens: int = 20) -> Step:
+    """A final answer."""
+    return {"kind": "message", "content": [{"type": "text", "text": body}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens}}
+
+
+def tool_use(name: str, arguments: dict[str, Any], *, id: str | None = None) -> Step:
+    """One tool call."""
+    return {"kind": "message", "stop_reason": "tool_use",
+            "content": [{"type": "text", "text": f"Calling {name}."},
+                        {"type": "tool_use", "id": id or f"toolu_{name}_{time.monotonic_ns()}",
+                         "name": name, "input": arguments}],
+            "usage": {"input_tokens": 100, "output_tokens": 10}}
+
+
+def status(code: int, *, retry_after_ms: int | None = 5, kind: str = "api_error") -> Step:
+    """An error status with the API's error body."""
+    headers = {"retry-after-ms": str(retry_after_ms)} if retry_after_ms is not None else {}
+    return {"kind": "status", "status": code, "headers": headers,
+            "body": {"type": "error", "error": {"type": kind, "message": f"scripted {code}"}}}
+
+
+def stall(seconds: float) -> Step:
+    return {"kind": "stall", "seconds": seconds}
+
+
+def malformed() -> Step:
+    return {"kind": "malformed"}
+
+
+class FakeMessagesAPI:
+    """Start with `with FakeMessagesAPI() as api:`; `api.url` is the base URL."""
+
+    def __init__(self, default: Callable[[dict[str, Any]], Step] | None = None) -> None:
+        self.script: deque[Step] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
+        self._lock = threading.Lock()
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with api._lock:
+                    api.requests.append({"path": self.path, "body": body,
+                                         "headers": dict(self.headers)})
+                    step = api.script.popleft() if api.script else api.default(body)
+                api._reply(self, step, body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._send(404, {"type": "error", "error": {"type": "not_found_error",
+                                                            "message": self.path}})
+
+            def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None,
+                      raw: bytes | None = None) -> None:
+                data = raw if raw is not None else json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header("request-id", f"req_{time.monotonic_ns()}")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._handler = Handler
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def push(self, *steps: Step) -> "FakeMessagesAPI":
+        with self._lock:
+            self.script.extend(steps)
+        return self
+
+    def __enter__(self) -> "FakeMessagesAPI":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # --- replies ------------------------------------------------------------------------------
+
+    def _reply(self, handler: Any, step: Step, request: dict[str, Any]) -> None:
+        kind = step["kind"]
+        if kind == "stall":
+            time.sleep(step["seconds"])
+            step = text("too late")
+            kind = "message"
+        if kind == "status":
+            handler._send(step["status"], step["body"], step.get("headers"))
+            return
+        if kind == "malformed":
+            handler._send(200, None, raw=b'{"id": "msg_1", "type": "message", "content": [')
+            return
+        message = {"id": f"msg_{time.monotonic_ns()}", "type": "message", "role": "assistant",
+                   "model": request.get("model", "fake"), "content": step["content"],
+                   "stop_reason": step["stop_reason"], "stop_sequence": None,
+                   "usage": {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                             **step["usage"]}}
+        if request.get("stream"):
+            self._stream(handler, message)
+        else:
+            handler._send(200, message)
+
+    @staticmethod
+    def _stream(handler: Any, message: dict[str, Any]) -> None:
+        events: list[tuple[str, dict[str, Any]]] = []
+        start = dict(message, content=[], stop_reason=None,
+                     usage=dict(message["usage"], output_tokens=1))
+        events.append(("message_start", {"type": "message_start", "message": start}))
+        for i, block in enumerate(message["content"]):
+            if block["type"] == "text":
+                events.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                                       "content_block": {"type": "text", "text": ""}}))
+                events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                       "delta": {"type": "text_delta",
+                                                                 "text": block["text"]}}))
+            else:
+                events.append(("content_block_start", {
+                    "type": "content_block_start", "index": i,
+                    "content_block": {"type": "tool_use", "id": block["id"],
+                                      "name": block["name"], "input": {}}}))
+                events.append(("content_block_delta", {
+                    "type": "content_block_delta", "index": i,
+                    "delta": {"type": "input_json_delta",
+                              "partial_json": json.dumps(block["input"])}}))
+            events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+        events.append(("message_delta", {"type": "message_delta",
+                                         "delta": {"stop_reason": message["stop_reason"],
+                                                   "stop_sequence": None},
+                                         "usage": {"output_tokens": message["usage"]["output_tokens"]}}))
+        events.append(("message_stop", {"type": "message_stop"}))
+        data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n"
+                       for name, payload in events).encode()
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("cache-control", "no-cache")
+        handler.send_header("content-length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)

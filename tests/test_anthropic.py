@@ -1,0 +1,162 @@
+"""The anthropic agent through the real SDK against a fake Messages API on 127.0.0.1: the tool
+loop, prompt caching, and every fault class with what it does to the run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fake_api import FakeMessagesAPI, malformed, stall, status, text, tool_use
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def api(monkeypatch):
+    with FakeMessagesAPI() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+        yield server
+
+
+def _question(qid: str):
+    from pytest_kgbench.questions import load_questions
+
+    return next(q for q in load_questions(REPO / "questions" / "credit.yaml").questions
+                if q.id == qid)
+
+
+def _answers(p) -> list[dict]:
+    run = next((p.path / "reports").iterdir())
+    return [json.loads(x) for x in (run / "answers.jsonl").read_text().splitlines()]
+
+
+def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:
+    q = _question("credit-Q01")
+    api.push(tool_use("list_tables", {}), tool_use("describe", {"name": "countries"}),
+             tool_use("run_query", {"query": q.gold["sql"]}),
+             text("Caldera's sovereign rating is A+ (countries row XC).\n"
+                  "```json\n{\"rating\": \"A+\", \"definitions_used\": []}\n```"))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "D1", "-k", "Q01")
+    result.assert_outcomes(passed=1)
+    rec = _answers(p)[0]
+    key = rec["key"]["rating"]
+    assert rec["answer"]["rounds"] == 4
+    assert [c["name"] for c in rec["answer"]["tool_calls"]] == ["list_tables", "describe",
+                                                                "run_query"]
+    assert rec["answer"]["queries"][0]["reads"] == ["countries"]
+    assert rec["answer"]["tokens"]["input"] == 400 and rec["answer"]["tokens"]["output"] > 0
+    assert rec["grade"] == ("correct" if key == "A+" else "wrong")
+    first = api.requests[0]["body"]
+    assert first["model"] == "claude-sonnet-5-5"
+    assert {t["name"] for t in first["tools"]} == {"list_tables", "describe", "run_query"}
+    assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    # the tool results went back to the model, and the run's queries are the model's
+    last = api.requests[-1]["body"]["messages"]
+    results = [b for m in last if m["role"] == "user" for b in m["content"]
+               if isinstance(b, dict) and b.get("type") == "tool_result"]
+    assert len(results) == 3 and "rows" in results[-1]["content"]
+
+
+def test_the_last_round_forbids_tools(project, api) -> None:
+    api.default = lambda body: (tool_use("list_tables", {}) if body.get("tool_choice") is None
+                                else text("Out of rounds.\n```json\n{\"rating\": null}\n```"))
+    p = project()
+    p.runpytest("questions", "--model", "sonnet", "--condition", "D1", "-k", "Q01",
+                "--max-rounds", "2").assert_outcomes(passed=1)
+    assert len(api.requests) == 3
+    assert api.requests[-1]["body"]["tool_choice"] == {"type": "none"}
+    assert _answers(p)[0]["answer"]["rounds"] == 3
+
+
+def test_a_reading_item_is_one_message(project, api) -> None:
+    api.push(text("```json\n{\"rating\": \"A+\"}\n```"))
+    p = project()
+    p.runpytest("questions", "--model", "haiku", "--condition", "R1", "-k", "Q01",
+                "--effort", "low").assert_outcomes(passed=1)
+    body = api.requests[0]["body"]
+    assert "tools" not in body and body["model"] == "claude-haiku-5-5"
+    assert body["output_config"] == {"effort": "low"}
+    assert "### countries.csv" in body["messages"][0]["content"][0]["text"]
+
+
+def test_529_after_the_sdks_retries_is_rerun_and_graded_once(project, api) -> None:
+    # the SDK tries three times (two retries); all 529 -> TransientModelError -> rerun
+    api.push(status(529, kind="overloaded_error"), status(529, kind="overloaded_error"),
+             status(529, kind="overloaded_error"), text("```json\n{\"rating\": \"A+\"}\n```"))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
+    assert len(_answers(p)) == 1
+    assert len(api.requests) == 4
+
+
+def test_429_is_retried_by_the_sdk_honouring_retry_after(project, api) -> None:
+    api.push(status(429, kind="rate_limit_error"), text("```json\n{\"rating\": \"A+\"}\n```"))
+    p = project()
+    p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01"
+                ).assert_outcomes(passed=1)
+    assert len(api.requests) == 2
+
+
+def test_401_halts_the_run_and_keeps_what_was_banked(project, api) -> None:
+    api.push(text("```json\n{\"rating\": \"A+\"}\n```"), status(401, kind="authentication_error"))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1",
+                         "-k", "Q01 or Q03 or Q04")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*rejected the credential (401)*"])
+    answers = _answers(p)
+    assert [a["question"] for a in answers] == ["credit-Q01"]
+    report = json.loads((next((p.path / "reports").iterdir()) / "report.json").read_text())
+    assert not report["complete"] and len(report["missing"]) == 2
+
+
+def test_a_missing_key_halts_before_any_call(project, api, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*no ANTHROPIC_API_KEY*"])
+    assert api.requests == []
+
+
+def test_a_stall_past_the_item_timeout_is_a_timeout_grade(project, api) -> None:
+    api.push(stall(4))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                         "--item-timeout", "1")
+    result.assert_outcomes(passed=1)
+    rec = _answers(p)[0]
+    assert rec["status"] == "timeout" and rec["letter"] == "T" and rec["grade"] == "wrong"
+
+
+def test_a_malformed_body_is_transient_and_never_graded(project, api) -> None:
+    api.push(malformed(), malformed(), malformed())
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                         "--model-reruns", "0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TransientModelError*"])
+    run = next((p.path / "reports").iterdir())
+    assert (run / "answers.jsonl").read_text() == "" if (run / "answers.jsonl").exists() else True
+    report = json.loads((run / "report.json").read_text())
+    assert not report["complete"]
+
+
+def test_the_sdk_streams_from_the_fake_server(api) -> None:
+    """The fake server also speaks server-sent events (the Claude Code CLI streams)."""
+    import anthropic
+
+    api.push(tool_use("run_query", {"query": "SELECT 1"}, id="toolu_1"))
+    client = anthropic.Anthropic(base_url=api.url, api_key="sk-test")
+    with client.messages.stream(model="m", max_tokens=10,
+                                messages=[{"role": "user", "content": "hi"}]) as stream:
+        message = stream.get_final_message()
+    assert message.stop_reason == "tool_use"
+    assert message.content[1].input == {"query": "SELECT 1"}

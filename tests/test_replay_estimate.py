@@ -1,0 +1,63 @@
+"""The replay agent and the cost estimate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_kgbench.costs import Estimate, dollars, usage_of
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_replay_regrades_a_stored_run_without_any_model(project) -> None:
+    p = project()
+    first = p.runpytest("questions", "--agent", "trap", "--condition", "R1,D1", "-k", "Q0",
+                        "--run-id", "original")
+    first.assert_outcomes(passed=18)
+    again = p.runpytest("questions", "--agent", "replay", "--replay-run", "original",
+                        "--condition", "R1,D1", "-k", "Q0", "--run-id", "replayed")
+    again.assert_outcomes(passed=18)
+    a = json.loads((p.path / "reports" / "original" / "report.json").read_text())
+    b = json.loads((p.path / "reports" / "replayed" / "report.json").read_text())
+    assert b["settings"]["models"] == ["trap"]
+    grades = lambda r: sorted((i["question"], i["condition"], i["grade"]) for i in r["items"])  # noqa: E731
+    assert grades(a) == grades(b)
+    missing = p.runpytest("questions", "--agent", "replay", "--replay-run", "original",
+                          "--condition", "D4", "-k", "Q01", "--run-id", "gap")
+    missing.assert_outcomes(passed=1)
+    rec = json.loads((p.path / "reports" / "gap" / "answers.jsonl").read_text().splitlines()[0])
+    assert rec["status"] == "error" and rec["grade"] == "wrong"
+
+
+def test_costs_with_and_without_the_cache() -> None:
+    price = {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2}
+    tokens = {"input": 1_000_000, "output": 100_000, "cache_read": 2_000_000, "cache_write": 0}
+    cost = dollars(tokens, price)
+    assert cost == {"billed": 2.0 + 1.0 + 0.4, "without_cache": 6.0 + 1.0}
+    assert dollars(tokens, None) is None
+    assert usage_of([{"answer": {"tokens": {"input": 3, "output": 4}}}, {"answer": {}}]) == \
+        {"input": 3, "output": 4, "cache_read": 0, "cache_write": 0}
+
+
+def test_the_estimate_caches_each_context_once_and_grows_querying_rounds() -> None:
+    est = Estimate("D1", "m")
+    for _ in range(3):
+        est.add(mode="querying", context="x" * 4000, question="q" * 40, system="s" * 40)
+    assert est.items == 3 and est.cache_write == 1000 and est.cache_read == 1000 * 11
+    reading = Estimate("R1", "m")
+    reading.add(mode="reading", context="x" * 4000, question="q", system="s")
+    assert reading.cache_write == 1000 and reading.cache_read == 0
+
+
+def test_kgbench_estimate_prints_a_table_per_condition() -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest_kgbench.cli", "estimate", "--model",
+                           "sonnet", "--condition", "R1,D1", "--repeats", "2", "--pack", "credit",
+                           "--root", str(REPO)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("R1 ") and "$" in line for line in lines)
+    assert any(line.startswith("D1 ") and "$" in line for line in lines)
+    assert lines[-1].startswith("total")
