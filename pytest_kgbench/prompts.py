@@ -28,6 +28,12 @@ Use null for a value you cannot determine. If the data cannot answer the questio
 Optionally add "definitions_used": [the definitions you relied on] and
 "records_used": [identifiers of the records you used]."""
 
+FLOOR_RULES = """\
+End your answer with one fenced ```json block holding one object with these fields:
+{fields}"""
+
+SYSTEM_FLOOR = "Answer the question about this data."
+
 SYSTEM_READING = """\
 You are a careful data analyst. The data you need is below, in full. Work the answer out from it
 yourself; answer the question in a sentence or two, citing the records you used."""
@@ -177,15 +183,17 @@ def _withheld(info: Any) -> str:
     return f" (withheld from you: {', '.join(info.withheld)})" if info.withheld else ""
 
 
-def question_block(question: Question) -> str:
+def question_block(question: Question, *, floor: bool = False) -> str:
     fields = "\n".join(f'- "{f.name}": {f.describe()}' for f in question.fields) or \
         "- (no fields: say what you did)"
-    return f"## Question {question.id}\n\n{question.text}\n\n" + ANSWER_RULES.format(fields=fields)
+    rules = FLOOR_RULES if floor else ANSWER_RULES
+    return f"## Question {question.id}\n\n{question.text}\n\n" + rules.format(fields=fields)
 
 
 def build_prompt(cond: Condition, built: Built, question: Question, *, executor: Any = None,
-                 max_rounds: int = 8) -> Prompt:
-    """The prompt of one item. Querying conditions need the executor (for the catalog)."""
+                 max_rounds: int = 8, floor: bool = False) -> Prompt:
+    """The prompt of one item. Querying conditions need the executor (for the catalog).
+    `floor`: the minimal instruction of the floor arm, nothing about checking or citing."""
     guard = guard_for(built, question.persona)
     if cond.mode == "reading":
         system = SYSTEM_READING
@@ -200,4 +208,6 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
         data = store_block(cond, executor)
     context = "\n\n".join([f"# {built.pack.title} — {built.variant}", data,
                            *definitions_blocks(built, cond)])
-    return Prompt(system=system, context=context, question=question_block(question))
+    if floor:
+        system = SYSTEM_FLOOR
+    return Prompt(system=system, context=context, question=question_block(question, floor=floor))

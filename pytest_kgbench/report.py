@@ -64,6 +64,14 @@ def arm_summary(records: list[Mapping[str, Any]], seed: int) -> dict[str, Any]:
     return out
 
 
+def summarise_judge(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The judge's agreement with itself over every judged checklist point of the run."""
+    from pytest_kgbench.judge import summarise
+
+    return summarise([{"nodeid": r.get("nodeid"), **r["metrics"]["judge"]} for r in records
+                      if (r.get("metrics") or {}).get("judge")])
+
+
 def arm_cost(records: list[Mapping[str, Any]], settings: Settings) -> dict[str, Any]:
     """Tokens the arm's items used, and their cost at list prices (with and without caching)."""
     from pytest_kgbench.costs import dollars, usage_of
@@ -164,6 +172,8 @@ def build_report(records: list[dict[str, Any]], settings: Settings, *,
                        "mcnemar": "exact: two-sided binomial on the discordant questions",
                        "family": "Holm across every comparison of the run"},
         "synthetic": synthetic,
+        "judge": summarise_judge(records),
+        "settings_floor": bool(settings.extra.get("floor")),
         "not_measured": not_measured,
     }
 

@@ -21,6 +21,9 @@ from pytest_kgbench.questions import Question
 from pytest_kgbench.settings import Settings
 
 
+JUDGED_AGENTS = ("anthropic", "claude-cli")  # a model wrote the answer: the judge reads it
+
+
 class Runtime:
     """Caches of one process (one xdist worker, or the whole serial session)."""
 
@@ -70,16 +73,17 @@ class Runtime:
         return self._executors[key]
 
     def prompt(self, cond: Condition, built: Built, question: Question, executor: Any) -> Prompt:
+        floor = bool(self.settings.extra.get("floor"))
         key = (cond.id, str(built.dir), question.persona)
         cached = self._prompts.get(key)
         if cached is None:
             cached = build_prompt(cond, built, question, executor=executor,
-                                  max_rounds=self.settings.max_rounds)
+                                  max_rounds=self.settings.max_rounds, floor=floor)
             self._prompts[key] = cached
             return cached
         from pytest_kgbench.prompts import question_block
 
-        return Prompt(cached.system, cached.context, question_block(question))
+        return Prompt(cached.system, cached.context, question_block(question, floor=floor))
 
     def key(self, question: Question, built: Built) -> dict[str, Any] | None:
         """The key of a question on a variant, computed by the pack's key function."""
@@ -116,6 +120,8 @@ class Runtime:
         withheld = self.guard_withheld(q, cond, guard)
         result = grade(q, key, answer, built.aliases, guard_withheld=withheld)
         metrics = self.metrics(case, built, answer, executor)
+        if q.checklist and case.agent in JUDGED_AGENTS and answer.status == "answered":
+            metrics["judge"] = self.judge(q, answer.text)
         return {
             "question": q.id, "tier": q.tier, "pack": q.pack, "variant": case.variant,
             "condition": cond.id, "condition_label": cond.label, "mode": cond.mode,
@@ -134,6 +140,26 @@ class Runtime:
             "fields": [f.__dict__ for f in result.fields], "metrics": metrics,
             "started": started, "elapsed_s": elapsed,
         }
+
+    def judge(self, q: Question, text: str) -> dict[str, Any]:
+        """Two passes of the judge model over a "why" answer's checklist."""
+        from pytest_kgbench.agents.anthropic import AnthropicAgent, classify, resolve_model
+        from pytest_kgbench.judge import ask_judge
+
+        if "judge" not in self._agents:
+            self._agents["judge"] = AnthropicAgent(self.settings)  # type: ignore[assignment]
+        client = self._agents["judge"].client()  # type: ignore[attr-defined]
+        model = resolve_model(str(self.settings.extra.get("judge_model") or "sonnet"),
+                              dict(self.settings.extra.get("aliases") or {}))
+        import anthropic
+
+        try:
+            first = ask_judge(client, model, q.text, text, q.checklist)
+            second = ask_judge(client, model, q.text, text, q.checklist)
+        except anthropic.APIError as exc:
+            raise classify(exc) from exc
+        return {"model": model, "first": first, "second": second,
+                "score": None if first is None else round(sum(first) / len(first), 6)}
 
     @staticmethod
     def guard_withheld(q: Question, cond: Condition, guard: Any) -> bool:

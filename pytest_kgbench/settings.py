@@ -40,6 +40,8 @@ OPTIONS: tuple[tuple[str, str, str, str | None], ...] = (
      "reruns of an item whose model call failed transiently (429, 529, 5xx, reset)", "2"),
     ("--replay-run", "kgbench_replay_run", "RUN_ID: the run whose answers the replay agent gives",
      None),
+    ("--judge-model", "kgbench_judge_model",
+     "the model that grades 'why' questions against their checklist (twice)", "sonnet"),
     ("--synthetic", "kgbench_synthetic",
      "the synthetic agent's probability of a gold answer per condition, e.g. D1=0.45,D2=0.7 "
      "(default for unnamed conditions: *=0.5)", None),
@@ -47,6 +49,8 @@ OPTIONS: tuple[tuple[str, str, str, str | None], ...] = (
 FLAGS: tuple[tuple[str, str, str], ...] = (
     # pytest itself owns --strict, so ours carries the plugin's name
     ("--kgbench-strict", "kgbench_strict", "fail every item whose answer is not correct"),
+    ("--floor", "kgbench_floor",
+     "the floor arm: a minimal instruction with nothing about definitions, checking or citing"),
     ("--ablation", "kgbench_ablation",
      "report paired comparisons: the first-listed condition against every other, plus the "
      "design's named pairs (R1-R4, D1-D2, D3-D6, ...)"),
@@ -220,6 +224,9 @@ class Settings:
                 "max_tokens": int(_value(config, "kgbench_max_tokens")),
                 "model_reruns": int(_value(config, "kgbench_model_reruns")),
                 "replay_run": _value(config, "kgbench_replay_run"),
+                "judge_model": _value(config, "kgbench_judge_model"),
+                "floor": bool(config.getoption("kgbench_floor", default=None)
+                              or config.getini("kgbench_floor")),
                 "aliases": {**DEFAULT_ALIASES, **(config_table.get("models") or {})},
                 "prices": {**DEFAULT_PRICES, **(config_table.get("prices") or {})},
             },

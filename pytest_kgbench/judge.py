@@ -1,0 +1,76 @@
+"""The judge: "why" questions are graded against their checklist by a judge model, twice, so the
+report can say how far the judge agrees with itself (Cohen's kappa over the checklist points).
+
+Code grades every answer field; the judge only says, point by point, whether an answer's prose
+makes each point of the question's checklist. Its verdicts are reported beside the grade.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pytest_kgbench.answers import extract_block
+
+JUDGE_SYSTEM = """\
+You grade one answer against a checklist. For each numbered point, decide whether the answer
+makes that point (true) or not (false). Judge only what the answer says, not whether you agree.
+Reply with one fenced ```json block: {"points": [true, false, ...]} in the checklist's order."""
+
+
+def judge_prompt(question: str, answer: str, checklist: Sequence[str]) -> str:
+    points = "\n".join(f"{i}. {p}" for i, p in enumerate(checklist, 1))
+    return f"Question:\n{question}\n\nAnswer:\n{answer}\n\nChecklist:\n{points}\n"
+
+
+def parse_verdict(text: str, n: int) -> list[bool] | None:
+    """The judge's verdicts, or None when its reply does not hold exactly n booleans."""
+    block = extract_block(text)
+    points = (block or {}).get("points")
+    if isinstance(points, list) and len(points) == n and all(isinstance(p, bool) for p in points):
+        return points
+    return None
+
+
+def ask_judge(client: Any, model: str, question: str, answer: str,
+              checklist: Sequence[str]) -> list[bool] | None:
+    """One pass of the judge (a Messages API call)."""
+    response = client.messages.create(
+        model=model, max_tokens=512, system=JUDGE_SYSTEM,
+        messages=[{"role": "user", "content": judge_prompt(question, answer, checklist)}])
+    text = "\n".join(b.text for b in response.content if b.type == "text")
+    return parse_verdict(text, len(checklist))
+
+
+def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
+    """Cohen's kappa of two passes over the same points; None when undefined (no points, or both
+    passes constant and equal, where chance agreement is already 1)."""
+    n = len(a)
+    if n == 0 or n != len(b):
+        return None
+    observed = sum(x == y for x, y in zip(a, b)) / n
+    pa, pb = sum(a) / n, sum(b) / n
+    chance = pa * pb + (1 - pa) * (1 - pb)
+    if chance >= 1.0:
+        return None
+    return round((observed - chance) / (1 - chance), 6)
+
+
+def summarise(judged: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Kappa over every judged point of a run, and the points the two passes disagreed on."""
+    first: list[bool] = []
+    second: list[bool] = []
+    disagreements = []
+    for item in judged:
+        a, b = item.get("first"), item.get("second")
+        if not a or not b:
+            continue
+        first += a
+        second += b
+        for i, (x, y) in enumerate(zip(a, b)):
+            if x != y:
+                disagreements.append({"nodeid": item.get("nodeid"), "point": i + 1})
+    if not first:
+        return None
+    return {"points": len(first), "agreement": round(sum(x == y for x, y in zip(first, second))
+                                                     / len(first), 6),
+            "kappa": cohen_kappa(first, second), "disagreements": disagreements}
