@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Iterator
 
 
@@ -77,22 +78,16 @@ class Guard:
 
     def check_sparql(self, statement: str) -> str | None:
         """The reason to refuse a SPARQL statement, or None (syntax errors are left to run)."""
-        from pyparsing import ParseException
-        from rdflib.plugins.sparql.parser import parseQuery, parseUpdate
-
-        try:
-            parsed = parseQuery(statement)
-        except ParseException:
-            try:
-                parseUpdate(statement)
-            except ParseException:
+        parsed = parse_sparql(statement)
+        if parsed is None:
+            if not is_sparql_update(statement):
                 return None
             return f"SPARQL updates are not allowed: the store is read-only for persona " \
                    f"'{self.persona}'"
         withheld = self.withheld_predicates()
         if not withheld:
             return None
-        used = sparql_iris(parsed)
+        used = query_iris(statement)
         hit = sorted(withheld & used)
         if hit:
             return f"persona '{self.persona}' may not read personal data ({', '.join(hit)})"
@@ -140,6 +135,43 @@ def _sql_column_refs(tree: dict[str, Any] | None) -> tuple[set[str], bool]:
         elif node.get("class") == "STAR":
             star = True
     return refs, star
+
+
+@lru_cache(maxsize=1024)
+def parse_sparql(statement: str) -> Any:
+    """rdflib's parse of a SPARQL query, once per text (guard and read set share it); None when
+    the text is not a query."""
+    from pyparsing import ParseException
+    from rdflib.plugins.sparql.parser import parseQuery
+
+    try:
+        return parseQuery(statement)
+    except ParseException:
+        return None
+
+
+@lru_cache(maxsize=256)
+def is_sparql_update(statement: str) -> bool:
+    from pyparsing import ParseException
+    from rdflib.plugins.sparql.parser import parseUpdate
+
+    try:
+        parseUpdate(statement)
+    except ParseException:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1024)
+def query_iris(statement: str) -> frozenset[str]:
+    """Every IRI a SPARQL query mentions (empty when it does not parse)."""
+    parsed = parse_sparql(statement)
+    if parsed is None:
+        return frozenset()
+    try:
+        return frozenset(sparql_iris(parsed))
+    except Exception:  # noqa: BLE001 - an untranslatable query reads nothing we can name
+        return frozenset()
 
 
 def sparql_iris(parsed: Any) -> set[str]:

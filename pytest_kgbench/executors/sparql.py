@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from pytest_kgbench.executors import QueryResult, QueryTimeout, TableInfo, jsonable, \
     run_with_timeout
-from pytest_kgbench.executors.guard import Guard, sparql_iris
+from pytest_kgbench.executors.guard import Guard, query_iris
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
@@ -42,13 +42,7 @@ class SparqlExecutor:
 
     def reads(self, statement: str) -> list[str]:
         """The classes and properties (as CURIEs) a query mentions."""
-        from pyparsing import ParseException
-        from rdflib.plugins.sparql.parser import parseQuery
-
-        try:
-            iris = sparql_iris(parseQuery(statement))
-        except (ParseException, Exception):  # noqa: BLE001 - an unparsable query read nothing
-            return []
+        iris = query_iris(statement)
         return sorted(self._curie(i) for i in iris if i in self._vocabulary and i != RDF_TYPE)
 
     @cached_property
