@@ -58,6 +58,48 @@ def credit_questions():
     return load_questions(REPO / "questions" / "credit.yaml")
 
 
+@pytest.fixture(scope="session")
+def research_pack():
+    from pytest_kgbench.packs import find_pack
+
+    return find_pack("research", REPO / "datasets", REPO / "ontology")
+
+
+@pytest.fixture(scope="session")
+def research_base(research_pack, kg_cache: Path):
+    """research/base, built at the pack's own seed."""
+    from pytest_kgbench.packs import build_variant
+
+    return build_variant(research_pack, "base", kg_cache)
+
+
+@pytest.fixture(scope="session")
+def research_large(research_pack, kg_cache: Path):
+    from pytest_kgbench.packs import build_variant
+
+    return build_variant(research_pack, "large", kg_cache)
+
+
+@pytest.fixture(scope="session")
+def research_questions():
+    from pytest_kgbench.questions import load_questions
+
+    return load_questions(REPO / "questions" / "research.yaml")
+
+
+def decoy_checks(ontology: Path, built, questions) -> tuple[float, set[str], str]:
+    """A pack's decoy against its definitions: the length ratio, the labels of the definitions
+    the questions need, and the decoy's text (the tests assert on all three)."""
+    from pytest_kgbench.ontology import concepts
+
+    decoy = (ontology / "decoy.md").read_text(encoding="utf-8")
+    definitions = built.definitions_md.read_text(encoding="utf-8")
+    needed = {n.split(":", 1)[1] for q in questions.questions for n in q.needs}
+    labels = {c["label"] for c in concepts((ontology / "definitions.ttl").read_text())
+              if c["curie"].split(":", 1)[1] in needed}
+    return len(decoy) / len(definitions), labels, decoy
+
+
 @pytest.fixture
 def project(pytester: pytest.Pytester, kg_cache: Path) -> Callable[..., pytest.Pytester]:
     """A pytester project using the repository's packs and the session's build cache.

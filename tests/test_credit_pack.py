@@ -158,7 +158,6 @@ def test_the_variants_have_the_shape_they_promise(credit_pack, kg_cache) -> None
     assert len({r["lei"] for r in large.tables["issuers"]
                 if r["source_system"] != "sandbox"}) >= 300
     chains = build_variant(credit_pack, "chains", kg_cache)
-    from pytest_kgbench.packs import Built  # noqa: F401 - type of chains
 
     rules = credit_pack.module("rules")
     c = rules.credit(chains.tables)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from pytest_kgbench import conditions
-from pytest_kgbench.ontology import concepts
 from pytest_kgbench.packs import build_variant
 from pytest_kgbench.prompts import build_prompt
 
@@ -21,12 +20,10 @@ CR = "https://kgbench.example/credit/def#"
 
 def test_the_decoy_is_as_long_as_the_definitions_and_defines_none_they_need(
         credit_base, credit_questions) -> None:
-    decoy = (ONTOLOGY / "decoy.md").read_text(encoding="utf-8")
-    definitions = credit_base.definitions_md.read_text(encoding="utf-8")
-    assert 0.9 * len(definitions) <= len(decoy) <= 1.1 * len(definitions)
-    needed = {n.split(":", 1)[1] for q in credit_questions.questions for n in q.needs}
-    labels = {c["label"] for c in concepts((ONTOLOGY / "definitions.ttl").read_text())
-              if c["curie"].split(":", 1)[1] in needed}
+    from conftest import decoy_checks
+
+    ratio, labels, decoy = decoy_checks(ONTOLOGY, credit_base, credit_questions)
+    assert 0.9 <= ratio <= 1.1
     assert len(labels) >= 10
     for label in labels:
         assert not re.search(rf"\b{re.escape(label)}\b", decoy, re.IGNORECASE), label

@@ -125,8 +125,6 @@ def test_trap_run_records_wrong_answers_as_passed_items(project) -> None:
 
 
 def test_a_gold_item_that_is_not_correct_fails_and_is_still_banked(project) -> None:
-    from pytest_kgbench.questions import load_questions  # noqa: F401 - plugin importable
-
     text = (Path(__file__).resolve().parents[1] / "questions" / "credit.yaml").read_text()
     broken = text.replace("sql: SELECT count(*) AS count FROM countries",
                           "sql: SELECT count(*) - 1 AS count FROM countries")

@@ -11,7 +11,6 @@ import pytest
 
 from pytest_kgbench import conditions
 from pytest_kgbench.collect import pack_conditions
-from pytest_kgbench.ontology import concepts
 from pytest_kgbench.packs import build_variant
 from pytest_kgbench.prompts import build_prompt
 
@@ -27,23 +26,13 @@ PROSE = {"http://www.w3.org/2000/01/rdf-schema#comment",
          "http://www.w3.org/ns/shacl#name", "http://purl.org/dc/terms/description"}
 
 
-@pytest.fixture(scope="module")
-def research_pack():
-    from pytest_kgbench.packs import find_pack
-
-    return find_pack("research", REPO / "datasets", REPO / "ontology")
 
 
-@pytest.fixture(scope="module")
-def research_base(research_pack, kg_cache: Path):
-    return build_variant(research_pack, "base", kg_cache)
 
 
-@pytest.fixture(scope="module")
-def research_questions():
-    from pytest_kgbench.questions import load_questions
 
-    return load_questions(REPO / "questions" / "research.yaml")
+
+
 
 
 def test_research_gets_every_condition_but_the_neutral_wording(research_pack) -> None:
@@ -53,12 +42,10 @@ def test_research_gets_every_condition_but_the_neutral_wording(research_pack) ->
 
 def test_the_decoy_is_as_long_as_the_definitions_and_defines_none_they_need(
         research_base, research_questions) -> None:
-    decoy = (ONTOLOGY / "decoy.md").read_text(encoding="utf-8")
-    definitions = research_base.definitions_md.read_text(encoding="utf-8")
-    assert 0.9 * len(definitions) <= len(decoy) <= 1.1 * len(definitions)
-    needed = {n.split(":", 1)[1] for q in research_questions.questions for n in q.needs}
-    labels = {c["label"] for c in concepts((ONTOLOGY / "definitions.ttl").read_text())
-              if c["curie"].split(":", 1)[1] in needed}
+    from conftest import decoy_checks
+
+    ratio, labels, decoy = decoy_checks(ONTOLOGY, research_base, research_questions)
+    assert 0.9 <= ratio <= 1.1
     assert len(labels) >= 7
     for label in labels:
         assert not re.search(rf"\b{re.escape(label)}\b", decoy, re.IGNORECASE), label

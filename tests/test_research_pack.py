@@ -23,29 +23,16 @@ CONCEPTS = ("Person", "Work", "CountedOutput", "InstitutionCredit", "FullCountin
             "FractionalCounting", "CountingCitation")
 
 
-@pytest.fixture(scope="module")
-def research_pack():
-    from pytest_kgbench.packs import find_pack
-
-    return find_pack("research", REPO / "datasets", REPO / "ontology")
 
 
-@pytest.fixture(scope="module")
-def research_base(research_pack, kg_cache: Path):
-    """research/base, built at the pack's own seed."""
-    return build_variant(research_pack, "base", kg_cache)
 
 
-@pytest.fixture(scope="module")
-def research_large(research_pack, kg_cache: Path):
-    return build_variant(research_pack, "large", kg_cache)
 
 
-@pytest.fixture(scope="module")
-def research_questions():
-    from pytest_kgbench.questions import load_questions
 
-    return load_questions(REPO / "questions" / "research.yaml")
+
+
+
 
 
 @pytest.fixture(scope="module")
