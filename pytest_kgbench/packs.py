@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from pytest_kgbench.errors import InputError
 
 Row = dict[str, Any]
 Tables = dict[str, list[Row]]
+T = TypeVar("T")
 
 ENGINES = {"rdflib": "default", "oxigraph": "Oxigraph"}  # SPARQL engine -> rdflib store plugin
 SQL_TYPES = ("VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "BOOLEAN")
@@ -231,6 +232,25 @@ def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
         variants={str(k): (v or {}) for k, v in variants.items()},
         seed=int(manifest.get("seed", 0)),
     )
+
+
+def once_per_tables(build: Callable[[Tables], T], size: int = 8) -> Callable[[Tables], T]:
+    """For pack code: `build(tables)` computed once per tables object (the definitions over a
+    dataset are derived once, however many key functions ask), the last `size` kept."""
+    cache: dict[int, tuple[Tables, T]] = {}
+
+    def get(tables: Tables) -> T:
+        hit = cache.get(id(tables))
+        if hit is not None and hit[0] is tables:
+            return hit[1]
+        value = build(tables)
+        cache[id(tables)] = (tables, value)
+        while len(cache) > size:
+            cache.pop(next(iter(cache)))
+        return value
+
+    get.__doc__ = f"{getattr(build, '__name__', 'build')} over `tables`, computed once per object."
+    return get
 
 
 # --- values: CSV text <-> typed Python ---------------------------------------------------------

@@ -12,6 +12,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_kgbench.packs import once_per_tables
+
 SCALE = ("AAA", "AA+", "AA", "AA-", "A+", "A", "A-", "BBB+", "BBB", "BBB-", "BB+", "BB", "BB-",
          "B+", "B", "B-", "CCC+", "CCC", "CCC-", "CC", "C", "D")
 RANK = {r: i for i, r in enumerate(SCALE)}  # 0 is best
@@ -221,14 +223,4 @@ class Credit:
         return out
 
 
-_CACHE: dict[int, tuple[Tables, Credit]] = {}
-
-
-def credit(tables: Tables) -> Credit:
-    """The definitions over `tables`, computed once per tables object."""
-    hit = _CACHE.get(id(tables))
-    if hit is not None and hit[0] is tables:
-        return hit[1]
-    value = Credit(tables)
-    _CACHE[id(tables)] = (tables, value)
-    return value
+credit = once_per_tables(Credit)

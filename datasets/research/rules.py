@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from pytest_kgbench.packs import once_per_tables
+
 COUNTED_TYPES = ("article", "review", "preprint")   # datasets are not output
 
 Tables = dict[str, list[dict[str, Any]]]
@@ -142,14 +144,4 @@ class Research:
         return {a for a, b in self.citations() if b == key}
 
 
-_CACHE: dict[int, tuple[Tables, Research]] = {}
-
-
-def research(tables: Tables) -> Research:
-    """The definitions over `tables`, computed once per tables object."""
-    hit = _CACHE.get(id(tables))
-    if hit is not None and hit[0] is tables:
-        return hit[1]
-    value = Research(tables)
-    _CACHE[id(tables)] = (tables, value)
-    return value
+research = once_per_tables(Research)
