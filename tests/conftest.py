@@ -87,6 +87,22 @@ def research_questions():
     return load_questions(REPO / "questions" / "research.yaml")
 
 
+def unrendered(built) -> list[str]:
+    """What of a pack's definitions.ttl is missing from its rendered Markdown: each concept's
+    definition, its CURIE and every note (an empty list when the rendering carries them all)."""
+    from pytest_kgbench.ontology import concepts
+
+    md = built.definitions_md.read_text(encoding="utf-8")
+    missing = []
+    for c in concepts(built.pack.definitions_ttl.read_text(encoding="utf-8")):
+        if not c["definition"] or c["definition"] not in md:
+            missing.append(f"{c['curie']}: definition")
+        if f"`{c['curie']}`" not in md:
+            missing.append(f"{c['curie']}: curie")
+        missing += [f"{c['curie']}: note" for note in c["notes"] if note not in md]
+    return missing
+
+
 def decoy_checks(ontology: Path, built, questions) -> tuple[float, set[str], str]:
     """A pack's decoy against its definitions: the length ratio, the labels of the definitions
     the questions need, and the decoy's text (the tests assert on all three)."""

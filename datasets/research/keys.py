@@ -109,22 +109,23 @@ def institution_counted_works(tables: Tables, *, name: str, year: int | None = N
     return {"works": works, "count": len(works)}
 
 
+def _output(r: Any, year: int | None, method: str, **whose: Any) -> Fields:
+    """Counted output of one institution or person, full or fractional, with its works."""
+    value = r.output(year=year, fractional=method == "fractional", **whose)
+    return {"output": round(value, 6) if method == "fractional" else int(value),
+            "_records": sorted(r.counted_works(year=year, **whose))}
+
+
 def institution_output(tables: Tables, *, name: str, year: int | None = None,
                        method: str = "full") -> Fields:
     r = research(tables)
-    inst = r.by_name(name)
-    value = r.output(inst=inst, year=year, fractional=method == "fractional")
-    return {"output": round(value, 6) if method == "fractional" else int(value),
-            "_records": sorted(r.counted_works(inst=inst, year=year))}
+    return _output(r, year, method, inst=r.by_name(name))
 
 
 def person_output(tables: Tables, *, person: str, year: int | None = None,
                   method: str = "full") -> Fields:
     r = research(tables)
-    who = r.person(person)
-    value = r.output(person=who, year=year, fractional=method == "fractional")
-    return {"output": round(value, 6) if method == "fractional" else int(value),
-            "_records": sorted(r.counted_works(person=who, year=year))}
+    return _output(r, year, method, person=r.person(person))
 
 
 def institution_share(tables: Tables, *, work_id: str, name: str) -> Fields:
