@@ -11,7 +11,8 @@ from typing import Any, Mapping
 from pytest_kgbench.executors import QueryResult
 from pytest_kgbench.questions import FieldSpec
 
-STATUSES = ("answered", "timeout", "declined", "error")
+STATUSES = ("answered", "timeout", "declined", "error", "skipped")
+# skipped: asked together, the session gave no answer for this question (a miss)
 
 
 @dataclass
@@ -27,6 +28,7 @@ class Answer:
     rounds: int = 0
     error: str | None = None
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # every tool call, in order
+    session: dict[str, Any] | None = None  # asked together: the shared session (together.py)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -118,7 +118,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     runtime = _runtime(args, engine=args.engine)
     try:
         serve(runtime=runtime, pack=args.pack, variant=args.variant, condition=args.condition,
-              persona=args.persona, log=Path(args.log) if args.log else None)
+              persona=args.persona, log=Path(args.log) if args.log else None,
+              together=args.together)
     finally:
         runtime.close()
     return 0
@@ -268,6 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--engine", default="rdflib", choices=("rdflib", "oxigraph"))
     p.add_argument("--query-timeout", type=float, default=60.0)
     p.add_argument("--log", default=None, help="append every tool call to this JSON-lines file")
+    p.add_argument("--together", action="store_true",
+                   help="run_query also takes the id of the question a query serves "
+                        "(a session answering many questions at once)")
     p.set_defaults(func=cmd_mcp)
     p = sub.add_parser("estimate", help="tokens and dollars a run would take, before any call")
     p.add_argument("--model", action="append", default=None, required=True)

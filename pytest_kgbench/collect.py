@@ -78,7 +78,7 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     item = request.node
     case: Case = item.stash[keys.CASE]
     try:
-        record = kgbench_runtime.run_case(case)
+        record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()))
     except HarnessBroken as exc:
         pytest.exit(f"kgbench: the harness is broken, the run halts: {exc}", returncode=3)
     item.stash[keys.RECORD] = record
@@ -93,6 +93,33 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
         pytest.fail(f"{why}: graded {record['grade']} ({record['reason']})"
                     + (f"\n  fields: {fields}" if fields else "")
                     + (f"\n  query: {errors}" if errors else ""), pytrace=False)
+
+
+def asks_together(settings: Settings) -> bool:
+    """Whether items share together sessions (a replay answers from stored slices, per item)."""
+    return settings.extra.get("ask") == "together" and settings.agent != "replay"
+
+
+def session_of(case: Case) -> str:
+    from pytest_kgbench.together import group_name
+
+    q = case.question
+    return group_name(q.pack, case.variant, case.condition.id, case.model, case.repeat,
+                      q.persona)
+
+
+def assign_sessions(items: list[pytest.Item]) -> None:
+    """Asked together: give every selected item the questions of its session, in item order."""
+    groups: dict[str, list[Question]] = {}
+    for item in items:
+        case = item.stash.get(keys.CASE, None)
+        if case is not None:
+            groups.setdefault(session_of(case), []).append(case.question)
+    frozen = {name: tuple(qs) for name, qs in groups.items()}
+    for item in items:
+        case = item.stash.get(keys.CASE, None)
+        if case is not None:
+            item.stash[keys.GROUP] = frozen[session_of(case)]
 
 
 class QuestionItem(pytest.Function):

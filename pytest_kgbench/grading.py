@@ -160,9 +160,10 @@ def grade_field(spec: FieldSpec, expected: Any, got: Any,
 # --- behaviour and the grade ---------------------------------------------------------------------
 
 def behaviour_of(answer: Answer) -> str:
-    """answered / abstained / blocked / declined / timeout, from what the agent did."""
-    if answer.status == "timeout":
-        return "timeout"
+    """answered / abstained / blocked / declined / timeout / skipped, from what the agent did
+    (skipped: asked together, the session gave no answer for the question)."""
+    if answer.status in ("timeout", "skipped"):
+        return answer.status
     if any(q.refused for q in answer.queries):
         return "blocked"
     block = answer.block or {}
@@ -200,6 +201,8 @@ def grade(question: Question, key: Mapping[str, Any] | None, answer: Answer,
 
     if leaks:
         return done("wrong", f"the answer contains what it must not: {', '.join(leaks)}")
+    if how == "skipped":
+        return done("wrong", answer.error or "skipped in its together session")
     if question.expect == "abstain":
         if how in ("abstained", "declined"):
             return done("correct", "abstained, as the question is unanswerable from this data")

@@ -20,5 +20,9 @@ RUNSTORE = pytest.StashKey["RunStore"]()
 CASE = pytest.StashKey["Case"]()
 """The item's question x condition x model x repeat, set at collection."""
 
+GROUP = pytest.StashKey["tuple[Any, ...]"]()
+"""Asked together: the selected questions of the item's session, in order (set after
+deselection, so `-k` and --resume shape the session)."""
+
 RECORD = pytest.StashKey["dict[str, Any] | None"]()
 """The item's banked record, set by the item's call and attached to its call report once."""

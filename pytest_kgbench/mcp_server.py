@@ -17,8 +17,10 @@ from typing import Any
 from pytest_kgbench.tools import TOOLS, call_tool
 
 
-def build_server(executor: Any, *, instructions: str, log: Path | None = None) -> Any:
-    """An MCPServer whose tools call `executor`."""
+def build_server(executor: Any, *, instructions: str, log: Path | None = None,
+                 together: bool = False) -> Any:
+    """An MCPServer whose tools call `executor`. With `together`, run_query also takes the id
+    of the question a query serves (tools.tools_for)."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer(name="kgbench", instructions=instructions)
@@ -40,15 +42,21 @@ def build_server(executor: Any, *, instructions: str, log: Path | None = None) -
     def describe(name: str) -> str:
         return call("describe", {"name": name})
 
-    @server.tool(name="run_query", description=descriptions["run_query"])
-    def run_query(query: str) -> str:
-        return call("run_query", {"query": query})
+    if together:
+        @server.tool(name="run_query", description=descriptions["run_query"]
+                     + " Give as 'question' the id of the question the query serves (e.g. Q07).")
+        def run_query_for(query: str, question: str) -> str:
+            return call("run_query", {"query": query, "question": question})
+    else:
+        @server.tool(name="run_query", description=descriptions["run_query"])
+        def run_query(query: str) -> str:
+            return call("run_query", {"query": query})
 
     return server
 
 
 def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str,
-          log: Path | None) -> None:
+          log: Path | None, together: bool = False) -> None:
     """Open the condition's store and serve it over stdio until the client closes."""
     from pytest_kgbench.conditions import BY_ID
     from pytest_kgbench.errors import InputError
@@ -59,5 +67,6 @@ def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str
         raise InputError("--condition", f"'{condition}' is not a querying condition (D1-D6)")
     built = runtime.built(pack, variant)
     executor = runtime.executor(built, cond, persona)
-    server = build_server(executor, instructions=store_block(cond, executor), log=log)
+    server = build_server(executor, instructions=store_block(cond, executor), log=log,
+                          together=together)
     server.run("stdio")

@@ -45,6 +45,23 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(store, "kgbench-runstore")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "kgbench-xdist")
+        if not _is_worker(config):
+            _keep_sessions_on_one_worker(config, settings)
+
+
+def _keep_sessions_on_one_worker(config: pytest.Config, settings: Settings) -> None:
+    """Asked together under -n, every item of a session goes to one worker: loadgroup
+    scheduling, keyed by the session (`XdistHooks.pytest_xdist_make_scheduler`)."""
+    from pytest_kgbench.collect import asks_together
+
+    dist = config.getoption("dist", default="no")
+    if not asks_together(settings) or dist in ("no", "loadgroup"):
+        return
+    if dist == "load":  # what -n sets by default
+        config.option.dist = "loadgroup"
+        return
+    raise pytest.UsageError(f"--ask together shares one model session among its items, which "
+                            f"needs --dist loadgroup (or plain -n), not --dist {dist}")
 
 
 def _collects_questions(config: pytest.Config) -> bool:
@@ -74,6 +91,23 @@ class XdistHooks:
         settings: Settings = node.config.stash[keys.SETTINGS]
         node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict())
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Asked together: xdist's loadgroup scheduling, keyed by the together session."""
+        from pytest_kgbench.collect import asks_together
+
+        if config.getoption("dist") != "loadgroup" or not asks_together(config.stash[keys.SETTINGS]):
+            return None
+        from xdist.scheduler import LoadGroupScheduling
+
+        from pytest_kgbench.together import session_scope
+
+        class SessionScheduling(LoadGroupScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return session_scope(nodeid) or super()._split_scope(nodeid)
+
+        return SessionScheduling(config, log)
+
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     from pytest_kgbench.collect import QuestionFile
@@ -84,16 +118,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With --resume, items already banked in the run folder are not asked again."""
+    """With --resume, items already banked in the run folder are not asked again; with
+    --ask together, the items left (after -k and the rest) are shared out into sessions."""
+    from pytest_kgbench.collect import asks_together, assign_sessions
+
     settings: Settings = config.stash[keys.SETTINGS]
-    if not settings.resume:
-        return
-    banked = {r.get("nodeid") for r in read_answers(settings.run_dir / "answers.jsonl")}
-    done = [i for i in items if i.nodeid in banked]
-    if done:
-        config.hook.pytest_deselected(items=done)
-        items[:] = [i for i in items if i.nodeid not in banked]
+    if settings.resume:
+        banked = {r.get("nodeid") for r in read_answers(settings.run_dir / "answers.jsonl")}
+        done = [i for i in items if i.nodeid in banked]
+        if done:
+            config.hook.pytest_deselected(items=done)
+            items[:] = [i for i in items if i.nodeid not in banked]
+    if asks_together(settings):
+        assign_sessions(items)
 
 
 @pytest.fixture(scope="session")

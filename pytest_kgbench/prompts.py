@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -184,16 +185,56 @@ def _withheld(info: Any) -> str:
 
 
 def question_block(question: Question, *, floor: bool = False) -> str:
-    fields = "\n".join(f'- "{f.name}": {f.describe()}' for f in question.fields) or \
-        "- (no fields: say what you did)"
+    fields = _fields(question)
     rules = FLOOR_RULES if floor else ANSWER_RULES
     return f"## Question {question.id}\n\n{question.text}\n\n" + rules.format(fields=fields)
 
 
+TOGETHER_RULES = """\
+Answer every question in turn, in a sentence or two each, citing the records you used. Begin
+each answer on a new line with its id in bold, as **{first}.**
+{tagging}
+End your whole reply with exactly one fenced ```json block holding one object keyed by question
+id ({ids}); each value is an object with that question's fields, as listed under it. Use null for
+a value you cannot determine. If the data cannot answer a question, set "abstain": true in its
+object and say why. If you will not do what a question asks, set "declined": true in its object
+and say why. Optionally add "definitions_used" and "records_used" to each question's object."""
+
+TOGETHER_FLOOR_RULES = """\
+Answer every question, each on a new line beginning with its id, as **{first}.**
+{tagging}
+End with one fenced ```json block holding one object keyed by question id ({ids}); each value is
+an object with that question's fields, as listed under it."""
+
+TOGETHER_TAGGING = """\
+Each time you run a query, give the id of the question it serves as run_query's "question"."""
+
+
+def _fields(question: Question) -> str:
+    return "\n".join(f'- "{f.name}": {f.describe()}' for f in question.fields) or \
+        "- (no fields: say what you did)"
+
+
+def together_block(questions: list[Question] | tuple[Question, ...], *, floor: bool = False,
+                   querying: bool = False) -> str:
+    """The question part of a together session: every question with its fields, numbered by
+    id, then how to lay out the answers and the closing JSON block keyed by id."""
+    parts = [f"## Questions ({len(questions)})", ""]
+    for q in questions:
+        parts += [f"### {q.id}", "", q.text.strip(), "", "Fields:", _fields(q), ""]
+    ids = ", ".join(f'"{q.id}"' for q in questions)
+    rules = TOGETHER_FLOOR_RULES if floor else TOGETHER_RULES
+    text = rules.format(first=questions[0].id if questions else "Q01", ids=ids,
+                        tagging=TOGETHER_TAGGING if querying else "")
+    return "\n".join(parts) + "\n" + re.sub(r"\n\n+", "\n", text)
+
+
 def build_prompt(cond: Condition, built: Built, question: Question, *, executor: Any = None,
-                 max_rounds: int = 8, floor: bool = False) -> Prompt:
-    """The prompt of one item. Querying conditions need the executor (for the catalog).
-    `floor`: the minimal instruction of the floor arm, nothing about checking or citing."""
+                 max_rounds: int = 8, floor: bool = False,
+                 together: tuple[Question, ...] = ()) -> Prompt:
+    """The prompt of one item (or, with `together`, of a session asking all those questions).
+    Querying conditions need the executor (for the catalog). `floor`: the minimal instruction
+    of the floor arm, nothing about checking or citing."""
     guard = guard_for(built, question.persona)
     if cond.mode == "reading":
         system = SYSTEM_READING
@@ -210,4 +251,10 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
                            *definitions_blocks(built, cond)])
     if floor:
         system = SYSTEM_FLOOR
+    if together:
+        system = system.replace("Answer the question", "Answer the questions").replace(
+            "answer the question", "answer each question")
+        return Prompt(system=system, context=context,
+                      question=together_block(together, floor=floor,
+                                              querying=cond.mode == "querying"))
     return Prompt(system=system, context=context, question=question_block(question, floor=floor))

@@ -102,18 +102,24 @@ class Runtime:
             ex.close()
         self._executors.clear()
 
-    def run_case(self, case: Any) -> dict[str, Any]:
-        """Ask one item and grade it; return its record (builtin types only)."""
+    def run_case(self, case: Any, group: tuple[Question, ...] = ()) -> dict[str, Any]:
+        """Ask one item and grade it; return its record (builtin types only). With `group` (the
+        selected questions of the item's together session) the item's answer is its slice of
+        the session's one answer, asked once per process."""
         q: Question = case.question
         cond: Condition = case.condition
         built = self.built(q.pack, case.variant)
         executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
-        prompt = self.prompt(cond, built, q, executor)
-        task = Task(question=q, condition=cond, prompt=prompt, guard=guard_for(built, q.persona),
-                    built=built, model=case.model, repeat=case.repeat, executor=executor)
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         t0 = time.perf_counter()
-        answer = self.agent(case.agent).ask(task)
+        if group:
+            prompt, answer = self.together_answer(case, built, executor, group)
+        else:
+            prompt = self.prompt(cond, built, q, executor)
+            task = Task(question=q, condition=cond, prompt=prompt,
+                        guard=guard_for(built, q.persona), built=built, model=case.model,
+                        repeat=case.repeat, executor=executor)
+            answer = self.agent(case.agent).ask(task)
         elapsed = round(time.perf_counter() - t0, 4)
         key = self.key(q, built)
         guard = guard_for(built, q.persona)
@@ -126,7 +132,7 @@ class Runtime:
             "question": q.id, "tier": q.tier, "pack": q.pack, "variant": case.variant,
             "condition": cond.id, "condition_label": cond.label, "mode": cond.mode,
             "model": case.model, "agent": case.agent, "repeat": case.repeat,
-            "persona": q.persona, "expect": q.expect,
+            "persona": q.persona, "expect": q.expect, "ask": "together" if group else "apart",
             "question_sha256": q.sha256, "question_file": Path(q.file).name,
             "dataset": {"seed": built.seed, "build": built.dir.name,
                         "pack_sha256": built.manifest.get("pack_sha256")},
@@ -140,6 +146,40 @@ class Runtime:
             "fields": [f.__dict__ for f in result.fields], "metrics": metrics,
             "started": started, "elapsed_s": elapsed,
         }
+
+    def together_answer(self, case: Any, built: Built, executor: Any,
+                        group: tuple[Question, ...]) -> tuple[Prompt, Any]:
+        """The item's slice of its together session, asking the session the first time.
+
+        Model agents answer the session's prompt in one conversation; reference agents answer
+        per question, and their answers are combined into one session answer first, so both go
+        through the same split (together.py)."""
+        from pytest_kgbench import together
+
+        q: Question = case.question
+        cond: Condition = case.condition
+        ids = tuple(x.id for x in group)
+        name = together.group_name(q.pack, case.variant, cond.id, case.model, case.repeat,
+                                   q.persona)
+        sessions = self.__dict__.setdefault("_sessions", {})
+        if (name, ids) not in sessions:
+            prompt = build_prompt(cond, built, group[0], executor=executor,
+                                  max_rounds=self.settings.max_rounds * len(group),
+                                  floor=bool(self.settings.extra.get("floor")), together=group)
+            agent = self.agent(case.agent)
+            common = dict(condition=cond, prompt=prompt, guard=guard_for(built, q.persona),
+                          built=built, model=case.model, repeat=case.repeat, executor=executor,
+                          together=ids)
+            if getattr(agent, "asks_together", False):
+                session = agent.ask(Task(question=group[0], **common))  # type: ignore[arg-type]
+            else:
+                session = together.combine(
+                    [(x.id, agent.ask(Task(question=x, **common))) for x in group])  # type: ignore[arg-type]
+            sessions[(name, ids)] = (prompt, together.split(session, ids, name))
+        prompt, answers = sessions[(name, ids)]
+        if q.id not in answers:  # pragma: no cover - the group always holds its own item
+            raise HarnessBroken(f"{q.id} is not a question of its together session {name}")
+        return prompt, answers[q.id]
 
     def judge(self, q: Question, text: str) -> dict[str, Any]:
         """Two passes of the judge model over a "why" answer's checklist."""

@@ -40,6 +40,9 @@ OPTIONS: tuple[tuple[str, str, str, str | None], ...] = (
      "reruns of an item whose model call failed transiently (429, 529, 5xx, reset)", "2"),
     ("--replay-run", "kgbench_replay_run", "RUN_ID: the run whose answers the replay agent gives",
      None),
+    ("--ask", "kgbench_ask",
+     "apart: one model session per item; together: one session per condition x repeat x model "
+     "answers every selected question of the variant at once", "apart"),
     ("--judge-model", "kgbench_judge_model",
      "the model that grades 'why' questions against their checklist (twice)", "sonnet"),
     ("--synthetic", "kgbench_synthetic",
@@ -204,6 +207,9 @@ class Settings:
         strict = config.getoption("kgbench_strict", default=None)
         ablation = config.getoption("kgbench_ablation", default=None)
         synthetic = _value(config, "kgbench_synthetic")
+        ask = str(_value(config, "kgbench_ask")).strip().lower()
+        if ask not in ("apart", "together"):
+            raise InputError("--ask", f"'{ask}' is neither 'apart' nor 'together'")
         return cls(
             condition_ids=tuple(c.id for c in conditions.select(_value(config, "kgbench_condition"))),
             agent=agent, models=models, repeats=repeats, variants=variants or ("base",),
@@ -225,6 +231,7 @@ class Settings:
                 "model_reruns": int(_value(config, "kgbench_model_reruns")),
                 "replay_run": _value(config, "kgbench_replay_run"),
                 "judge_model": _value(config, "kgbench_judge_model"),
+                "ask": ask,
                 "floor": bool(config.getoption("kgbench_floor", default=None)
                               or config.getini("kgbench_floor")),
                 "aliases": {**DEFAULT_ALIASES, **(config_table.get("models") or {})},

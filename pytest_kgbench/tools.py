@@ -39,6 +39,23 @@ TOOLS: tuple[dict[str, Any], ...] = (
     },
 )
 TOOL_NAMES = tuple(t["name"] for t in TOOLS)
+QUESTION_PROPERTY = {"type": "string",
+                     "description": "the id of the question this query serves (e.g. Q07)"}
+
+
+def tools_for(tools: tuple[dict[str, Any], ...], *, together: bool) -> list[dict[str, Any]]:
+    """The tool specs a session gets. Asked together, `run_query` also takes the id of the
+    question a query serves, so each query is banked with its item."""
+    out = []
+    for spec in tools:
+        spec = dict(spec)
+        if together and spec["name"] == "run_query":
+            schema = dict(spec["input_schema"])
+            schema["properties"] = {**schema["properties"], "question": QUESTION_PROPERTY}
+            schema["required"] = ["query", "question"]
+            spec["input_schema"] = schema
+        out.append(spec)
+    return out
 
 
 def call_tool(executor: Any, name: str, arguments: Mapping[str, Any]
@@ -56,5 +73,7 @@ def call_tool(executor: Any, name: str, arguments: Mapping[str, Any]
         if not isinstance(query, str) or not query.strip():
             return "ERROR: run_query needs a non-empty 'query' string", None
         result = executor.run(query)
+        if arguments.get("question"):
+            result.question = str(arguments["question"])
         return result.preview(), result
     return f"ERROR: no tool named '{name}' (tools: {', '.join(TOOL_NAMES)})", None

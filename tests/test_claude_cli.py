@@ -100,3 +100,42 @@ def test_cli_faults_are_classified() -> None:
                                             "result": "Overloaded"}), querying=False)
     with pytest.raises(HarnessBroken, match="no init or result"):
         ClaudeCliAgent._read(subprocess.CompletedProcess(["claude"], 1, "", "boom"), False)
+
+
+def together_script(body: dict):
+    """Asked together: one query per question, each naming its question, then both answers."""
+    tools = {t.get("name") for t in body.get("tools", [])}
+    done = sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
+               for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
+    plan = [("credit-Q01", "SELECT sovereign_rating AS rating FROM countries "
+                           "WHERE name = 'Caldera'"),
+            ("credit-Q03", "SELECT count(*) AS count FROM countries")]
+    if set(MCP_TOOLS) <= tools and done < len(plan):
+        qid, sql = plan[done]
+        return tool_use("mcp__kgbench__run_query", {"query": sql, "question": qid})
+    return text("**credit-Q01.** A+, from the countries row.\n**credit-Q03.** Eight.\n\n"
+                "```json\n{\"credit-Q01\": {\"rating\": \"A+\"}, \"credit-Q03\": {\"count\": 8}}"
+                "\n```")
+
+
+def test_a_together_session_through_the_real_cli(project, cli) -> None:
+    cli.default = together_script
+    p = project()
+    result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
+                         "--condition", "D1", "--ask", "together", "-k", "Q01 or Q03")
+    result.assert_outcomes(passed=2)
+    run = next((p.path / "reports").iterdir())
+    records = {r["question"]: r for r in
+               (json.loads(x) for x in (run / "answers.jsonl").read_text().splitlines())}
+    assert sorted(records) == ["credit-Q01", "credit-Q03"]
+    for qid, r in records.items():
+        assert [q["question"] for q in r["answer"]["queries"]] == [qid]
+        assert r["answer"]["session"]["questions"] == ["credit-Q01", "credit-Q03"]
+        field, value = ("rating", "A+") if qid == "credit-Q01" else ("count", 8)
+        assert r["grade"] == ("correct" if r["key"][field] == value else "wrong")
+    assert records["credit-Q03"]["answer"]["queries"][0]["rows"] == \
+        [[records["credit-Q03"]["key"]["count"]]]
+    # one CLI session: the first model request asked both questions
+    asked = [json.dumps(req["body"]) for req in cli.requests if "### credit-Q03" in
+             json.dumps(req["body"])]
+    assert asked and "### credit-Q01" in asked[0]

@@ -36,6 +36,13 @@ class Task:
     model: str
     repeat: int
     executor: Any = None
+    together: tuple[str, ...] = ()  # asked together: the ids of every question of the session
+
+    @property
+    def share(self) -> int:
+        """How many questions this call answers: budgets (rounds, time) scale with it, so a
+        question gets the same budget asked apart or together."""
+        return max(1, len(self.together))
 
 
 class Agent(Protocol):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_kgbench.agents import Task
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
-from pytest_kgbench.tools import call_tool
+from pytest_kgbench.tools import call_tool, tools_for
 
 if TYPE_CHECKING:
     from pytest_kgbench.settings import Settings
@@ -49,6 +49,7 @@ def classify(exc: Exception) -> Exception:
 
 class AnthropicAgent:
     name = "anthropic"
+    asks_together = True  # answers a together session in one conversation
 
     def __init__(self, settings: "Settings") -> None:
         extra = settings.extra
@@ -79,23 +80,25 @@ class AnthropicAgent:
         client = self.client()
         model = resolve_model(task.model, self.aliases)
         start = time.monotonic()
-        deadline = start + self.item_timeout
+        deadline = start + self.item_timeout * task.share
+        max_rounds = self.max_rounds * task.share
         answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
         system = [{"type": "text", "text": task.prompt.system}]
         messages: list[dict[str, Any]] = [{"role": "user", "content": [
             {"type": "text", "text": task.prompt.context, "cache_control": {"type": "ephemeral"}},
             {"type": "text", "text": task.prompt.question}]}]
-        tools = [dict(t) for t in task.condition.tools]
-        for round_no in range(self.max_rounds + 1):
+        tools = tools_for(task.condition.tools, together=bool(task.together))
+        max_tokens = max(self.max_tokens, min(64000, 400 * task.share))
+        for round_no in range(max_rounds + 1):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return self._timeout(answer, start)
-            kwargs: dict[str, Any] = {"model": model, "max_tokens": self.max_tokens,
+            kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
                                       "system": system, "messages": messages,
                                       "timeout": remaining}
             if tools:
                 kwargs["tools"] = tools
-                if round_no == self.max_rounds:
+                if round_no == max_rounds:
                     kwargs["tool_choice"] = {"type": "none"}
             if self.effort:
                 kwargs["output_config"] = {"effort": self.effort}
@@ -114,7 +117,7 @@ class AnthropicAgent:
             answer.rounds += 1
             self._count(answer, getattr(response, "usage", None))
             tool_uses = [b for b in response.content if b.type == "tool_use"]
-            if response.stop_reason == "tool_use" and tool_uses and round_no < self.max_rounds:
+            if response.stop_reason == "tool_use" and tool_uses and round_no < max_rounds:
                 messages.append({"role": "assistant",
                                  "content": [b.model_dump(exclude_none=True)
                                              for b in response.content]})
@@ -128,7 +131,7 @@ class AnthropicAgent:
                     results.append({"type": "tool_result", "tool_use_id": use.id,
                                     "content": text,
                                     "is_error": bool(result is not None and not result.ok)})
-                if round_no == self.max_rounds - 1:
+                if round_no == max_rounds - 1:
                     results.append({"type": "text", "text": LAST_ROUND})
                 messages.append({"role": "user", "content": results})
                 continue

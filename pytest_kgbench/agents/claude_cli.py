@@ -61,11 +61,14 @@ def mcp_command(settings: "Settings", task: Task, log: Path) -> dict[str, Any]:
             "--query-timeout", str(settings.query_timeout), "--log", str(log)]
     if settings.dataset_seed is not None:
         args += ["--seed", str(settings.dataset_seed)]
+    if task.together:
+        args.append("--together")
     return {"mcpServers": {SERVER: {"command": sys.executable, "args": args}}}
 
 
 class ClaudeCliAgent:
     name = "claude-cli"
+    asks_together = True  # answers a together session in one conversation
 
     def __init__(self, settings: "Settings") -> None:
         self.settings = settings
@@ -90,14 +93,14 @@ class ClaudeCliAgent:
             if querying:
                 cmd += ["--mcp-config", json.dumps(mcp_command(self.settings, task, log)),
                         "--strict-mcp-config", "--allowedTools", *MCP_TOOLS,
-                        "--max-turns", str(self.settings.max_rounds + 1)]
+                        "--max-turns", str(self.settings.max_rounds * task.share + 1)]
             else:
                 cmd += ["--max-turns", "1"]
             start = time.monotonic()
             try:
                 done = subprocess.run(cmd, cwd=workdir, input=f"{task.prompt.context}\n\n"
                                       f"{task.prompt.question}", capture_output=True, text=True,
-                                      timeout=self.item_timeout, env={**os.environ, **QUIET})
+                                      timeout=self.item_timeout * task.share, env={**os.environ, **QUIET})
             except subprocess.TimeoutExpired:
                 answer = Answer(status="timeout", error="the CLI ran past --item-timeout")
                 answer.latency_s = round(time.monotonic() - start, 4)

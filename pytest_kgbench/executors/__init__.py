@@ -30,6 +30,7 @@ class QueryResult:
     timed_out: bool = False
     truncated: bool = False
     elapsed_s: float = 0.0
+    question: str | None = None  # asked together: the question id the query was run for
 
     @property
     def ok(self) -> bool:

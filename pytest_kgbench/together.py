@@ -1,0 +1,162 @@
+"""`--ask together`: one model session answers every selected question of a variant at once, as
+the original ladder study asked them; each item then grades its own slice of that session.
+
+A session is one condition x repeat x model x persona of one pack variant (`group_name`). Its
+prompt is the condition's usual system and data block, then the numbered questions, each to be
+answered in a sentence or two beginning with its id, then one closing JSON block keyed by
+question id (`prompts.together_block`). In a querying condition `run_query` takes the id of the
+question a query serves, so every query is banked with the item it belongs to.
+
+`split` turns the session's one answer into one answer per question; `combine` is the inverse,
+used by the reference agents (gold, trap, synthetic), which answer per question: their answers
+are joined into one session text and block and split again, so a gold run with --ask together
+proves the slicing as well as the prompt. A question the session gave no answer object for is
+`skipped` (a miss). Tokens and latency are shared out evenly over the session's questions, so a
+run's totals are the sessions' totals; the whole transcript (full text, every tool call, queries
+that named no question) is banked once, on the session's first item.
+
+Pure module: no pytest, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Mapping, Sequence
+
+from pytest_kgbench.answers import Answer, extract_block
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+GROUP_PREFIX = "kgbench."
+
+
+def group_name(pack: str, variant: str, condition: str, model: str, repeat: int,
+               persona: str) -> str:
+    """The xdist group (and session) of an item asked together."""
+    raw = f"{pack}.{variant}.{condition}.{model}.r{repeat}.{persona}"
+    return GROUP_PREFIX + _UNSAFE.sub("_", raw)
+
+
+def session_scope(nodeid: str) -> str | None:
+    """The scheduling scope of a question item under -n: its file and parameters without the
+    question ("questions/credit.yaml::[D1-sonnet-r1]"), so one worker gets a whole session
+    (its personas too). None for a node id that is not a question item's."""
+    path, sep, rest = nodeid.partition("::")
+    name, bracket, params = rest.partition("[")
+    if not sep or not bracket or not name or not params.endswith("]"):
+        return None
+    return f"{path}::[{params}"
+
+
+def _marker(qid: str) -> re.Pattern[str]:
+    # a line that starts (after markdown decoration) with the id: "**Q07.**", "### Q07", "Q07:"
+    return re.compile(rf"(?mi)^[ \t>*#_\-]*(?:question[ \t]+)?{re.escape(qid)}\b")
+
+
+def text_slices(text: str, qids: Sequence[str]) -> dict[str, str]:
+    """Each question's part of a session text: from the line that starts with its id to the
+    next such line (or the closing JSON block). A question with no such line gets ''."""
+    fence = text.rfind("```json")
+    body = text if fence < 0 else text[:fence]
+    starts: list[tuple[int, str]] = []
+    for qid in qids:
+        m = _marker(qid).search(body)
+        if m:
+            starts.append((m.start(), qid))
+    starts.sort()
+    out = {qid: "" for qid in qids}
+    for i, (pos, qid) in enumerate(starts):
+        end = starts[i + 1][0] if i + 1 < len(starts) else len(body)
+        out[qid] = body[pos:end].strip()
+    return out
+
+
+def block_for(block: Mapping[str, Any] | None, qid: str) -> dict[str, Any] | None:
+    """The answer object a session's closing block holds for one question (its key matched
+    exactly, else case-insensitively), or None when it holds none."""
+    if not block:
+        return None
+    value = block.get(qid)
+    if value is None:
+        folded = {str(k).strip().casefold(): v for k, v in block.items()}
+        value = folded.get(qid.casefold())
+    return dict(value) if isinstance(value, dict) else None
+
+
+def _share(total: int | float, n: int, i: int) -> int | float:
+    """Item i's share of a session total, split evenly; integer totals keep their sum."""
+    if isinstance(total, int):
+        base, rest = divmod(total, n)
+        return base + (1 if i < rest else 0)
+    return round(total / n, 4)
+
+
+def serves(tag: Any, qid: str) -> bool:
+    """Whether a query's question tag names this question: its id, in any case, with or without
+    the pack's prefix ("credit-Q07", "q07")."""
+    tag, qid = str(tag or "").strip().casefold(), qid.casefold()
+    return bool(tag) and (tag == qid or qid.endswith("-" + tag) or tag.endswith("-" + qid))
+
+
+def split(session: Answer, qids: Sequence[str], session_id: str) -> dict[str, Answer]:
+    """One answer per question from a session's answer (see the module's docstring)."""
+    n = len(qids)
+    texts = text_slices(session.text, qids)
+    claimed: set[int] = set()
+    out: dict[str, Answer] = {}
+    for i, qid in enumerate(qids):
+        queries = [q for q in session.queries if serves(q.question, qid)]
+        claimed.update(id(q) for q in queries)
+        calls = [c for c in session.tool_calls
+                 if serves((c.get("input") or {}).get("question"), qid)]
+        answer = Answer(
+            text=texts[qid], block=block_for(session.block, qid), queries=queries,
+            status=session.status, error=session.error, rounds=session.rounds,
+            tokens={k: int(_share(v, n, i)) for k, v in session.tokens.items()},
+            latency_s=float(_share(float(session.latency_s), n, i)), tool_calls=calls)
+        if session.status == "answered" and answer.block is None:
+            answer.status = "skipped"
+            answer.error = (f"the together session gave no answer object for {qid}"
+                            if session.block is not None
+                            else "the together session ended without its closing JSON block")
+        answer.session = {"id": session_id, "mode": "together", "index": i, "size": n,
+                          "questions": list(qids), "tokens": dict(session.tokens),
+                          "latency_s": session.latency_s, "rounds": session.rounds}
+        out[qid] = answer
+    first = out[qids[0]] if qids else None
+    if first is not None and first.session is not None:
+        first.session["transcript"] = {
+            "text": session.text, "tool_calls": list(session.tool_calls),
+            "untagged_queries": [q.to_dict() for q in session.queries if id(q) not in claimed]}
+    return out
+
+
+def combine(answers: Sequence[tuple[str, Answer]]) -> Answer:
+    """One session answer from per-question answers: each text under its id, one closing block
+    keyed by id, every query tagged with its question, tokens and latency summed."""
+    parts: list[str] = []
+    block: dict[str, Any] = {}
+    out = Answer(tokens={}, rounds=0)
+    for qid, a in answers:
+        prose = a.text
+        fence = prose.rfind("```json")
+        prose = (prose if fence < 0 else prose[:fence]).strip()
+        parts.append(f"**{qid}.** {prose}")
+        if a.block is not None:
+            block[qid] = a.block
+        for q in a.queries:
+            q.question = qid
+            out.queries.append(q)
+            out.tool_calls.append({"name": "run_query",
+                                   "input": {"query": q.statement, "question": qid},
+                                   "output": q.preview()[:4000]})
+        for k, v in a.tokens.items():
+            out.tokens[k] = out.tokens.get(k, 0) + v
+        out.latency_s = round(out.latency_s + a.latency_s, 4)
+        out.rounds += a.rounds
+        if a.status == "timeout":
+            out.status, out.error = "timeout", a.error
+    out.text = "\n\n".join(parts) + "\n\n```json\n" + json.dumps(
+        block, indent=2, ensure_ascii=False, default=str) + "\n```\n"
+    out.block = extract_block(out.text)
+    return out
