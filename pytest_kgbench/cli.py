@@ -96,18 +96,27 @@ def _runtime(args: argparse.Namespace, *, engine: str = "rdflib") -> Any:
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
+    from pytest_kgbench.prompts import build_prompt
     from pytest_kgbench.questions import load_questions
 
     root = Path(args.root).resolve()
     qset = load_questions(root / "questions" / f"{args.pack}.yaml")
     question = next((q for q in qset.questions if q.id == args.question), None)
-    if question is None:
+    if question is None and (args.question or args.ask == "apart"):
         raise KgbenchError(f"no question {args.question} in {qset.path}")
     cond = conditions.BY_ID[args.condition.upper()]
     runtime = _runtime(args)
     built = runtime.built(args.pack, args.variant)
-    executor = runtime.executor(built, cond, question.persona) if cond.mode == "querying" else None
-    print(runtime.prompt(cond, built, question, executor).text)
+    if args.ask == "together":  # the session of the question's persona (analyst by default)
+        persona = question.persona if question else "analyst"
+        group = tuple(q for q in qset.questions if q.persona == persona
+                      and (not q.variants or args.variant in q.variants))
+        executor = runtime.executor(built, cond, persona) if cond.mode == "querying" else None
+        print(build_prompt(cond, built, group[0], executor=executor, together=group).text)
+    else:
+        executor = (runtime.executor(built, cond, question.persona)
+                    if cond.mode == "querying" else None)
+        print(runtime.prompt(cond, built, question, executor).text)
     runtime.close()
     return 0
 
@@ -129,6 +138,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
     from pytest_kgbench.collect import pack_conditions
     from pytest_kgbench.costs import Estimate, dollars
+    from pytest_kgbench.prompts import build_prompt
     from pytest_kgbench.questions import load_questions
     from pytest_kgbench.settings import DEFAULT_PRICES, read_tool_config
 
@@ -148,20 +158,27 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             continue
         built = runtime.built(pack.name, args.variant)
         for cond in pack_conditions(pack, conditions.select(args.condition)):
-            for q in qset.questions:
-                if q.variants and args.variant not in q.variants:
-                    continue
-                executor = (runtime.executor(built, cond, q.persona)
+            asked = [q for q in qset.questions if not q.variants or args.variant in q.variants]
+            for persona in dict.fromkeys(q.persona for q in asked):
+                group = tuple(q for q in asked if q.persona == persona)
+                executor = (runtime.executor(built, cond, persona)
                             if cond.mode == "querying" else None)
-                prompt = runtime.prompt(cond, built, q, executor)
+                if args.ask == "together":
+                    prompts = [(build_prompt(cond, built, group[0], executor=executor,
+                                             together=group), len(group))]
+                else:
+                    prompts = [(runtime.prompt(cond, built, q, executor), 1) for q in group]
                 for model in models:
                     est = estimates.setdefault((cond.id, model), Estimate(cond.id, model))
-                    for _ in range(args.repeats):
-                        est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
-                                system=prompt.system)
+                    for prompt, n in prompts:
+                        for _ in range(args.repeats):
+                            est.add(mode=cond.mode, context=prompt.context,
+                                    question=prompt.question, system=prompt.system,
+                                    questions=n)
     runtime.close()
-    print(f"Estimate, before any call: {args.repeats} repeat(s), variant {args.variant}; about "
-          "4 characters a token, 4 rounds per querying item; list prices per million tokens.")
+    print(f"Estimate, before any call: {args.repeats} repeat(s), variant {args.variant}, asked "
+          f"{args.ask}; about 4 characters a token, 4 rounds per querying question; list prices "
+          "per million tokens.")
     print(f"{'condition':<10} {'model':<22} {'items':>6} {'input':>12} {'cached':>12} "
           f"{'output':>10} {'cost':>10} {'no cache':>10}")
     total = {"billed": 0.0, "without_cache": 0.0}
@@ -258,8 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("prompt", help="print the prompt one item would get")
     _pack_args(p)
-    p.add_argument("--question", required=True)
+    p.add_argument("--question", default=None, help="the question (apart: required)")
     p.add_argument("--condition", required=True)
+    p.add_argument("--ask", choices=("apart", "together"), default="apart",
+                   help="together: the prompt of the session asking every question at once")
     p.set_defaults(func=cmd_prompt)
     p = sub.add_parser("mcp", help="serve a pack's store under a querying condition over MCP "
                        "(stdio): list_tables, describe, run_query")
@@ -277,6 +296,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", action="append", default=None, required=True)
     p.add_argument("--condition", default="all")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--ask", choices=("apart", "together"), default="apart",
+                   help="together: one session per condition x repeat x model asks every question")
     p.add_argument("--pack", action="append", default=None, help="only these packs")
     p.add_argument("--variant", default="base")
     p.add_argument("--seed", type=int, default=None)

@@ -2,9 +2,10 @@
 cost of the tokens a run actually used, with and without the savings of prompt caching.
 
 Prices are dollars per million tokens, per model id (settings.DEFAULT_PRICES, overridable in
-[tool.kgbench.prices]). The estimate counts about four characters a token; a querying item is
-assumed to take four rounds, each resending the conversation so far. Both are assumptions, and
-the estimate says so: read it as an order of magnitude.
+[tool.kgbench.prices]). The estimate counts about four characters a token; a querying question
+is assumed to take four rounds, each resending the conversation so far, which the agent's
+rolling cache breakpoint lets the API read from the cache. These are assumptions, and the
+estimate says so: read it as an order of magnitude.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Iterable, Mapping
 CHARS_PER_TOKEN = 4
 QUERY_ROUNDS = 4
 TOOL_RESULT_TOKENS = 300
-OUTPUT_TOKENS = {"reading": 400, "querying_round": 150}
+OUTPUT_TOKENS = {"reading": 400, "querying_round": 150, "together_answer": 150}
 
 
 def tokens_of(text: str) -> int:
@@ -50,22 +51,31 @@ class Estimate:
     cache_write: int = 0
     contexts: set[str] = field(default_factory=set)
 
-    def add(self, *, mode: str, context: str, question: str, system: str) -> None:
-        """One item: its prompt, the rounds it is likely to take, what caching saves."""
-        self.items += 1
+    def add(self, *, mode: str, context: str, question: str, system: str,
+            questions: int = 1) -> None:
+        """One item (or, with `questions` > 1, one together session answering that many): its
+        prompt, the rounds it is likely to take, what caching saves. A together session takes
+        the rounds of all its questions in one conversation, each resending it so far."""
+        self.items += questions
         ctx, rest = tokens_of(context), tokens_of(system) + tokens_of(question)
-        rounds = QUERY_ROUNDS if mode == "querying" else 1
+        rounds = QUERY_ROUNDS * questions if mode == "querying" else 1
         first = context not in self.contexts
         self.contexts.add(context)
+        step = TOOL_RESULT_TOKENS + OUTPUT_TOKENS["querying_round"]
         for r in range(rounds):
-            growth = r * (TOOL_RESULT_TOKENS + OUTPUT_TOKENS["querying_round"])
-            self.input += rest + growth
-            if first and r == 0:
-                self.cache_write += ctx
-            else:
-                self.cache_read += ctx
-        self.output += (OUTPUT_TOKENS["reading"] if mode == "reading"
-                        else rounds * OUTPUT_TOKENS["querying_round"] + OUTPUT_TOKENS["reading"])
+            if r == 0:  # the data block is written once per context, then read
+                self.input += rest
+                if first:
+                    self.cache_write += ctx
+                else:
+                    self.cache_read += ctx
+            else:  # the rolling breakpoint: the rounds so far are read, the last one written
+                self.cache_read += ctx + rest + (r - 1) * step
+                self.cache_write += step
+        answers = (OUTPUT_TOKENS["reading"] if questions == 1
+                   else questions * OUTPUT_TOKENS["together_answer"])
+        self.output += (answers if mode == "reading"
+                        else rounds * OUTPUT_TOKENS["querying_round"] + answers)
 
     @property
     def tokens(self) -> dict[str, int]:

@@ -245,15 +245,16 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
         else:
             data = csv_block(built.pack.tables, built.tables, guard)
     else:
-        system = SYSTEM_QUERYING.format(language=cond.language.upper(), rounds=max_rounds)
+        # asked together, a question keeps its budget: the session gets every question's rounds
+        rounds = max_rounds * max(1, len(together))
+        system = SYSTEM_QUERYING.format(language=cond.language.upper(), rounds=rounds)
         data = store_block(cond, executor)
     context = "\n\n".join([f"# {built.pack.title} — {built.variant}", data,
                            *definitions_blocks(built, cond)])
     if floor:
         system = SYSTEM_FLOOR
     if together:
-        system = system.replace("Answer the question", "Answer the questions").replace(
-            "answer the question", "answer each question")
+        system = re.sub(r"([Aa]nswer)(\s+)the(\s+)question", r"\1\2each\3question", system)
         return Prompt(system=system, context=context,
                       question=together_block(together, floor=floor,
                                               querying=cond.mode == "querying"))

@@ -164,7 +164,7 @@ class Runtime:
         sessions = self.__dict__.setdefault("_sessions", {})
         if (name, ids) not in sessions:
             prompt = build_prompt(cond, built, group[0], executor=executor,
-                                  max_rounds=self.settings.max_rounds * len(group),
+                                  max_rounds=self.settings.max_rounds,
                                   floor=bool(self.settings.extra.get("floor")), together=group)
             agent = self.agent(case.agent)
             common = dict(condition=cond, prompt=prompt, guard=guard_for(built, q.persona),

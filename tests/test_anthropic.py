@@ -59,6 +59,10 @@ def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:
     results = [b for m in last if m["role"] == "user" for b in m["content"]
                if isinstance(b, dict) and b.get("type") == "tool_result"]
     assert len(results) == 3 and "rows" in results[-1]["content"]
+    # two cache breakpoints: the data block, and the latest block of the conversation
+    marked = [(i, j) for i, m in enumerate(last) for j, b in enumerate(m["content"])
+              if isinstance(b, dict) and "cache_control" in b]
+    assert marked == [(0, 0), (len(last) - 1, len(last[-1]["content"]) - 1)]
 
 
 def test_the_last_round_forbids_tools(project, api) -> None:

@@ -46,9 +46,13 @@ def test_the_floor_prompt_says_nothing_about_definitions_checking_or_citing(cred
     from pytest_kgbench.prompts import build_prompt
 
     q = credit_questions.questions[0]
-    floor = build_prompt(BY_ID["R1"], credit_base, q, floor=True)
-    normal = build_prompt(BY_ID["R1"], credit_base, q)
-    assert floor.context == normal.context
-    for word in ("definition", "citing", "cite", "careful", "records_used", "abstain"):
-        assert word not in (floor.system + floor.question).lower(), word
-    assert '"rating"' in floor.question and "```json" in floor.question
+    every = tuple(credit_questions.questions)
+    for together in ((), every):  # asked apart, and asked together
+        floor = build_prompt(BY_ID["R1"], credit_base, q, floor=True, together=together)
+        normal = build_prompt(BY_ID["R1"], credit_base, q, together=together)
+        assert floor.context == normal.context
+        for word in ("definition", "citing", "cite", "careful", "records_used", "abstain"):
+            assert word not in (floor.system + floor.question).lower(), word
+            if word in ("citing", "records_used", "abstain"):
+                assert word in (normal.system + normal.question).lower(), word
+        assert '"rating"' in floor.question and "```json" in floor.question

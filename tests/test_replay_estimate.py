@@ -46,10 +46,28 @@ def test_the_estimate_caches_each_context_once_and_grows_querying_rounds() -> No
     est = Estimate("D1", "m")
     for _ in range(3):
         est.add(mode="querying", context="x" * 4000, question="q" * 40, system="s" * 40)
-    assert est.items == 3 and est.cache_write == 1000 and est.cache_read == 1000 * 11
+    # the data block: written once, read in the 11 other rounds; each later round also reads
+    # the conversation before it (20 tokens of prompt, then 450 a round) and writes its 450
+    assert est.items == 3 and est.input == 3 * 20
+    assert est.cache_write == 1000 + 3 * 3 * 450
+    assert est.cache_read == 1000 * 11 + 3 * (3 * 20 + (0 + 1 + 2) * 450)
     reading = Estimate("R1", "m")
     reading.add(mode="reading", context="x" * 4000, question="q", system="s")
     assert reading.cache_write == 1000 and reading.cache_read == 0
+
+
+def test_a_together_session_counts_its_context_once_and_all_its_questions() -> None:
+    apart, together = Estimate("R1", "m"), Estimate("R1", "m")
+    for _ in range(5):
+        apart.add(mode="reading", context="x" * 4000, question="q" * 40, system="s")
+    together.add(mode="reading", context="x" * 4000, question="q" * 200, system="s",
+                 questions=5)
+    assert together.items == apart.items == 5
+    assert together.cache_write == 1000 and together.cache_read == 0 < apart.cache_read
+    querying = Estimate("D1", "m")
+    querying.add(mode="querying", context="x" * 4000, question="q" * 200, system="s",
+                 questions=5)
+    assert querying.cache_write == 1000 + 19 * 450  # 20 rounds in one conversation
 
 
 def test_kgbench_estimate_prints_a_table_per_condition() -> None:

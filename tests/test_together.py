@@ -142,6 +142,32 @@ def test_run_query_names_its_question_only_when_asked_together() -> None:
     assert TOOLS[2]["input_schema"]["required"] == ["query"]  # the shared spec is untouched
 
 
+def test_the_together_prompt_asks_every_question_with_every_budget(credit_base,
+                                                                  credit_questions) -> None:
+    from pytest_kgbench.conditions import BY_ID
+    from pytest_kgbench.prompts import build_prompt
+
+    every = tuple(credit_questions.questions)
+    for cid in ("R1", "D1"):
+        executor = _executor(credit_base) if cid == "D1" else None
+        apart = build_prompt(BY_ID[cid], credit_base, every[0], executor=executor, max_rounds=8)
+        together = build_prompt(BY_ID[cid], credit_base, every[0], executor=executor,
+                                max_rounds=8, together=every)
+        assert together.context == apart.context  # the cached data block is the same
+        assert "each question" in together.system and "the question" not in together.system
+        assert all(f"### {q.id}\n\n{q.text.strip()}" in together.question for q in every)
+        assert ("run_query's \"question\"" in together.question) == (cid == "D1")
+    assert f"at most {8 * len(every)} rounds" in together.system
+    assert "at most 8 rounds" in apart.system
+
+
+def _executor(built):
+    from pytest_kgbench.executors.sql import SqlExecutor
+    from pytest_kgbench.prompts import guard_for
+
+    return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard_for(built, "analyst"), 10)
+
+
 # --- end to end ------------------------------------------------------------------------------------
 
 def test_gold_asked_together_still_answers_every_item(project) -> None:

@@ -2,7 +2,9 @@
 
 Reading conditions send one message. Querying conditions run a tool-use loop (list_tables,
 describe, run_query) for at most --max-rounds rounds, after which the model must answer. The
-data block is marked for prompt caching, so repeats and sibling questions reuse it.
+data block is marked for prompt caching, so repeats and sibling questions reuse it; in a tool
+loop a second, rolling breakpoint on the latest message lets each round read the rounds before
+it from the cache.
 
 Faults are classified, never confused (DESIGN §3): the SDK retries 429/529/5xx itself,
 honouring retry-after; what still fails is a `TransientModelError`, which pytest-rerunfailures
@@ -45,6 +47,17 @@ def classify(exc: Exception) -> Exception:
     if isinstance(exc, (anthropic.BadRequestError, anthropic.UnprocessableEntityError)):
         return HarnessBroken(f"the API refused the request as malformed ({status}): {exc}")
     return TransientModelError(f"{type(exc).__name__} after the SDK's retries: {exc}")
+
+
+def _cache_latest(messages: list[dict[str, Any]]) -> None:
+    """Move the conversation's rolling cache breakpoint to its latest block, so each round of a
+    tool loop reads the rounds before it from the cache (the data block keeps its own)."""
+    for message in messages[1:]:
+        for block in message["content"]:
+            if isinstance(block, dict):
+                block.pop("cache_control", None)
+    if len(messages) > 1 and isinstance(messages[-1]["content"][-1], dict):
+        messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
 
 
 class AnthropicAgent:
@@ -102,6 +115,7 @@ class AnthropicAgent:
                     kwargs["tool_choice"] = {"type": "none"}
             if self.effort:
                 kwargs["output_config"] = {"effort": self.effort}
+            _cache_latest(messages)
             try:
                 response = client.messages.create(**kwargs)
             except anthropic.APITimeoutError as exc:
