@@ -32,13 +32,16 @@ def parse_verdict(text: str, n: int) -> list[bool] | None:
 
 
 def ask_judge(client: Any, model: str, question: str, answer: str,
-              checklist: Sequence[str]) -> list[bool] | None:
-    """One pass of the judge (a Messages API call)."""
+              checklist: Sequence[str]) -> tuple[list[bool] | None, dict[str, int]]:
+    """One pass of the judge (a Messages API call): its verdicts and the tokens it used."""
     response = client.messages.create(
         model=model, max_tokens=512, system=JUDGE_SYSTEM,
         messages=[{"role": "user", "content": judge_prompt(question, answer, checklist)}])
     text = "\n".join(b.text for b in response.content if b.type == "text")
-    return parse_verdict(text, len(checklist))
+    usage = getattr(response, "usage", None)
+    tokens = {"input": int(getattr(usage, "input_tokens", 0) or 0),
+              "output": int(getattr(usage, "output_tokens", 0) or 0)}
+    return parse_verdict(text, len(checklist)), tokens
 
 
 def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
@@ -56,21 +59,34 @@ def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
 
 
 def summarise(judged: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """Kappa over every judged point of a run, and the points the two passes disagreed on."""
+    """Kappa over every judged point of a run, the points the two passes disagreed on, the
+    mean share of checklist points made (first pass) and the tokens the judge used."""
     first: list[bool] = []
     second: list[bool] = []
     disagreements = []
+    unreadable = 0
+    tokens = {"input": 0, "output": 0}
     for item in judged:
+        for name in tokens:
+            tokens[name] += int((item.get("tokens") or {}).get(name, 0))
         a, b = item.get("first"), item.get("second")
         if not a or not b:
+            unreadable += 1
             continue
         first += a
         second += b
+        checklist = list(item.get("checklist") or [])
         for i, (x, y) in enumerate(zip(a, b)):
             if x != y:
-                disagreements.append({"nodeid": item.get("nodeid"), "point": i + 1})
-    if not first:
+                disagreements.append({"nodeid": item.get("nodeid"), "point": i + 1,
+                                      "text": checklist[i] if i < len(checklist) else None,
+                                      "first": x, "second": y})
+    if not first and not unreadable:
         return None
-    return {"points": len(first), "agreement": round(sum(x == y for x, y in zip(first, second))
-                                                     / len(first), 6),
-            "kappa": cohen_kappa(first, second), "disagreements": disagreements}
+    return {"items": len(judged), "unreadable": unreadable, "points": len(first),
+            "made": round(sum(first) / len(first), 6) if first else None,
+            "agreement": (round(sum(x == y for x, y in zip(first, second)) / len(first), 6)
+                          if first else None),
+            "kappa": cohen_kappa(first, second), "disagreements": disagreements,
+            "model": next((i.get("model") for i in judged if i.get("model")), None),
+            "tokens": tokens}

@@ -255,7 +255,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += ["**SIMULATED ANSWERS — the synthetic agent drew gold or trap answers; no model "
                   "was asked.**", ""]
     lines += [
-             f"- agent: {s['agent']}; models: {', '.join(s['models'])}; repeats: {s['repeats']}",
+             f"- agent: {s['agent']}; models: {', '.join(s['models'])}; repeats: {s['repeats']}; "
+             f"asked {(s.get('extra') or {}).get('ask') or 'apart'}"
+             + ("; floor arm" if (s.get("extra") or {}).get("floor") else ""),
              f"- conditions: {', '.join(s['condition_ids'])}; variants: {', '.join(s['variants'])}",
              f"- items banked: {report['counts']['items']} of {report['counts']['expected']}"
              + ("" if report["complete"] else " — **INCOMPLETE**"),
@@ -321,6 +323,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                          _p(c["holm_p"]), "yes" if c["can_reach_significance"] else "no"])
         lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+a / −b",
                          "McNemar p", "Holm p", "could reach p<0.05"], rows) + [""]
+    lines += judge_lines(report.get("judge"))
     if report["missing"]:
         lines += ["## Items that never reported", ""]
         lines += [f"- `{m['nodeid']}`: {m['why'].splitlines()[0] if m['why'] else ''}"
@@ -337,6 +340,29 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report["not_measured"]:
         lines += ["", "## Not measured", ""] + [f"- {n}" for n in report["not_measured"]]
     return "\n".join(lines) + "\n"
+
+
+def judge_lines(judge: Mapping[str, Any] | None) -> list[str]:
+    """The judge's section of report.md: how far its two passes agree, and where they do not."""
+    if not judge:
+        return []
+    kappa = "undefined (both passes constant)" if judge["kappa"] is None else \
+        f"{judge['kappa']:.3f}"
+    lines = ["## Judge (\"why\" questions)", "",
+             f"{judge.get('model') or 'the judge model'} graded {judge['items']} answers against "
+             f"their checklists twice ({judge['points']} points"
+             + (f"; {judge['unreadable']} answers without two readable verdicts" if
+                judge["unreadable"] else "") + ").",
+             f"Points made (first pass): {_pct(judge['made'])}; agreement between passes: "
+             f"{_pct(judge['agreement'])}; Cohen's kappa: {kappa}; judge tokens: "
+             f"{judge['tokens']['input']} in, {judge['tokens']['output']} out.", ""]
+    if judge["disagreements"]:
+        lines += ["Points the two passes disagreed on:", ""]
+        lines += [f"- `{d['nodeid']}` point {d['point']}"
+                  + (f" ({d['text']})" if d.get("text") else "")
+                  + f": first {d['first']}, second {d['second']}" for d in judge["disagreements"]]
+        lines.append("")
+    return lines
 
 
 def terminal_lines(report: Mapping[str, Any]) -> list[str]:

@@ -194,11 +194,12 @@ class Runtime:
         import anthropic
 
         try:
-            first = ask_judge(client, model, q.text, text, q.checklist)
-            second = ask_judge(client, model, q.text, text, q.checklist)
+            first, used = ask_judge(client, model, q.text, text, q.checklist)
+            second, used2 = ask_judge(client, model, q.text, text, q.checklist)
         except anthropic.APIError as exc:
             raise classify(exc) from exc
-        return {"model": model, "first": first, "second": second,
+        return {"model": model, "checklist": list(q.checklist), "first": first,
+                "second": second, "tokens": {k: used[k] + used2[k] for k in used},
                 "score": None if first is None else round(sum(first) / len(first), 6)}
 
     @staticmethod
