@@ -80,7 +80,15 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     try:
         record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()))
     except HarnessBroken as exc:
-        pytest.exit(f"kgbench: the harness is broken, the run halts: {exc}", returncode=3)
+        broken = f"kgbench: the harness is broken, the run halts: {exc}"
+    else:
+        broken = None
+    if broken:
+        # stop after this item, in this process and (through xdist's shouldstop) in the whole
+        # run; the controller banks what finished and exits 3 (RunStore.finish)
+        item.session.shouldstop = broken
+        item.stash[keys.BROKEN] = broken
+        pytest.fail(broken, pytrace=False)
     item.stash[keys.RECORD] = record
     settings: Settings = kgbench_runtime.settings
     if settings.must_pass and record["grade"] != "correct":

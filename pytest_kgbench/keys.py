@@ -24,5 +24,8 @@ GROUP = pytest.StashKey["tuple[Any, ...]"]()
 """Asked together: the selected questions of the item's session, in order (set after
 deselection, so `-k` and --resume shape the session)."""
 
+BROKEN = pytest.StashKey[str]()
+"""Why the harness broke during this item (HarnessBroken): the run halts after it."""
+
 RECORD = pytest.StashKey["dict[str, Any] | None"]()
 """The item's banked record, set by the item's call and attached to its call report once."""

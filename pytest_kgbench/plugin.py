@@ -15,7 +15,8 @@ import pytest
 
 from pytest_kgbench import keys
 from pytest_kgbench.errors import InputError
-from pytest_kgbench.runstore import LETTER_PROPERTY, RECORD_PROPERTY, RunStore, read_answers
+from pytest_kgbench.runstore import (BROKEN_PROPERTY, LETTER_PROPERTY, RECORD_PROPERTY, RunStore,
+                                     read_answers)
 from pytest_kgbench.settings import Settings, add_options
 
 WORKER_SETTINGS = "kgbench_settings"
@@ -154,6 +155,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
                               ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if call.when == "call" and keys.BROKEN in item.stash:
+        report.user_properties.append((BROKEN_PROPERTY, item.stash[keys.BROKEN]))
     if call.when == "call":
         record = item.stash.get(keys.RECORD, None)
         if record is not None:

@@ -251,6 +251,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     s = report["settings"]
     fp = report["fingerprint"]
     lines = [f"# kgbench run {report['run_id']}", ""]
+    if report.get("halted"):
+        lines += [f"**HALTED — {report['halted']}. The items banked before it are kept; the "
+                  "rest never ran.**", ""]
     if report.get("synthetic"):
         lines += ["**SIMULATED ANSWERS — the synthetic agent drew gold or trap answers; no model "
                   "was asked.**", ""]

@@ -25,6 +25,8 @@ from pytest_kgbench.settings import Settings
 
 RECORD_PROPERTY = "kgbench"
 LETTER_PROPERTY = "kgbench_letter"
+BROKEN_PROPERTY = "kgbench_broken"
+HARNESS_BROKEN = 3  # the exit status of a run the harness could not finish
 PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
             "anthropic", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
 GRADER_MODULES = ("grading.py", "answers.py", "questions.py")
@@ -94,6 +96,7 @@ class RunStore:
                 self.records[rec["nodeid"]] = rec
         self.expected: set[str] = set()
         self.errors: dict[str, str] = {}
+        self.halted: str | None = None  # why the harness broke, when it did
         self.started = _now()
         self.report: dict[str, Any] | None = None
         self.meta = {
@@ -117,7 +120,10 @@ class RunStore:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.outcome == "rerun":
             return  # a transient failure that will be retried: never banked
-        raw = dict(report.user_properties).get(RECORD_PROPERTY)
+        props = dict(report.user_properties)
+        if props.get(BROKEN_PROPERTY) and not self.halted:
+            self.halted = str(props[BROKEN_PROPERTY])
+        raw = props.get(RECORD_PROPERTY)
         if raw is None:
             if report.failed and report.nodeid not in self.records:
                 self.errors.setdefault(report.nodeid, f"{report.when}: {report.longreprtext[:2000]}")
@@ -163,7 +169,9 @@ class RunStore:
         records = [self.records[n] for n in sorted(self.records)]
         missing = self.missing()
         self.meta["finished"] = _now()
+        self.meta["halted"] = self.halted
         report = build_report(records, self.settings, missing=missing, meta=self.meta)
+        report["halted"] = self.halted
         self.meta["fingerprint"] = report["fingerprint"]
         self._write_json("meta.json", self.meta)
         self._write_json("questions.json", questions_json(records))
@@ -174,7 +182,9 @@ class RunStore:
 
         (self.dir / "report.html").write_text(render_html(report), encoding="utf-8")
         self.report = report
-        if missing and session.exitstatus == 0:
+        if self.halted:
+            session.exitstatus = HARNESS_BROKEN
+        elif missing and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -189,6 +199,9 @@ class RunStore:
         for line in terminal_lines(self.report):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"run folder: {self.dir}")
+        if self.halted:
+            terminalreporter.write_line(f"{self.halted}; {len(self.records)} item(s) banked "
+                                        f"and kept, exit status {HARNESS_BROKEN}", red=True)
 
     def _write_json(self, name: str, value: Any) -> None:
         tmp = self.dir / f".{name}.tmp"

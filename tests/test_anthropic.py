@@ -120,6 +120,27 @@ def test_401_halts_the_run_and_keeps_what_was_banked(project, api) -> None:
     assert not report["complete"] and len(report["missing"]) == 2
 
 
+def test_401_under_xdist_halts_every_worker_and_keeps_what_was_banked(project, api) -> None:
+    import itertools
+
+    served = itertools.count()
+    api.default = lambda body: (text("```json\n{\"rating\": \"A+\"}\n```")
+                                if next(served) < 3 else status(401, kind="authentication_error"))
+    p = project()
+    result = p.runpytest_subprocess("questions", "--model", "sonnet", "--condition", "R1",
+                                    "-k", "L1 or L2", "-n", "2")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*rejected the credential (401)*"
+                                 "3 item(s) banked and kept, exit status 3*"])
+    assert "INTERNALERROR" not in result.stdout.str()
+    assert len(_answers(p)) == 3  # the three answered before the 401, nothing lost
+    assert len(api.requests) <= 3 + 2  # each worker stopped at its first 401
+    report = json.loads((next((p.path / "reports").iterdir()) / "report.json").read_text())
+    assert not report["complete"] and "rejected the credential" in report["halted"]
+    assert len(report["missing"]) == 9 - 3
+    assert any("harness is broken" in m["why"] for m in report["missing"])
+
+
 def test_a_missing_key_halts_before_any_call(project, api, monkeypatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
