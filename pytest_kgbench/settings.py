@@ -98,15 +98,19 @@ def read_tool_config(root: Path) -> dict[str, Any]:
     return table if isinstance(table, dict) else {}
 
 
-def replayed_models(root: Path, reports: str, run: str) -> tuple[str, ...]:
-    """The models a stored run asked (a replay asks the same ones by default)."""
+def replayed_settings(root: Path, reports: str, run: str) -> dict[str, Any]:
+    """The settings of a stored run (meta.json), which a replay asks again by default: its
+    models, conditions, variants and repeats. {} when the run has no meta.json."""
     import json
 
     for folder in (Path(run), root / reports / run):
         meta = folder / "meta.json"
         if meta.is_file():
-            return tuple(json.loads(meta.read_text(encoding="utf-8")).get("models") or ())
-    return ()
+            data = json.loads(meta.read_text(encoding="utf-8"))
+            stored = dict(data.get("settings") or {})
+            stored["models"] = data.get("models") or stored.get("models") or []
+            return stored
+    return {}
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -126,6 +130,15 @@ def add_options(parser: pytest.Parser) -> None:
 def _value(config: pytest.Config, ini: str) -> Any:
     value = config.getoption(ini, default=None)
     return config.getini(ini) if value is None else value
+
+
+def _given(config: pytest.Config, ini: str, fallback: Any) -> Any:
+    """The command line's value; else `fallback` (a replayed run's own) when it has one; else
+    the ini value or default."""
+    value = config.getoption(ini, default=None)
+    if value is not None:
+        return value
+    return fallback if fallback not in (None, "", ()) else config.getini(ini)
 
 
 @dataclass
@@ -184,12 +197,14 @@ class Settings:
         models = tuple(m.strip() for m in (models_raw or "").split(",") if m.strip())
         agent = _value(config, "kgbench_agent") or ("anthropic" if models else "gold")
         replay_run = _value(config, "kgbench_replay_run")
-        if not models and agent == "replay" and replay_run:
-            models = replayed_models(root, str(_value(config, "kgbench_reports")), replay_run)
+        stored = (replayed_settings(root, str(_value(config, "kgbench_reports")), replay_run)
+                  if agent == "replay" and replay_run else {})
+        if not models and stored:
+            models = tuple(stored.get("models") or ())
         if not models:
             models = (agent,)
         try:
-            repeats = int(_value(config, "kgbench_repeats"))
+            repeats = int(_given(config, "kgbench_repeats", stored.get("repeats")))
             timeout = float(_value(config, "kgbench_query_timeout"))
             rounds = int(_value(config, "kgbench_max_rounds"))
             stats_seed = int(_value(config, "kgbench_stats_seed"))
@@ -202,8 +217,9 @@ class Settings:
         resume = _value(config, "kgbench_resume")
         run_id = resume or _value(config, "kgbench_run_id") or (
             dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{agent}")
-        variants = tuple(v.strip() for v in str(_value(config, "kgbench_variant")).split(",")
-                         if v.strip())
+        variants = tuple(v.strip() for v in str(_given(
+            config, "kgbench_variant", ",".join(stored.get("variants") or ()))).split(",")
+            if v.strip())
         strict = config.getoption("kgbench_strict", default=None)
         ablation = config.getoption("kgbench_ablation", default=None)
         synthetic = _value(config, "kgbench_synthetic")
@@ -211,7 +227,8 @@ class Settings:
         if ask not in ("apart", "together"):
             raise InputError("--ask", f"'{ask}' is neither 'apart' nor 'together'")
         return cls(
-            condition_ids=tuple(c.id for c in conditions.select(_value(config, "kgbench_condition"))),
+            condition_ids=tuple(c.id for c in conditions.select(_given(
+                config, "kgbench_condition", ",".join(stored.get("condition_ids") or ())))),
             agent=agent, models=models, repeats=repeats, variants=variants or ("base",),
             run_id=str(run_id), query_timeout=timeout, max_rounds=rounds,
             strict=bool(config.getini("kgbench_strict") if strict is None else strict),

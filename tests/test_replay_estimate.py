@@ -15,16 +15,18 @@ REPO = Path(__file__).resolve().parents[1]
 def test_replay_regrades_a_stored_run_without_any_model(project) -> None:
     p = project()
     first = p.runpytest("questions", "--agent", "trap", "--condition", "R1,D1", "-k", "Q0",
-                        "--run-id", "original")
+                        "--run-id", "original", "--ask", "together")
     first.assert_outcomes(passed=18)
+    # the stored run's conditions (and models, variants, repeats) are asked again by default
     again = p.runpytest("questions", "--agent", "replay", "--replay-run", "original",
-                        "--condition", "R1,D1", "-k", "Q0", "--run-id", "replayed")
+                        "-k", "Q0", "--run-id", "replayed")
     again.assert_outcomes(passed=18)
     a = json.loads((p.path / "reports" / "original" / "report.json").read_text())
     b = json.loads((p.path / "reports" / "replayed" / "report.json").read_text())
     assert b["settings"]["models"] == ["trap"]
     grades = lambda r: sorted((i["question"], i["condition"], i["grade"]) for i in r["items"])  # noqa: E731
     assert grades(a) == grades(b)
+    assert b["settings"]["condition_ids"] == ["R1", "D1"]
     missing = p.runpytest("questions", "--agent", "replay", "--replay-run", "original",
                           "--condition", "D4", "-k", "Q01", "--run-id", "gap")
     missing.assert_outcomes(passed=1)
