@@ -107,6 +107,31 @@ def test_429_is_retried_by_the_sdk_honouring_retry_after(project, api) -> None:
     assert len(api.requests) == 2
 
 
+def test_500_is_retried_by_the_sdk_and_graded_once(project, api) -> None:
+    api.push(status(500), status(503), text("```json\n{\"rating\": \"A+\"}\n```"))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01")
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] == 1 and "rerun" not in outcomes  # the SDK's retries sufficed
+    assert len(api.requests) == 3 and len(_answers(p)) == 1
+
+
+@pytest.mark.parametrize("code, kind, says", [
+    (403, "permission_error", "rejected the credential (403)"),
+    (404, "not_found_error", "does not know this model"),
+])
+def test_403_and_404_halt_the_run(project, api, code, kind, says) -> None:
+    api.push(status(code, kind=kind))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1",
+                         "-k", "Q01 or Q03")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines([f"*harness is broken*{says}*"])
+    assert len(api.requests) == 1  # one call, not retried, and the run stopped there
+    report = json.loads((next((p.path / "reports").iterdir()) / "report.json").read_text())
+    assert report["counts"]["items"] == 0 and len(report["missing"]) == 2
+
+
 def test_401_halts_the_run_and_keeps_what_was_banked(project, api) -> None:
     api.push(text("```json\n{\"rating\": \"A+\"}\n```"), status(401, kind="authentication_error"))
     p = project()
