@@ -135,10 +135,11 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from pytest_kgbench import conditions
-    from pytest_kgbench.collect import pack_conditions
-    from pytest_kgbench.costs import Estimate, dollars
-    from pytest_kgbench.prompts import build_prompt
+    from pytest_kgbench.collect import cases_for
+    from pytest_kgbench.costs import estimate_cases, estimate_lines
     from pytest_kgbench.questions import load_questions
     from pytest_kgbench.settings import DEFAULT_PRICES, read_tool_config
 
@@ -147,53 +148,18 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     runtime = _runtime(args)
     aliases = {**runtime.settings.extra["aliases"], **(table.get("models") or {})}
     prices = {**DEFAULT_PRICES, **(table.get("prices") or {})}
-    models = [m.strip() for m in ",".join(args.model).split(",") if m.strip()]
-    estimates: dict[tuple[str, str], Estimate] = {}
+    models = tuple(m.strip() for m in ",".join(args.model).split(",") if m.strip())
+    runtime.settings = replace(
+        runtime.settings, agent="anthropic", models=models, repeats=args.repeats,
+        condition_ids=tuple(c.id for c in conditions.select(args.condition)))
+    cases = []
     for path in sorted((root / "questions").glob("*.yaml")):
-        if args.pack and path.stem not in args.pack:
-            continue
-        qset = load_questions(path)
-        pack = runtime.pack(path.stem)
-        if args.variant not in pack.variants:
-            continue
-        built = runtime.built(pack.name, args.variant)
-        for cond in pack_conditions(pack, conditions.select(args.condition)):
-            asked = [q for q in qset.questions if not q.variants or args.variant in q.variants]
-            for persona in dict.fromkeys(q.persona for q in asked):
-                group = tuple(q for q in asked if q.persona == persona)
-                executor = (runtime.executor(built, cond, persona)
-                            if cond.mode == "querying" else None)
-                if args.ask == "together":
-                    prompts = [(build_prompt(cond, built, group[0], executor=executor,
-                                             together=group), len(group))]
-                else:
-                    prompts = [(runtime.prompt(cond, built, q, executor), 1) for q in group]
-                for model in models:
-                    est = estimates.setdefault((cond.id, model), Estimate(cond.id, model))
-                    for prompt, n in prompts:
-                        for _ in range(args.repeats):
-                            est.add(mode=cond.mode, context=prompt.context,
-                                    question=prompt.question, system=prompt.system,
-                                    questions=n)
+        if not args.pack or path.stem in args.pack:
+            cases += cases_for(load_questions(path), runtime.pack(path.stem), runtime.settings)
+    estimates = estimate_cases(runtime, cases, together=args.ask == "together")
     runtime.close()
-    print(f"Estimate, before any call: {args.repeats} repeat(s), variant {args.variant}, asked "
-          f"{args.ask}; about 4 characters a token, 4 rounds per querying question; list prices "
-          "per million tokens.")
-    print(f"{'condition':<10} {'model':<22} {'items':>6} {'input':>12} {'cached':>12} "
-          f"{'output':>10} {'cost':>10} {'no cache':>10}")
-    total = {"billed": 0.0, "without_cache": 0.0}
-    for (cid, model), est in estimates.items():
-        model_id = aliases.get(model, model)
-        cost = dollars(est.tokens, prices.get(model_id))
-        if cost:
-            total["billed"] += cost["billed"]
-            total["without_cache"] += cost["without_cache"]
-        cost_text = ("no price", "") if cost is None else (f"${cost['billed']:.2f}",
-                                                            f"${cost['without_cache']:.2f}")
-        print(f"{cid:<10} {model_id:<22} {est.items:>6} {est.input + est.cache_write:>12,} "
-              f"{est.cache_read:>12,} {est.output:>10,} {cost_text[0]:>10} {cost_text[1]:>10}")
-    print(f"{'total':<10} {'':<22} {sum(e.items for e in estimates.values()):>6} "
-          f"{'':>12} {'':>12} {'':>10} ${total['billed']:>9.2f} ${total['without_cache']:>9.2f}")
+    heading = f"{args.repeats} repeat(s), variant {args.variant}, asked {args.ask}"
+    print("\n".join(estimate_lines(estimates, aliases, prices, heading=heading)))
     return 0
 
 

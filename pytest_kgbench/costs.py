@@ -83,6 +83,58 @@ class Estimate:
                 "cache_write": self.cache_write}
 
 
+def estimate_cases(runtime: Any, cases: Iterable[Any], *, together: bool
+                   ) -> dict[tuple[str, str], Estimate]:
+    """The estimate of a run's items (collect.Case), per condition and model, as they would be
+    asked: one prompt per item, or one per together session."""
+    from pytest_kgbench.collect import session_of
+    from pytest_kgbench.prompts import build_prompt
+
+    out: dict[tuple[str, str], Estimate] = {}
+    sessions: dict[str, list[Any]] = {}
+    for case in cases:
+        sessions.setdefault(session_of(case) if together else str(id(case)), []).append(case)
+    for group in sessions.values():
+        case = group[0]
+        q, cond = case.question, case.condition
+        built = runtime.built(q.pack, case.variant)
+        executor = runtime.executor(built, cond, q.persona) if cond.mode == "querying" else None
+        if together:
+            prompt = build_prompt(cond, built, q, executor=executor,
+                                  max_rounds=runtime.settings.max_rounds,
+                                  together=tuple(c.question for c in group))
+        else:
+            prompt = runtime.prompt(cond, built, q, executor)
+        est = out.setdefault((cond.id, case.model), Estimate(cond.id, case.model))
+        est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
+                system=prompt.system, questions=len(group))
+    return out
+
+
+def estimate_lines(estimates: Mapping[tuple[str, str], Estimate], aliases: Mapping[str, str],
+                   prices: Mapping[str, Mapping[str, float]], *, heading: str) -> list[str]:
+    """The estimate as a table: a row per condition and model, then the total."""
+    lines = [f"Estimate, before any call: {heading}; about 4 characters a token, "
+             f"{QUERY_ROUNDS} rounds per querying question; list prices per million tokens.",
+             f"{'condition':<10} {'model':<22} {'items':>6} {'input':>12} {'cached':>12} "
+             f"{'output':>10} {'cost':>10} {'no cache':>10}"]
+    total = {"billed": 0.0, "without_cache": 0.0}
+    for (cid, model), est in estimates.items():
+        model_id = aliases.get(model, model)
+        cost = dollars(est.tokens, prices.get(model_id))
+        if cost:
+            total["billed"] += cost["billed"]
+            total["without_cache"] += cost["without_cache"]
+        cells = ("no price", "") if cost is None else (f"${cost['billed']:.2f}",
+                                                      f"${cost['without_cache']:.2f}")
+        lines.append(f"{cid:<10} {model_id:<22} {est.items:>6} {est.input + est.cache_write:>12,} "
+                     f"{est.cache_read:>12,} {est.output:>10,} {cells[0]:>10} {cells[1]:>10}")
+    lines.append(f"{'total':<10} {'':<22} {sum(e.items for e in estimates.values()):>6} "
+                 f"{'':>12} {'':>12} {'':>10} ${total['billed']:>9.2f} "
+                 f"${total['without_cache']:>9.2f}")
+    return lines
+
+
 def usage_of(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Tokens a set of banked items actually used."""
     total = {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}

@@ -27,5 +27,8 @@ deselection, so `-k` and --resume shape the session)."""
 BROKEN = pytest.StashKey[str]()
 """Why the harness broke during this item (HarnessBroken): the run halts after it."""
 
+ESTIMATE = pytest.StashKey["list[str]"]()
+"""--estimate: the table of the selected items' estimated tokens and dollars."""
+
 RECORD = pytest.StashKey["dict[str, Any] | None"]()
 """The item's banked record, set by the item's call and attached to its call report once."""

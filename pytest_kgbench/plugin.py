@@ -26,6 +26,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """--estimate asks nothing: it is a collect-only run (set before xdist looks)."""
+    if config.getoption("kgbench_estimate", default=None):
+        config.option.collectonly = True
+
+
 def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
@@ -40,7 +47,7 @@ def pytest_configure(config: pytest.Config) -> None:
         except InputError as exc:
             raise pytest.UsageError(str(exc)) from exc
     config.stash[keys.SETTINGS] = settings
-    if not _is_worker(config) and _collects_questions(config):
+    if not _is_worker(config) and not config.option.collectonly and _collects_questions(config):
         store = RunStore(settings)
         config.stash[keys.RUNSTORE] = store
         config.pluginmanager.register(store, "kgbench-runstore")
@@ -134,6 +141,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [i for i in items if i.nodeid not in banked]
     if asks_together(settings):
         assign_sessions(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """--estimate: the selected items' tokens and dollars, as they would be asked."""
+    if not session.config.getoption("kgbench_estimate", default=None):
+        return
+    from pytest_kgbench.collect import asks_together
+    from pytest_kgbench.costs import estimate_cases, estimate_lines
+    from pytest_kgbench.runtime import Runtime
+
+    settings: Settings = session.config.stash[keys.SETTINGS]
+    cases = [i.stash[keys.CASE] for i in session.items if keys.CASE in i.stash]
+    runtime = Runtime(settings)
+    try:
+        estimates = estimate_cases(runtime, cases, together=asks_together(settings))
+    finally:
+        runtime.close()
+    heading = (f"{len(cases)} selected item(s), asked {settings.extra.get('ask') or 'apart'}")
+    session.config.stash[keys.ESTIMATE] = estimate_lines(
+        estimates, settings.extra.get("aliases") or {}, settings.extra.get("prices") or {},
+        heading=heading)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    lines = config.stash.get(keys.ESTIMATE, None)
+    if lines:
+        terminalreporter.section("kgbench estimate")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")

@@ -54,6 +54,9 @@ FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--kgbench-strict", "kgbench_strict", "fail every item whose answer is not correct"),
     ("--floor", "kgbench_floor",
      "the floor arm: a minimal instruction with nothing about definitions, checking or citing"),
+    ("--estimate", "kgbench_estimate",
+     "print the estimated tokens and dollars of the selected items before any call, and ask "
+     "nothing (implies --collect-only)"),
     ("--ablation", "kgbench_ablation",
      "report paired comparisons: the first-listed condition against every other, plus the "
      "design's named pairs (R1-R4, D1-D2, D3-D6, ...)"),

@@ -81,3 +81,25 @@ def test_kgbench_estimate_prints_a_table_per_condition() -> None:
     assert any(line.startswith("R1 ") and "$" in line for line in lines)
     assert any(line.startswith("D1 ") and "$" in line for line in lines)
     assert lines[-1].startswith("total")
+
+
+def test_pytest_estimate_prices_the_selected_items_and_asks_nothing(project, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # no call could be made anyway
+    p = project()
+    apart = p.runpytest("questions", "--model", "sonnet", "--estimate", "--condition", "R1,D1",
+                        "-k", "L3", "--repeats", "2")
+    assert apart.ret == 0
+    apart.stdout.fnmatch_lines(["*kgbench estimate*", "*84 selected item(s), asked apart*",
+                                "R1 *claude-sonnet-5-5 * 42 *$*", "D1 *claude-sonnet-5-5 * 42 *$*",
+                                "total * 84 *"])
+    assert not (p.path / "reports").exists()  # nothing ran, so no run folder
+    together = p.runpytest("questions", "--model", "sonnet", "--estimate", "--condition", "R1",
+                           "-k", "L3", "--repeats", "2", "--ask", "together")
+    together.stdout.fnmatch_lines(["*asked together*", "R1 *claude-sonnet-5-5 * 42 *$*"])
+
+    def cost(result) -> float:
+        row = next(x for x in result.stdout.lines if x.startswith("R1 "))
+        return float(row.split()[-2].lstrip("$"))
+
+    # two sessions of 21 questions read the data block twice, apart 42 items read it 42 times
+    assert cost(together) < cost(apart)
