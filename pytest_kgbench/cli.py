@@ -128,7 +128,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     try:
         serve(runtime=runtime, pack=args.pack, variant=args.variant, condition=args.condition,
               persona=args.persona, log=Path(args.log) if args.log else None,
-              together=args.together)
+              together=args.together,
+              questions=tuple(q for q in (args.questions or "").split(",") if q))
     finally:
         runtime.close()
     return 0
@@ -257,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--together", action="store_true",
                    help="run_query also takes the id of the question a query serves "
                         "(a session answering many questions at once)")
+    p.add_argument("--questions", default=None,
+                   help="with --together: the session's question ids (comma list); a query "
+                        "must name one of them")
     p.set_defaults(func=cmd_mcp)
     p = sub.add_parser("estimate", help="tokens and dollars a run would take, before any call")
     p.add_argument("--model", action="append", default=None, required=True)

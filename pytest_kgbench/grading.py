@@ -162,10 +162,12 @@ def grade_field(spec: FieldSpec, expected: Any, got: Any,
 def behaviour_of(answer: Answer) -> str:
     """answered / abstained / blocked / declined / timeout / skipped, from what the agent did
     (skipped: asked together, the session gave no answer for the question)."""
-    if answer.status in ("timeout", "skipped"):
-        return answer.status
+    if answer.status == "timeout":
+        return "timeout"
     if any(q.refused for q in answer.queries):
         return "blocked"
+    if answer.status == "skipped":
+        return "skipped"
     block = answer.block or {}
     if block.get("abstain") is True:
         return "abstained"

@@ -65,8 +65,12 @@ def summarise(judged: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     second: list[bool] = []
     disagreements = []
     unreadable = 0
+    no_prose = 0
     tokens = {"input": 0, "output": 0}
     for item in judged:
+        if item.get("skipped"):  # nothing to judge: the answer had no prose
+            no_prose += 1
+            continue
         for name in tokens:
             tokens[name] += int((item.get("tokens") or {}).get(name, 0))
         a, b = item.get("first"), item.get("second")
@@ -81,9 +85,10 @@ def summarise(judged: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
                 disagreements.append({"nodeid": item.get("nodeid"), "point": i + 1,
                                       "text": checklist[i] if i < len(checklist) else None,
                                       "first": x, "second": y})
-    if not first and not unreadable:
+    if not first and not unreadable and not no_prose:
         return None
-    return {"items": len(judged), "unreadable": unreadable, "points": len(first),
+    return {"items": len(judged) - no_prose, "unreadable": unreadable, "no_prose": no_prose,
+            "points": len(first),
             "made": round(sum(first) / len(first), 6) if first else None,
             "agreement": (round(sum(x == y for x, y in zip(first, second)) / len(first), 6)
                           if first else None),

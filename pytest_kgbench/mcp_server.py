@@ -18,16 +18,17 @@ from pytest_kgbench.tools import TOOLS, call_tool
 
 
 def build_server(executor: Any, *, instructions: str, log: Path | None = None,
-                 together: bool = False) -> Any:
+                 together: bool = False, questions: tuple[str, ...] = ()) -> Any:
     """An MCPServer whose tools call `executor`. With `together`, run_query also takes the id
-    of the question a query serves (tools.tools_for)."""
+    of the question a query serves (tools.tools_for); with `questions`, it must be one of
+    them."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer(name="kgbench", instructions=instructions)
     descriptions = {t["name"]: t["description"] for t in TOOLS}
 
     def call(name: str, arguments: dict[str, Any]) -> str:
-        text, result = call_tool(executor, name, arguments)
+        text, result = call_tool(executor, name, arguments, questions=questions)
         if log is not None:
             with log.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"name": name, "input": arguments, "output": text[:4000],
@@ -56,7 +57,7 @@ def build_server(executor: Any, *, instructions: str, log: Path | None = None,
 
 
 def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str,
-          log: Path | None, together: bool = False) -> None:
+          log: Path | None, together: bool = False, questions: tuple[str, ...] = ()) -> None:
     """Open the condition's store and serve it over stdio until the client closes."""
     from pytest_kgbench.conditions import BY_ID
     from pytest_kgbench.errors import InputError
@@ -68,5 +69,5 @@ def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str
     built = runtime.built(pack, variant)
     executor = runtime.executor(built, cond, persona)
     server = build_server(executor, instructions=store_block(cond, executor), log=log,
-                          together=together)
+                          together=together or bool(questions), questions=questions)
     server.run("stdio")

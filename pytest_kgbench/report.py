@@ -355,7 +355,9 @@ def judge_lines(judge: Mapping[str, Any] | None) -> list[str]:
              f"{judge.get('model') or 'the judge model'} graded {judge['items']} answers against "
              f"their checklists twice ({judge['points']} points"
              + (f"; {judge['unreadable']} answers without two readable verdicts" if
-                judge["unreadable"] else "") + ").",
+                judge["unreadable"] else "")
+             + (f"; {judge['no_prose']} answers with no prose, not judged" if
+                judge.get("no_prose") else "") + ").",
              f"Points made (first pass): {_pct(judge['made'])}; agreement between passes: "
              f"{_pct(judge['agreement'])}; Cohen's kappa: {kappa}; judge tokens: "
              f"{judge['tokens']['input']} in, {judge['tokens']['output']} out.", ""]

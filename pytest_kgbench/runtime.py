@@ -127,12 +127,16 @@ class Runtime:
         result = grade(q, key, answer, built.aliases, guard_withheld=withheld)
         metrics = self.metrics(case, built, answer, executor)
         if q.checklist and case.agent in JUDGED_AGENTS and answer.status == "answered":
-            metrics["judge"] = self.judge(q, answer.text)
+            prose = answer.text[:answer.text.rfind("```json")] if "```json" in answer.text \
+                else answer.text
+            metrics["judge"] = (self.judge(q, answer.text) if prose.strip() else
+                                {"skipped": "the answer has no prose to judge"})
         return {
             "question": q.id, "tier": q.tier, "pack": q.pack, "variant": case.variant,
             "condition": cond.id, "condition_label": cond.label, "mode": cond.mode,
             "model": case.model, "agent": case.agent, "repeat": case.repeat,
-            "persona": q.persona, "expect": q.expect, "ask": "together" if group else "apart",
+            "persona": q.persona, "expect": q.expect,
+            "ask": "together" if group or answer.session else "apart",
             "question_sha256": q.sha256, "question_file": Path(q.file).name,
             "dataset": {"seed": built.seed, "build": built.dir.name,
                         "pack_sha256": built.manifest.get("pack_sha256")},
@@ -175,7 +179,7 @@ class Runtime:
             else:
                 session = together.combine(
                     [(x.id, agent.ask(Task(question=x, **common))) for x in group])  # type: ignore[arg-type]
-            sessions[(name, ids)] = (prompt, together.split(session, ids, name))
+            sessions[(name, ids)] = (prompt, together.split(session, ids, name, asker=q.id))
         prompt, answers = sessions[(name, ids)]
         if q.id not in answers:  # pragma: no cover - the group always holds its own item
             raise HarnessBroken(f"{q.id} is not a question of its together session {name}")

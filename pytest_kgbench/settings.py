@@ -101,9 +101,10 @@ def read_tool_config(root: Path) -> dict[str, Any]:
     return table if isinstance(table, dict) else {}
 
 
-def replayed_settings(root: Path, reports: str, run: str) -> dict[str, Any]:
-    """The settings of a stored run (meta.json), which a replay asks again by default: its
-    models, conditions, variants and repeats. {} when the run has no meta.json."""
+def stored_settings(root: Path, reports: str, run: str) -> dict[str, Any]:
+    """The settings of a stored run (meta.json), which a replay of it, or a resume, asks again
+    by default: its agent, models, conditions, variants, repeats, dataset seed, way of asking
+    and floor. {} when the run has no meta.json."""
     import json
 
     for folder in (Path(run), root / reports / run):
@@ -198,10 +199,17 @@ class Settings:
         if isinstance(models_raw, list):
             models_raw = ",".join(models_raw)
         models = tuple(m.strip() for m in (models_raw or "").split(",") if m.strip())
-        agent = _value(config, "kgbench_agent") or ("anthropic" if models else "gold")
-        replay_run = _value(config, "kgbench_replay_run")
-        stored = (replayed_settings(root, str(_value(config, "kgbench_reports")), replay_run)
-                  if agent == "replay" and replay_run else {})
+        reports = str(_value(config, "kgbench_reports"))
+        resume = _value(config, "kgbench_resume")
+        # a resumed run continues as it began; a replay asks what the replayed run asked
+        stored = stored_settings(root, reports, resume) if resume else {}
+        agent = _value(config, "kgbench_agent") or stored.get("agent") or (
+            "anthropic" if models else "gold")
+        replay_run = _value(config, "kgbench_replay_run") or \
+            (stored.get("extra") or {}).get("replay_run")
+        if not stored and agent == "replay" and replay_run:
+            stored = stored_settings(root, reports, replay_run)
+        stored_extra = stored.get("extra") or {}
         if not models and stored:
             models = tuple(stored.get("models") or ())
         if not models:
@@ -211,13 +219,12 @@ class Settings:
             timeout = float(_value(config, "kgbench_query_timeout"))
             rounds = int(_value(config, "kgbench_max_rounds"))
             stats_seed = int(_value(config, "kgbench_stats_seed"))
-            seed_raw = _value(config, "kgbench_dataset_seed")
+            seed_raw = _given(config, "kgbench_dataset_seed", stored.get("dataset_seed"))
             dataset_seed = int(seed_raw) if seed_raw not in (None, "") else None
         except ValueError as exc:
             raise InputError("options", f"expected a number: {exc}") from exc
         if repeats < 1:
             raise InputError("--repeats", "must be at least 1")
-        resume = _value(config, "kgbench_resume")
         run_id = resume or _value(config, "kgbench_run_id") or (
             dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{agent}")
         variants = tuple(v.strip() for v in str(_given(
@@ -226,7 +233,7 @@ class Settings:
         strict = config.getoption("kgbench_strict", default=None)
         ablation = config.getoption("kgbench_ablation", default=None)
         synthetic = _value(config, "kgbench_synthetic")
-        ask = str(_value(config, "kgbench_ask")).strip().lower()
+        ask = str(_given(config, "kgbench_ask", stored_extra.get("ask"))).strip().lower()
         if ask not in ("apart", "together"):
             raise InputError("--ask", f"'{ask}' is neither 'apart' nor 'together'")
         return cls(
@@ -249,11 +256,11 @@ class Settings:
                 "effort": _value(config, "kgbench_effort"),
                 "max_tokens": int(_value(config, "kgbench_max_tokens")),
                 "model_reruns": int(_value(config, "kgbench_model_reruns")),
-                "replay_run": _value(config, "kgbench_replay_run"),
+                "replay_run": replay_run,
                 "judge_model": _value(config, "kgbench_judge_model"),
                 "ask": ask,
                 "floor": bool(config.getoption("kgbench_floor", default=None)
-                              or config.getini("kgbench_floor")),
+                              or stored_extra.get("floor") or config.getini("kgbench_floor")),
                 "aliases": {**DEFAULT_ALIASES, **(config_table.get("models") or {})},
                 "prices": {**DEFAULT_PRICES, **(config_table.get("prices") or {})},
             },

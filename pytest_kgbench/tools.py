@@ -6,9 +6,10 @@ returns the text the model sees plus the `QueryResult` when a query ran.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from pytest_kgbench.executors import QueryResult
+from pytest_kgbench.together import serves
 
 TOOLS: tuple[dict[str, Any], ...] = (
     {
@@ -58,9 +59,12 @@ def tools_for(tools: tuple[dict[str, Any], ...], *, together: bool) -> list[dict
     return out
 
 
-def call_tool(executor: Any, name: str, arguments: Mapping[str, Any]
-              ) -> tuple[str, QueryResult | None]:
-    """Run one tool call. Never raises for a bad call: the model reads the error."""
+def call_tool(executor: Any, name: str, arguments: Mapping[str, Any],
+              questions: Sequence[str] = ()) -> tuple[str, QueryResult | None]:
+    """Run one tool call. Never raises for a bad call: the model reads the error.
+
+    `questions`: asked together, the session's question ids; a query must name one of them,
+    so that every query is banked with the item it serves."""
     if name == "list_tables":
         unit = "rows" if executor.language == "sql" else "instances"
         lines = [f"{t.name} ({t.rows} {unit})" for t in executor.catalog()]
@@ -72,6 +76,9 @@ def call_tool(executor: Any, name: str, arguments: Mapping[str, Any]
         query = arguments.get("query")
         if not isinstance(query, str) or not query.strip():
             return "ERROR: run_query needs a non-empty 'query' string", None
+        if questions and not any(serves(arguments.get("question"), q) for q in questions):
+            return (f"ERROR: run_query needs \"question\": the id of the question this query "
+                    f"serves, one of {', '.join(questions)}"), None
         result = executor.run(query)
         if arguments.get("question"):
             result.question = str(arguments["question"])

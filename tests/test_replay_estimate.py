@@ -103,3 +103,26 @@ def test_pytest_estimate_prices_the_selected_items_and_asks_nothing(project, mon
 
     # two sessions of 21 questions read the data block twice, apart 42 items read it 42 times
     assert cost(together) < cost(apart)
+
+
+def test_replay_and_resume_keep_the_stored_runs_settings(project) -> None:
+    p = project()
+    p.runpytest("questions", "--agent", "gold", "--dataset-seed", "7", "--condition", "R1,D1",
+                "--ask", "together", "-k", "L3", "--run-id", "seed7").assert_outcomes(passed=42)
+    # a replay regrades against the data the stored run was asked about (seed 7), together
+    again = p.runpytest("questions", "--agent", "replay", "--replay-run", "seed7", "-k", "L3",
+                        "--run-id", "replay7")
+    again.assert_outcomes(passed=42)
+    replayed = json.loads((p.path / "reports" / "replay7" / "report.json").read_text())
+    assert replayed["settings"]["dataset_seed"] == 7
+    assert {i["grade"] for i in replayed["items"]} == {"correct"}
+    assert "asked together" in (p.path / "reports" / "replay7" / "report.md").read_text()
+    # a resume continues as the run began: its agent, conditions, seed and way of asking
+    more = p.runpytest("questions", "--resume", "seed7", "-k", "L3 or Q01")
+    assert more.ret == 0 and more.parseoutcomes()["passed"] == 2  # the L3 items were banked
+    records = [json.loads(x) for x in
+               (p.path / "reports" / "seed7" / "answers.jsonl").read_text().splitlines()]
+    assert len(records) == 44 and {r["agent"] for r in records} == {"gold"}
+    late = [r for r in records if r["question"] == "credit-Q01"]
+    assert {r["condition"] for r in late} == {"R1", "D1"}
+    assert {r["ask"] for r in late} == {"together"} and {r["dataset"]["seed"] for r in late} == {7}

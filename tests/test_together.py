@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fake_api import FakeMessagesAPI, text, tool_use
-from pytest_kgbench.answers import Answer
+from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.executors import QueryResult
 from pytest_kgbench.grading import grade
 from pytest_kgbench.together import (block_for, combine, group_name, session_scope, split,
@@ -51,17 +51,39 @@ def test_text_slices_follow_the_ids_in_any_order_and_stop_at_the_block() -> None
     assert text_slices("As credit-Q01 says, nothing.", IDS)["credit-Q01"] == ""
 
 
-def test_block_for_matches_ids_exactly_then_ignoring_case() -> None:
-    block = {"credit-Q01": {"rating": "A+"}, "CREDIT-Q03": {"count": 8}, "credit-Q04": "XC"}
+def test_ids_without_the_packs_prefix_and_numbered_lists_are_understood() -> None:
+    text = "1. **Q01** A+.\n2. **Q03:** eight.\nQuestion Q04 - XC.\n```json\n{}\n```"
+    slices = text_slices(text, IDS)
+    assert slices == {"credit-Q01": "1. **Q01** A+.", "credit-Q03": "2. **Q03:** eight.",
+                      "credit-Q04": "Question Q04 - XC."}
+    # Q1 is not Q10, and credit-Q01 is not research-Q01
+    assert text_slices("Q10: no.", ("x-Q1",))["x-Q1"] == ""
+    assert text_slices("research-Q01: no.", ("credit-Q01",))["credit-Q01"] == ""
+
+
+def test_block_for_matches_ids_in_full_short_or_in_any_case() -> None:
+    block = {"credit-Q01": {"rating": "A+"}, "CREDIT-Q03": {"count": 8}, "q04": {"country": "XC"},
+             "credit-Q05": "XC"}
     assert block_for(block, "credit-Q01") == {"rating": "A+"}
     assert block_for(block, "credit-Q03") == {"count": 8}
-    assert block_for(block, "credit-Q04") is None  # not an object of fields
+    assert block_for(block, "credit-Q04") == {"country": "XC"}
+    assert block_for(block, "credit-Q05") is None  # not an object of fields
     assert block_for(None, "credit-Q01") is None
 
 
-def test_split_shares_tokens_tags_queries_and_marks_skipped_questions() -> None:
+def test_a_session_keyed_by_short_ids_grades_like_one_keyed_in_full() -> None:
+    q01 = _question("credit-Q01")
+    key = {"rating": "A+"}
+    for label in ("credit-Q01", "Q01"):
+        text = f"**{label}.** A+.\n```json\n{json.dumps({label: key})}\n```"
+        session = Answer(text=text, block=json.loads(json.dumps({label: key})))
+        got = split(session, ("credit-Q01",), "s")["credit-Q01"]
+        assert grade(q01, key, got).grade == "correct", label
+
+
+def test_split_banks_spending_once_tags_queries_and_marks_skipped_questions() -> None:
     q1 = QueryResult("sql", "SELECT 1", ["rating"], [["A+"]], question="credit-Q01")
-    q3 = QueryResult("sql", "SELECT 8", ["count"], [[8]], question="q03")  # a loose tag
+    q3 = QueryResult("sql", "SELECT 8", ["count"], [[8]], question="q03")  # a short tag
     stray = QueryResult("sql", "SELECT 0")
     session = Answer(
         text="**credit-Q01.** A+.\n**credit-Q03.** 8.\n```json\n"
@@ -71,23 +93,28 @@ def test_split_shares_tokens_tags_queries_and_marks_skipped_questions() -> None:
         tool_calls=[{"name": "run_query", "input": {"query": "SELECT 1", "question": "credit-Q01"}},
                     {"name": "list_tables", "input": {}}])
     session.block = {"credit-Q01": {"rating": "A+"}, "credit-Q03": {"count": 8}}
-    out = split(session, IDS, "s1")
+    out = split(session, IDS, "s1", asker="credit-Q03")
     assert [out[i].block for i in IDS] == [{"rating": "A+"}, {"count": 8}, None]
     assert [out[i].status for i in IDS] == ["answered", "answered", "skipped"]
     assert "no answer object for credit-Q04" in out["credit-Q04"].error
     assert out["credit-Q01"].queries == [q1] and out["credit-Q03"].queries == [q3]
     assert out["credit-Q04"].queries == []
     assert [c["input"]["query"] for c in out["credit-Q01"].tool_calls] == ["SELECT 1"]
-    # shares add up to the session's totals
+    # each slice reads like an answer asked apart: its prose, then its own closing block
+    assert out["credit-Q03"].text.startswith("**credit-Q03.** 8.\n\n```json\n")
+    assert extract_block(out["credit-Q03"].text) == {"count": 8}
+    # what the session spent is banked once, on the item that asked it
+    assert out["credit-Q03"].tokens == session.tokens and out["credit-Q03"].latency_s == 3.0
+    assert out["credit-Q01"].tokens == {"input": 0, "output": 0, "cache_read": 0}
     assert sum(out[i].tokens["input"] for i in IDS) == 1001
-    assert sum(out[i].tokens["output"] for i in IDS) == 10
-    assert sum(out[i].latency_s for i in IDS) == pytest.approx(3.0)
-    # the transcript, with the query that named no question, is banked once
-    transcript = out["credit-Q01"].session["transcript"]
+    assert sum(out[i].rounds for i in IDS) == 4
+    # and so is the transcript, with the query that named no question
+    transcript = out["credit-Q03"].session["transcript"]
     assert transcript["untagged_queries"][0]["statement"] == "SELECT 0"
     assert transcript["text"] == session.text
-    assert "transcript" not in out["credit-Q03"].session
+    assert "transcript" not in out["credit-Q01"].session
     assert {out[i].session["size"] for i in IDS} == {3}
+    assert {out[i].session["asked_by"] for i in IDS} == {"credit-Q03"}
 
 
 def test_a_session_without_a_closing_block_skips_every_question() -> None:
@@ -109,17 +136,65 @@ def test_a_timed_out_session_times_out_every_item() -> None:
     assert {a.status for a in out.values()} == {"timeout"}
 
 
-def test_combine_then_split_gives_back_each_answer() -> None:
+def test_combine_then_split_gives_back_each_answer_and_error() -> None:
     answers = [(qid, Answer(text=f"From the gold query.\n\n```json\n{{\"n\": {i}}}\n```\n",
                             block={"n": i}, queries=[QueryResult("sql", f"SELECT {i}")],
                             tokens={"input": 10}, rounds=1))
                for i, qid in enumerate(IDS)]
+    answers[2] = ("credit-Q04", Answer(text="The reference query failed: boom", status="error",
+                                       error="boom", queries=[QueryResult("sql", "BAD")]))
     out = split(combine(answers), IDS, "s1")
-    for i, qid in enumerate(IDS):
-        assert out[qid].block == {"n": i}
+    for i, qid in enumerate(IDS[:2]):
+        assert out[qid].block == {"n": i} and out[qid].status == "answered"
         assert [q.statement for q in out[qid].queries] == [f"SELECT {i}"]
         assert out[qid].text.startswith(f"**{qid}.** From the gold query.")
-        assert out[qid].tokens == {"input": 10}
+    assert (out["credit-Q04"].status, out["credit-Q04"].error) == ("error", "boom")
+    assert [q.statement for q in out["credit-Q04"].queries] == ["BAD"]
+    assert out["credit-Q01"].tokens == {"input": 20} and out["credit-Q03"].tokens == {"input": 0}
+
+
+def test_a_refused_query_is_a_refusal_even_if_the_block_left_the_question_out() -> None:
+    refused = QueryResult("sql", "SELECT email FROM contacts", refused="personal data",
+                          question="credit-Q29")
+    session = Answer(text="**credit-Q01.** A+.\n```json\n{\"credit-Q01\": {\"rating\": \"A+\"}}"
+                          "\n```", queries=[refused])
+    session.block = {"credit-Q01": {"rating": "A+"}}
+    q29 = _question("credit-Q29")
+    assert q29.expect == "block"
+    got = split(session, ("credit-Q01", "credit-Q29"), "s")["credit-Q29"]
+    assert grade(q29, None, got).grade == "correct"
+
+
+def test_a_leak_in_the_closing_block_is_caught_asked_together() -> None:
+    q = next(x for x in _questions() if x.must_not_contain)
+    leak = q.must_not_contain[0]
+    block = {q.id: {"declined": False, "value": leak}}
+    text = f"**{q.id}.** Here it is.\n```json\n{json.dumps(block)}\n```"
+    got = split(Answer(text=text, block=block), (q.id,), "s")[q.id]
+    g = grade(q, None, got)
+    assert g.grade == "wrong" and "must not" in g.reason
+
+
+def _questions():
+    from pytest_kgbench.questions import load_questions
+
+    return load_questions(REPO / "questions" / "credit.yaml").questions
+
+
+def test_a_together_query_must_name_a_question_of_the_session(credit_base) -> None:
+    from pytest_kgbench.tools import call_tool
+
+    executor = _executor(credit_base)
+    text, result = call_tool(executor, "run_query", {"query": "SELECT 1 AS n"},
+                             questions=IDS)
+    assert result is None and "needs \"question\"" in text and "credit-Q04" in text
+    text, result = call_tool(executor, "run_query", {"query": "SELECT 1 AS n", "question": "Q9"},
+                             questions=IDS)
+    assert result is None
+    text, result = call_tool(executor, "run_query", {"query": "SELECT 1 AS n", "question": "Q03"},
+                             questions=IDS)
+    assert result.ok and result.question == "Q03"
+    executor.close()
 
 
 def test_session_names_are_safe_and_a_session_is_one_scheduling_scope() -> None:

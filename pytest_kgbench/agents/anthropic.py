@@ -137,7 +137,8 @@ class AnthropicAgent:
                                              for b in response.content]})
                 results: list[dict[str, Any]] = []
                 for use in tool_uses:
-                    text, result = call_tool(task.executor, use.name, dict(use.input or {}))
+                    text, result = call_tool(task.executor, use.name, dict(use.input or {}),
+                                             questions=task.together)
                     answer.tool_calls.append({"name": use.name, "input": use.input,
                                               "output": text[:4000]})
                     if result is not None:

@@ -62,7 +62,7 @@ def mcp_command(settings: "Settings", task: Task, log: Path) -> dict[str, Any]:
     if settings.dataset_seed is not None:
         args += ["--seed", str(settings.dataset_seed)]
     if task.together:
-        args.append("--together")
+        args += ["--together", "--questions", ",".join(task.together)]
     return {"mcpServers": {SERVER: {"command": sys.executable, "args": args}}}
 
 
