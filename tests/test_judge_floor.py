@@ -43,6 +43,11 @@ def test_the_judge_asks_the_api_and_the_report_summarises_two_passes(monkeypatch
     assert summary["points"] == 3 and summary["disagreements"] == [
         {"nodeid": "n1", "point": 2, "text": "b", "first": False, "second": True}]
     assert summary["agreement"] == pytest.approx(2 / 3, abs=1e-6)
+    # an answer with no prose is not judged, and is counted apart from unreadable verdicts
+    more = summarise([{"nodeid": "n1", "first": first, "second": second, "checklist": "abc"},
+                      {"nodeid": "n2", "skipped": "the answer has no prose to judge"},
+                      {"nodeid": "n3", "first": None, "second": [True, True, True]}])
+    assert (more["items"], more["no_prose"], more["unreadable"], more["points"]) == (2, 1, 1, 3)
 
 
 def test_the_floor_prompt_says_nothing_about_definitions_checking_or_citing(credit_base,
