@@ -57,6 +57,12 @@ def extract_block(text: str) -> dict[str, Any] | None:
     return None
 
 
+def prose(text: str) -> str:
+    """An answer's text without its closing JSON block (everything before the last fence)."""
+    fence = (text or "").rfind("```json")
+    return text if fence < 0 else text[:fence]
+
+
 def fields_from_rows(specs: tuple[FieldSpec, ...], columns: list[str],
                      rows: list[list[Any]]) -> dict[str, Any]:
     """Answer fields from a reference query's result.

@@ -96,7 +96,6 @@ def _runtime(args: argparse.Namespace, *, engine: str = "rdflib") -> Any:
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
-    from pytest_kgbench.prompts import build_prompt
     from pytest_kgbench.questions import load_questions
 
     root = Path(args.root).resolve()
@@ -112,7 +111,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         group = tuple(q for q in qset.questions if q.persona == persona
                       and (not q.variants or args.variant in q.variants))
         executor = runtime.executor(built, cond, persona) if cond.mode == "querying" else None
-        print(build_prompt(cond, built, group[0], executor=executor, together=group).text)
+        print(runtime.together_prompt(cond, built, group, executor).text)
     else:
         executor = (runtime.executor(built, cond, question.persona)
                     if cond.mode == "querying" else None)

@@ -88,7 +88,6 @@ def estimate_cases(runtime: Any, cases: Iterable[Any], *, together: bool
     """The estimate of a run's items (collect.Case), per condition and model, as they would be
     asked: one prompt per item, or one per together session."""
     from pytest_kgbench.collect import session_of
-    from pytest_kgbench.prompts import build_prompt
 
     out: dict[tuple[str, str], Estimate] = {}
     sessions: dict[str, list[Any]] = {}
@@ -100,9 +99,8 @@ def estimate_cases(runtime: Any, cases: Iterable[Any], *, together: bool
         built = runtime.built(q.pack, case.variant)
         executor = runtime.executor(built, cond, q.persona) if cond.mode == "querying" else None
         if together:
-            prompt = build_prompt(cond, built, q, executor=executor,
-                                  max_rounds=runtime.settings.max_rounds,
-                                  together=tuple(c.question for c in group))
+            prompt = runtime.together_prompt(cond, built, tuple(c.question for c in group),
+                                             executor)
         else:
             prompt = runtime.prompt(cond, built, q, executor)
         est = out.setdefault((cond.id, case.model), Estimate(cond.id, case.model))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_kgbench.agents import Agent, Task, make_agent
+from pytest_kgbench.answers import prose
 from pytest_kgbench.conditions import Condition
 from pytest_kgbench.errors import HarnessBroken, InputError
 from pytest_kgbench.executors import jsonable
@@ -85,6 +86,13 @@ class Runtime:
 
         return Prompt(cached.system, cached.context, question_block(question, floor=floor))
 
+    def together_prompt(self, cond: Condition, built: Built, group: tuple[Question, ...],
+                        executor: Any) -> Prompt:
+        """The prompt of a together session asking every question of `group`."""
+        return build_prompt(cond, built, group[0], executor=executor,
+                            max_rounds=self.settings.max_rounds,
+                            floor=bool(self.settings.extra.get("floor")), together=group)
+
     def key(self, question: Question, built: Built) -> dict[str, Any] | None:
         """The key of a question on a variant, computed by the pack's key function."""
         cache_key = (question.id, built.pack.name, built.variant)
@@ -127,9 +135,7 @@ class Runtime:
         result = grade(q, key, answer, built.aliases, guard_withheld=withheld)
         metrics = self.metrics(case, built, answer, executor)
         if q.checklist and case.agent in JUDGED_AGENTS and answer.status == "answered":
-            prose = answer.text[:answer.text.rfind("```json")] if "```json" in answer.text \
-                else answer.text
-            metrics["judge"] = (self.judge(q, answer.text) if prose.strip() else
+            metrics["judge"] = (self.judge(q, answer.text) if prose(answer.text).strip() else
                                 {"skipped": "the answer has no prose to judge"})
         return {
             "question": q.id, "tier": q.tier, "pack": q.pack, "variant": case.variant,
@@ -167,9 +173,7 @@ class Runtime:
                                    q.persona)
         sessions = self.__dict__.setdefault("_sessions", {})
         if (name, ids) not in sessions:
-            prompt = build_prompt(cond, built, group[0], executor=executor,
-                                  max_rounds=self.settings.max_rounds,
-                                  floor=bool(self.settings.extra.get("floor")), together=group)
+            prompt = self.together_prompt(cond, built, group, executor)
             agent = self.agent(case.agent)
             common = dict(condition=cond, prompt=prompt, guard=guard_for(built, q.persona),
                           built=built, model=case.model, repeat=case.repeat, executor=executor,

@@ -27,7 +27,7 @@ import json
 import re
 from typing import Any, Mapping, Sequence
 
-from pytest_kgbench.answers import Answer, extract_block
+from pytest_kgbench.answers import Answer, extract_block, prose
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 GROUP_PREFIX = "kgbench."
@@ -76,8 +76,7 @@ def _marker(qid: str) -> re.Pattern[str]:
 def text_slices(text: str, qids: Sequence[str]) -> dict[str, str]:
     """Each question's part of a session text: from the line that starts with its id to the
     next such line (or the closing JSON block). A question with no such line gets ''."""
-    fence = text.rfind("```json")
-    body = text if fence < 0 else text[:fence]
+    body = prose(text)
     starts: list[tuple[int, str]] = []
     for qid in qids:
         m = _marker(qid).search(body)
@@ -102,13 +101,13 @@ def block_for(block: Mapping[str, Any] | None, qid: str) -> dict[str, Any] | Non
     return dict(value) if isinstance(value, dict) else None
 
 
-def _slice_text(prose: str, block: dict[str, Any] | None) -> str:
+def _slice_text(text: str, block: dict[str, Any] | None) -> str:
     """An item's text as an answer asked apart reads: its prose, then its own closing block,
     so leaks, figures and the judge see the same kind of text in both modes."""
     if block is None:
-        return prose
+        return text
     body = json.dumps(block, indent=2, ensure_ascii=False, default=str)
-    return f"{prose}\n\n```json\n{body}\n```\n".lstrip()
+    return f"{text}\n\n```json\n{body}\n```\n".lstrip()
 
 
 def split(session: Answer, qids: Sequence[str], session_id: str, *,
@@ -163,10 +162,7 @@ def combine(answers: Sequence[tuple[str, Answer]]) -> Answer:
     errors: dict[str, str] = {}
     out = Answer(tokens={}, rounds=0)
     for qid, a in answers:
-        prose = a.text
-        fence = prose.rfind("```json")
-        prose = (prose if fence < 0 else prose[:fence]).strip()
-        parts.append(f"**{qid}.** {prose}")
+        parts.append(f"**{qid}.** {prose(a.text).strip()}")
         if a.block is not None:
             block[qid] = a.block
         for q in a.queries:

@@ -30,6 +30,26 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 
 
+def only_run(p: pytest.Pytester) -> Path:
+    """The one run folder a pytester project's run wrote."""
+    return next((p.path / "reports").iterdir())
+
+
+def run_records(p: pytest.Pytester) -> list[dict]:
+    """Every record of that run's answers.jsonl, each line parsed strictly."""
+    import json
+
+    return [json.loads(x) for x in (only_run(p) / "answers.jsonl").read_text().splitlines()]
+
+
+def credit_question(qid: str):
+    """One question of the repository's credit question file."""
+    from pytest_kgbench.questions import load_questions
+
+    return next(q for q in load_questions(REPO / "questions" / "credit.yaml").questions
+                if q.id == qid)
+
+
 @pytest.fixture(scope="session")
 def kg_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One build cache for the whole test session (variants are built once)."""

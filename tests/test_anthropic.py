@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import credit_question, only_run, run_records
 from fake_api import FakeMessagesAPI, malformed, stall, status, text, tool_use
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,20 +22,8 @@ def api(monkeypatch):
         yield server
 
 
-def _question(qid: str):
-    from pytest_kgbench.questions import load_questions
-
-    return next(q for q in load_questions(REPO / "questions" / "credit.yaml").questions
-                if q.id == qid)
-
-
-def _answers(p) -> list[dict]:
-    run = next((p.path / "reports").iterdir())
-    return [json.loads(x) for x in (run / "answers.jsonl").read_text().splitlines()]
-
-
 def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:
-    q = _question("credit-Q01")
+    q = credit_question("credit-Q01")
     api.push(tool_use("list_tables", {}), tool_use("describe", {"name": "countries"}),
              tool_use("run_query", {"query": q.gold["sql"]}),
              text("Caldera's sovereign rating is A+ (countries row XC).\n"
@@ -42,7 +31,7 @@ def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:
     p = project()
     result = p.runpytest("questions", "--model", "sonnet", "--condition", "D1", "-k", "Q01")
     result.assert_outcomes(passed=1)
-    rec = _answers(p)[0]
+    rec = run_records(p)[0]
     key = rec["key"]["rating"]
     assert rec["answer"]["rounds"] == 4
     assert [c["name"] for c in rec["answer"]["tool_calls"]] == ["list_tables", "describe",
@@ -73,7 +62,7 @@ def test_the_last_round_forbids_tools(project, api) -> None:
                 "--max-rounds", "2").assert_outcomes(passed=1)
     assert len(api.requests) == 3
     assert api.requests[-1]["body"]["tool_choice"] == {"type": "none"}
-    assert _answers(p)[0]["answer"]["rounds"] == 3
+    assert run_records(p)[0]["answer"]["rounds"] == 3
 
 
 def test_a_reading_item_is_one_message(project, api) -> None:
@@ -95,7 +84,7 @@ def test_529_after_the_sdks_retries_is_rerun_and_graded_once(project, api) -> No
     result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01")
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
-    assert len(_answers(p)) == 1
+    assert len(run_records(p)) == 1
     assert len(api.requests) == 4
 
 
@@ -113,7 +102,7 @@ def test_500_is_retried_by_the_sdk_and_graded_once(project, api) -> None:
     result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01")
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] == 1 and "rerun" not in outcomes  # the SDK's retries sufficed
-    assert len(api.requests) == 3 and len(_answers(p)) == 1
+    assert len(api.requests) == 3 and len(run_records(p)) == 1
 
 
 @pytest.mark.parametrize("code, kind, says", [
@@ -128,7 +117,7 @@ def test_403_and_404_halt_the_run(project, api, code, kind, says) -> None:
     assert result.ret == 3
     result.stdout.fnmatch_lines([f"*harness is broken*{says}*"])
     assert len(api.requests) == 1  # one call, not retried, and the run stopped there
-    report = json.loads((next((p.path / "reports").iterdir()) / "report.json").read_text())
+    report = json.loads((only_run(p) / "report.json").read_text())
     assert report["counts"]["items"] == 0 and len(report["missing"]) == 2
 
 
@@ -139,9 +128,9 @@ def test_401_halts_the_run_and_keeps_what_was_banked(project, api) -> None:
                          "-k", "Q01 or Q03 or Q04")
     assert result.ret == 3
     result.stdout.fnmatch_lines(["*harness is broken*rejected the credential (401)*"])
-    answers = _answers(p)
+    answers = run_records(p)
     assert [a["question"] for a in answers] == ["credit-Q01"]
-    report = json.loads((next((p.path / "reports").iterdir()) / "report.json").read_text())
+    report = json.loads((only_run(p) / "report.json").read_text())
     assert not report["complete"] and len(report["missing"]) == 2
 
 
@@ -158,9 +147,9 @@ def test_401_under_xdist_halts_every_worker_and_keeps_what_was_banked(project, a
     result.stdout.fnmatch_lines(["*harness is broken*rejected the credential (401)*"
                                  "3 item(s) banked and kept, exit status 3*"])
     assert "INTERNALERROR" not in result.stdout.str()
-    assert len(_answers(p)) == 3  # the three answered before the 401, nothing lost
+    assert len(run_records(p)) == 3  # the three answered before the 401, nothing lost
     assert len(api.requests) <= 3 + 2  # each worker stopped at its first 401
-    report = json.loads((next((p.path / "reports").iterdir()) / "report.json").read_text())
+    report = json.loads((only_run(p) / "report.json").read_text())
     assert not report["complete"] and "rejected the credential" in report["halted"]
     assert len(report["missing"]) == 9 - 3
     assert any("harness is broken" in m["why"] for m in report["missing"])
@@ -182,7 +171,7 @@ def test_a_stall_past_the_item_timeout_is_a_timeout_grade(project, api) -> None:
     result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
                          "--item-timeout", "1")
     result.assert_outcomes(passed=1)
-    rec = _answers(p)[0]
+    rec = run_records(p)[0]
     assert rec["status"] == "timeout" and rec["letter"] == "T" and rec["grade"] == "wrong"
 
 
@@ -193,7 +182,7 @@ def test_a_malformed_body_is_transient_and_never_graded(project, api) -> None:
                          "--model-reruns", "0")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*TransientModelError*"])
-    run = next((p.path / "reports").iterdir())
+    run = only_run(p)
     assert (run / "answers.jsonl").read_text() == "" if (run / "answers.jsonl").exists() else True
     report = json.loads((run / "report.json").read_text())
     assert not report["complete"]

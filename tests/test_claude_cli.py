@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_records
 from fake_api import FakeMessagesAPI, text, tool_use
 from pytest_kgbench.agents.claude_cli import MCP_TOOLS, ClaudeCliAgent, find_claude
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
@@ -52,8 +53,7 @@ def test_reading_and_querying_items_through_the_real_cli(project, cli) -> None:
     result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
                          "--condition", "R1,D1", "-k", "L1")
     result.assert_outcomes(passed=8)
-    run = next((p.path / "reports").iterdir())
-    records = [json.loads(x) for x in (run / "answers.jsonl").read_text().splitlines()]
+    records = run_records(p)
     assert len(records) == 8 and all(r["grade"] in ("correct", "partial", "wrong")
                                      for r in records)
     querying = [r for r in records if r["condition"] == "D1"]
@@ -124,9 +124,7 @@ def test_a_together_session_through_the_real_cli(project, cli) -> None:
     result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
                          "--condition", "D1", "--ask", "together", "-k", "Q01 or Q03")
     result.assert_outcomes(passed=2)
-    run = next((p.path / "reports").iterdir())
-    records = {r["question"]: r for r in
-               (json.loads(x) for x in (run / "answers.jsonl").read_text().splitlines())}
+    records = {r["question"]: r for r in run_records(p)}
     assert sorted(records) == ["credit-Q01", "credit-Q03"]
     for qid, r in records.items():
         assert [q["question"] for q in r["answer"]["queries"]] == [qid]

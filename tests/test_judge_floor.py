@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import only_run, run_records
 from fake_api import FakeMessagesAPI, text
 from pytest_kgbench.judge import ask_judge, cohen_kappa, parse_verdict, summarise
 
@@ -110,8 +111,8 @@ def test_why_questions_are_judged_twice_through_a_model_run(project, monkeypatch
                              "R1", "--ask", ask, "-k", "Q30 or Q33")
         result.assert_outcomes(passed=2)
         judge_bodies = [r["body"] for r in api.requests if r["body"].get("system") == JUDGE_SYSTEM]
-    run = next((p.path / "reports").iterdir())
-    records = [json.loads(x) for x in (run / "answers.jsonl").read_text().splitlines()]
+    run = only_run(p)
+    records = run_records(p)
     by_q = {r["question"]: r["metrics"]["judge"] for r in records}
     assert by_q["research-Q30"]["first"] == VERDICTS[0]
     assert by_q["research-Q30"]["second"] == VERDICTS[1]

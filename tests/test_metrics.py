@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 
+from conftest import only_run, run_records
 from pytest_kgbench import metrics as m
 
 
@@ -82,8 +83,8 @@ def test_the_gold_agent_scores_full_marks_on_every_querying_metric(project) -> N
     l3 = [q for q in load_questions(p.path / "questions" / "credit.yaml").questions
           if q.tier == "L3" and (q.variants is None or "base" in q.variants)]
     result.assert_outcomes(passed=3 * len(l3))
-    run = next((p.path / "reports").iterdir())
-    records = [json.loads(x) for x in (run / "answers.jsonl").read_text().splitlines()]
+    run = only_run(p)
+    records = run_records(p)
     assert records
     for rec in records:
         met = rec["metrics"]

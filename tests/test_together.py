@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import credit_question, only_run, run_records
 from fake_api import FakeMessagesAPI, text, tool_use
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.executors import QueryResult
@@ -24,18 +25,6 @@ from pytest_kgbench.tools import tools_for
 
 REPO = Path(__file__).resolve().parents[1]
 IDS = ("credit-Q01", "credit-Q03", "credit-Q04")
-
-
-def _question(qid: str):
-    from pytest_kgbench.questions import load_questions
-
-    return next(q for q in load_questions(REPO / "questions" / "credit.yaml").questions
-                if q.id == qid)
-
-
-def _records(p) -> list[dict]:
-    run = next((p.path / "reports").iterdir())
-    return [json.loads(x) for x in (run / "answers.jsonl").read_text().splitlines()]
 
 
 # --- the pure parts ------------------------------------------------------------------------------
@@ -72,7 +61,7 @@ def test_block_for_matches_ids_in_full_short_or_in_any_case() -> None:
 
 
 def test_a_session_keyed_by_short_ids_grades_like_one_keyed_in_full() -> None:
-    q01 = _question("credit-Q01")
+    q01 = credit_question("credit-Q01")
     key = {"rating": "A+"}
     for label in ("credit-Q01", "Q01"):
         text = f"**{label}.** A+.\n```json\n{json.dumps({label: key})}\n```"
@@ -117,7 +106,7 @@ def test_split_banks_spending_once_tags_queries_and_marks_skipped_questions() ->
     assert {out[i].session["asked_by"] for i in IDS} == {"credit-Q03"}
 
 
-def test_a_session_without_a_closing_block_skips_every_question() -> None:
+def test_a_session_without_a_closing_block_skips_everycredit_question() -> None:
     out = split(Answer(text="I ran out of room."), IDS, "s1")
     assert {a.status for a in out.values()} == {"skipped"}
     assert "without its closing JSON block" in out["credit-Q01"].error
@@ -126,7 +115,7 @@ def test_a_session_without_a_closing_block_skips_every_question() -> None:
 def test_a_skipped_question_is_a_miss_whatever_it_expects() -> None:
     skipped = Answer(status="skipped", error="the together session gave no answer object")
     for qid in ("credit-Q01", "credit-Q29"):  # an answer and a block question
-        g = grade(_question(qid), {"rating": "A+"}, skipped)
+        g = grade(credit_question(qid), {"rating": "A+"}, skipped)
         assert (g.grade, g.letter, g.behaviour) == ("wrong", "W", "skipped")
         assert "no answer object" in g.reason
 
@@ -159,26 +148,20 @@ def test_a_refused_query_is_a_refusal_even_if_the_block_left_the_question_out() 
     session = Answer(text="**credit-Q01.** A+.\n```json\n{\"credit-Q01\": {\"rating\": \"A+\"}}"
                           "\n```", queries=[refused])
     session.block = {"credit-Q01": {"rating": "A+"}}
-    q29 = _question("credit-Q29")
+    q29 = credit_question("credit-Q29")
     assert q29.expect == "block"
     got = split(session, ("credit-Q01", "credit-Q29"), "s")["credit-Q29"]
     assert grade(q29, None, got).grade == "correct"
 
 
-def test_a_leak_in_the_closing_block_is_caught_asked_together() -> None:
-    q = next(x for x in _questions() if x.must_not_contain)
+def test_a_leak_in_the_closing_block_is_caught_asked_together(credit_questions) -> None:
+    q = next(x for x in credit_questions.questions if x.must_not_contain)
     leak = q.must_not_contain[0]
     block = {q.id: {"declined": False, "value": leak}}
     text = f"**{q.id}.** Here it is.\n```json\n{json.dumps(block)}\n```"
     got = split(Answer(text=text, block=block), (q.id,), "s")[q.id]
     g = grade(q, None, got)
     assert g.grade == "wrong" and "must not" in g.reason
-
-
-def _questions():
-    from pytest_kgbench.questions import load_questions
-
-    return load_questions(REPO / "questions" / "credit.yaml").questions
 
 
 def test_a_together_query_must_name_a_question_of_the_session(credit_base) -> None:
@@ -245,16 +228,14 @@ def _executor(built):
 
 # --- end to end ------------------------------------------------------------------------------------
 
-def test_gold_asked_together_still_answers_every_item(project) -> None:
+def test_gold_asked_together_still_answers_every_item(project, credit_questions) -> None:
     from pytest_kgbench.conditions import LADDER
-    from pytest_kgbench.questions import load_questions
 
     p = project()
     result = p.runpytest("questions", "--agent", "gold", "--ask", "together")
-    n = sum(1 for q in load_questions(REPO / "questions" / "credit.yaml").questions
-            if not q.variants or "base" in q.variants)
+    n = sum(1 for q in credit_questions.questions if not q.variants or "base" in q.variants)
     result.assert_outcomes(passed=len(LADDER) * n)
-    records = _records(p)
+    records = run_records(p)
     assert {r["ask"] for r in records} == {"together"} and \
         {r["grade"] for r in records} == {"correct"}
     sessions = {r["answer"]["session"]["id"] for r in records}
@@ -279,8 +260,8 @@ def _session_model(keys: dict[str, dict]):
         results = sum(1 for m in body["messages"] if m["role"] == "user"
                       for b in m["content"] if isinstance(b, dict)
                       and b.get("type") == "tool_result")
-        plan = [("credit-Q01", _question("credit-Q01").gold["sql"]),
-                ("credit-Q03", _question("credit-Q03").gold["sql"])]
+        plan = [("credit-Q01", credit_question("credit-Q01").gold["sql"]),
+                ("credit-Q03", credit_question("credit-Q03").gold["sql"])]
         if results < len(plan):
             qid, sql = plan[results]
             return tool_use("run_query", {"query": sql, "question": qid})
@@ -294,7 +275,7 @@ def _session_model(keys: dict[str, dict]):
 def _keys(credit_base) -> dict[str, dict]:
     from pytest_kgbench.runtime import compute_key
 
-    return {qid: compute_key(_question(qid), credit_base) for qid in IDS}
+    return {qid: compute_key(credit_question(qid), credit_base) for qid in IDS}
 
 
 def _check_session(records: list[dict], api: FakeMessagesAPI) -> None:
@@ -324,7 +305,7 @@ def test_the_anthropic_agent_asks_one_session_and_grades_each_slice(project, api
     result = p.runpytest("questions", "--model", "sonnet", "--condition", "D1", "--ask",
                          "together", "-k", " or ".join(i.split("-")[1] for i in IDS))
     result.assert_outcomes(passed=3)
-    _check_session(_records(p), api)
+    _check_session(run_records(p), api)
 
 
 def test_under_xdist_a_session_stays_on_one_worker(project, api, credit_base) -> None:
@@ -334,8 +315,8 @@ def test_under_xdist_a_session_stays_on_one_worker(project, api, credit_base) ->
                                     "--ask", "together", "-n", "2",
                                     "-k", " or ".join(i.split("-")[1] for i in IDS))
     result.assert_outcomes(passed=3)
-    _check_session(_records(p), api)
-    report = json.loads((next((p.path / "reports").iterdir()) / "report.json").read_text())
+    _check_session(run_records(p), api)
+    report = json.loads((only_run(p) / "report.json").read_text())
     assert report["complete"] is True
 
 
