@@ -36,6 +36,7 @@ class Runtime:
         self._prompts: dict[tuple[Any, ...], Prompt] = {}
         self._keys: dict[tuple[str, str, str], dict[str, Any] | None] = {}
         self._agents: dict[str, Agent] = {}
+        self._sessions: dict[tuple[str, tuple[str, ...]], tuple[Prompt, dict[str, Any]]] = {}
 
     def pack(self, name: str) -> Pack:
         if name not in self._packs:
@@ -171,7 +172,7 @@ class Runtime:
         ids = tuple(x.id for x in group)
         name = together.group_name(q.pack, case.variant, cond.id, case.model, case.repeat,
                                    q.persona)
-        sessions = self.__dict__.setdefault("_sessions", {})
+        sessions = self._sessions
         if (name, ids) not in sessions:
             prompt = self.together_prompt(cond, built, group, executor)
             agent = self.agent(case.agent)
