@@ -9,6 +9,8 @@
     kgbench compare reports/<run-a> reports/<run-b> [--force]   pair two runs question by question
     kgbench rescore reports/<run-id>                 regrade stored answers with today's grader
     kgbench mcp --pack credit --condition D1         serve the store to an MCP client (stdio)
+    kgbench list                                     the registered agents, engines, field kinds,
+                                                     metrics and conditions
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ def _pack_args(p: argparse.ArgumentParser) -> None:
 
 
 def _built(args: argparse.Namespace):  # noqa: ANN202 - returns (pack, built, seconds)
-    from pytest_kgbench.packs import build_variant, find_pack
+    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.packs import find_pack
 
     root = Path(args.root)
     pack = find_pack(args.pack, Path(args.datasets) if args.datasets else root / "datasets",
@@ -61,7 +64,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     _, built, _ = _built(args)
     qset = load_questions(Path(args.root) / "questions" / f"{args.pack}.yaml")
-    checks = check_questions(list(qset.questions), built, engine=args.engine)
+    checks = check_questions(list(qset.questions), built, engines=_engines(args))
     bad = 0
     for c in checks:
         status = "ok " if c.ok else "BAD"
@@ -74,23 +77,36 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _runtime(args: argparse.Namespace, *, engine: str = "rdflib") -> Any:
-    """A Runtime over the repository at --root, outside pytest (prompt, mcp)."""
+def _engines(args: argparse.Namespace) -> dict[str, str]:
+    """The engines named on the command line, per language."""
+    return {lang: str(getattr(args, f"{lang}_engine")) for lang in ("sql", "sparql")
+            if getattr(args, f"{lang}_engine", None)}
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sparql-engine", default=None,
+                   help="SPARQL engine (default: the language's own; kgbench list shows them)")
+    p.add_argument("--sql-engine", default=None,
+                   help="SQL engine (default: the language's own; kgbench list shows them)")
+
+
+def _runtime(args: argparse.Namespace) -> Any:
+    """A Runtime over the repository at --root, outside pytest (prompt, mcp, estimate)."""
     from pytest_kgbench.runtime import Runtime
-    from pytest_kgbench.settings import DEFAULT_ALIASES, Settings
+    from pytest_kgbench.settings import DEFAULT_ALIASES, DEFAULT_PRICES, Settings, \
+        read_tool_config
 
     root = Path(args.root).resolve()
-    settings = Settings(
-        condition_ids=(), agent="gold", models=("gold",), repeats=1, variants=(args.variant,),
-        run_id="cli", query_timeout=float(getattr(args, "query_timeout", 60)), max_rounds=8,
-        strict=False, resume=False, ablation=False, dataset_seed=args.seed, stats_seed=0,
-        sparql_engine=engine, rootdir=str(root),
-        datasets_dir=str(Path(args.datasets).resolve() if args.datasets else root / "datasets"),
-        ontology_dir=str(Path(args.ontology).resolve() if args.ontology else root / "ontology"),
-        question_dirs=("questions",),
-        reports_dir=str(root / "reports"),
-        cache_dir=str(Path(args.cache) if args.cache else root / ".kgbench-cache"),
-        extra={"aliases": dict(DEFAULT_ALIASES)})
+    table = read_tool_config(root)
+    paths = {name: str(Path(value).resolve()) for name, value in (
+        ("datasets_dir", args.datasets), ("ontology_dir", args.ontology),
+        ("cache_dir", args.cache)) if value}
+    settings = Settings.at(
+        root, variants=(args.variant,), run_id="cli",
+        query_timeout=float(getattr(args, "query_timeout", 60)), dataset_seed=args.seed,
+        stats_seed=0, engines=_engines(args),
+        aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
+        prices={**DEFAULT_PRICES, **(table.get("prices") or {})}, **paths)
     return Runtime(settings)
 
 
@@ -103,16 +119,17 @@ def cmd_prompt(args: argparse.Namespace) -> int:
     question = next((q for q in qset.questions if q.id == args.question), None)
     if question is None and (args.question or args.ask == "apart"):
         raise KgbenchError(f"no question {args.question} in {qset.path}")
-    cond = conditions.BY_ID[args.condition.upper()]
+    cond = conditions.by_id(args.condition)
     runtime = _runtime(args)
     built = runtime.built(args.pack, args.variant)
     if args.ask == "together":  # the session of the question's persona (analyst by default)
-        persona = question.persona if question else "analyst"
+        persona = question.persona if question is not None else "analyst"
         group = tuple(q for q in qset.questions if q.persona == persona
                       and (not q.variants or args.variant in q.variants))
         executor = runtime.executor(built, cond, persona) if cond.mode == "querying" else None
         print(runtime.together_prompt(cond, built, group, executor).text)
     else:
+        assert question is not None  # asked apart, a missing question was refused above
         executor = (runtime.executor(built, cond, question.persona)
                     if cond.mode == "querying" else None)
         print(runtime.prompt(cond, built, question, executor).text)
@@ -123,7 +140,7 @@ def cmd_prompt(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from pytest_kgbench.mcp_server import serve
 
-    runtime = _runtime(args, engine=args.engine)
+    runtime = _runtime(args)
     try:
         serve(runtime=runtime, pack=args.pack, variant=args.variant, condition=args.condition,
               persona=args.persona, log=Path(args.log) if args.log else None,
@@ -138,28 +155,55 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from pytest_kgbench import conditions
-    from pytest_kgbench.collect import cases_for
-    from pytest_kgbench.costs import estimate_cases, estimate_lines
+    from pytest_kgbench.cases import Case, cases_for
+    from pytest_kgbench.costs import estimate_lines
     from pytest_kgbench.questions import load_questions
-    from pytest_kgbench.settings import DEFAULT_PRICES, read_tool_config
+    from pytest_kgbench.settings import default_agent
 
     root = Path(args.root).resolve()
-    table = read_tool_config(root)
     runtime = _runtime(args)
-    aliases = {**runtime.settings.extra["aliases"], **(table.get("models") or {})}
-    prices = {**DEFAULT_PRICES, **(table.get("prices") or {})}
     models = tuple(m.strip() for m in ",".join(args.model).split(",") if m.strip())
     runtime.settings = replace(
-        runtime.settings, agent="anthropic", models=models, repeats=args.repeats,
+        runtime.settings, agent=default_agent(True), models=models, repeats=args.repeats,
         condition_ids=tuple(c.id for c in conditions.select(args.condition)))
-    cases = []
+    cases: list[Case] = []
     for path in sorted((root / "questions").glob("*.yaml")):
         if not args.pack or path.stem in args.pack:
             cases += cases_for(load_questions(path), runtime.pack(path.stem), runtime.settings)
-    estimates = estimate_cases(runtime, cases, together=args.ask == "together")
+    estimates = runtime.estimate(cases, together=args.ask == "together")
     runtime.close()
     heading = f"{args.repeats} repeat(s), variant {args.variant}, asked {args.ask}"
-    print("\n".join(estimate_lines(estimates, aliases, prices, heading=heading)))
+    settings = runtime.settings
+    print("\n".join(estimate_lines(estimates, settings.aliases, settings.prices,
+                                   heading=heading)))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """Every registered piece: the shipped ones and those of installed plugins."""
+    from pytest_kgbench.registry import current
+
+    reg = current()
+    print("agents:")
+    for name, cls in sorted(reg.agents.items()):
+        flags = [cls.kind] + [f for f in ("asks_together", "judged", "simulated", "must_pass")
+                              if getattr(cls, f, False)]
+        print(f"  {name:<12} {', '.join(flags):<40} {reg.sources[('agents', name)]}")
+    print("stores (engines):")
+    for name, kind in sorted(reg.stores.items()):
+        what = kind.language + (", default" if kind.default else "")
+        print(f"  {name:<12} {what:<40} {reg.sources[('stores', name)]}")
+    print("field kinds:")
+    for name in sorted(reg.field_kinds):
+        print(f"  {name:<12} {'list' if reg.field_kinds[name].is_list else 'value':<40} "
+              f"{reg.sources[('field_kinds', name)]}")
+    print("metrics:")
+    for metric in reg.ordered_metrics():
+        print(f"  {metric.name:<22} {metric.title:<30} {reg.sources[('metrics', metric.name)]}")
+    print("conditions:")
+    for cid, cond in reg.conditions.items():
+        print(f"  {cid:<5} {cond.label:<22} {cond.mode:<9} {cond.language:<7} "
+              f"{reg.sources[('conditions', cid)]}")
     return 0
 
 
@@ -236,8 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("check", help="check every question's key, gold queries and trap")
     _pack_args(p)
-    p.add_argument("--engine", default="rdflib", choices=("rdflib", "oxigraph"),
-                   help="SPARQL engine to run the SPARQL queries on")
+    _engine_args(p)
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("prompt", help="print the prompt one item would get")
     _pack_args(p)
@@ -251,7 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pack_args(p)
     p.add_argument("--condition", required=True, help="D1 to D6")
     p.add_argument("--persona", default="analyst")
-    p.add_argument("--engine", default="rdflib", choices=("rdflib", "oxigraph"))
+    _engine_args(p)
     p.add_argument("--query-timeout", type=float, default=60.0)
     p.add_argument("--log", default=None, help="append every tool call to this JSON-lines file")
     p.add_argument("--together", action="store_true",
@@ -275,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--datasets", default=None)
     p.add_argument("--ontology", default=None)
     p.set_defaults(func=cmd_estimate)
+    p = sub.add_parser("list", help="list the registered agents, engines, field kinds, metrics "
+                       "and conditions (the shipped ones and installed plugins')")
+    p.set_defaults(func=cmd_list)
     p = sub.add_parser("show", help="print the headline of a finished run")
     p.add_argument("run", help="a run folder, e.g. reports/<run-id>")
     p.set_defaults(func=cmd_show)
@@ -302,12 +348,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from pytest_kgbench.registry import activate, deactivate, installed
+
     args = build_parser().parse_args(argv)
+    try:
+        registry = installed()  # the pieces installed plugins register, as a run sees them
+    except KgbenchError as exc:
+        print(f"kgbench: {exc}", file=sys.stderr)
+        return 2
+    activate(registry)
     try:
         return int(args.func(args))
     except KgbenchError as exc:
         print(f"kgbench: {exc}", file=sys.stderr)
         return 2
+    finally:
+        deactivate(registry)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -2,8 +2,10 @@
 
 A condition says what the model is given and how it reaches the data. Each one names the pack
 artefacts it needs; a pack without them does not get the condition (R7 needs `neutral.ttl`,
-which only credit has). Adding a rung is adding a row here and, if it needs a new artefact, the
-code that builds it — nothing else switches on condition ids.
+which only credit has). Adding a rung is adding a row here (or returning one from a plugin's
+`pytest_kgbench_conditions` hook) and, if it needs a new artefact, the code that builds it —
+nothing else switches on condition ids. The session's conditions are the registry's
+(`by_id`, `select`).
 """
 
 from __future__ import annotations
@@ -34,13 +36,6 @@ class Condition:
         `sql`, `sparql`, or `executed` (SQL over the executed tables)."""
         return "executed" if self.data == "executed" else self.language
 
-    @property
-    def tools(self) -> tuple[dict, ...]:
-        """The tools the model gets: the store's three for querying, none for reading."""
-        from pytest_kgbench.tools import TOOLS
-
-        return TOOLS if self.mode == "querying" else ()
-
 
 LADDER: tuple[Condition, ...] = (
     Condition("R1", "csv", "reading", "sql", "csv", ()),
@@ -66,11 +61,32 @@ LADDER: tuple[Condition, ...] = (
               requires=("shapes.ttl",)),
 )
 BY_ID = {c.id: c for c in LADDER}
-GROUPS = {
-    "all": tuple(c.id for c in LADDER),
-    "reading": tuple(c.id for c in LADDER if c.mode == "reading"),
-    "querying": tuple(c.id for c in LADDER if c.mode == "querying"),
-}
+"""The shipped ladder by id (a session's conditions, plugins' included, are `registered()`)."""
+
+
+def registered() -> dict[str, Condition]:
+    """The session's conditions by id: the ladder plus those plugins add."""
+    from pytest_kgbench.registry import current
+
+    return current().conditions
+
+
+def by_id(condition_id: str) -> Condition:
+    """A condition by its id (case-insensitive)."""
+    known = registered()
+    cond = known.get(condition_id) or known.get(condition_id.upper())
+    if cond is None:
+        raise InputError("--condition", f"unknown condition '{condition_id}' "
+                         f"(known: {', '.join(known)})")
+    return cond
+
+
+def groups() -> dict[str, tuple[str, ...]]:
+    """The names that stand for several conditions: all, reading, querying."""
+    ids = list(registered().values())
+    return {"all": tuple(c.id for c in ids),
+            "reading": tuple(c.id for c in ids if c.mode == "reading"),
+            "querying": tuple(c.id for c in ids if c.mode == "querying")}
 
 
 # The paired comparisons --ablation reports by default (DESIGN §4); R5-R7 exists on credit only,
@@ -94,13 +110,15 @@ def ablation_pairs(selected: tuple[str, ...]) -> list[tuple[str, str]]:
 def select(spec: str | None) -> tuple[Condition, ...]:
     """Conditions named by an option value: ids, comma lists, `reading`, `querying`, `all`.
     The order is kept as given (a group expands in ladder order): the first is the baseline."""
+    known = registered()
+    named = groups()
     chosen: list[str] = []
     for part in (spec or "all").replace(" ", "").split(","):
         if not part:
             continue
-        ids = GROUPS.get(part.lower()) or ((part.upper(),) if part.upper() in BY_ID else None)
+        ids = named.get(part.lower()) or ((part.upper(),) if part.upper() in known else None)
         if ids is None:
-            known = ", ".join([*BY_ID, *GROUPS])
-            raise InputError("--condition", f"unknown condition '{part}' (known: {known})")
+            raise InputError("--condition", f"unknown condition '{part}' "
+                             f"(known: {', '.join([*known, *named])})")
         chosen += [i for i in ids if i not in chosen]
-    return tuple(BY_ID[i] for i in chosen)
+    return tuple(known[i] for i in chosen)

@@ -5,7 +5,8 @@ Prices are dollars per million tokens, per model id (settings.DEFAULT_PRICES, ov
 [tool.kgbench.prices]). The estimate counts about four characters a token; a querying question
 is assumed to take four rounds, each resending the conversation so far, which the agent's
 rolling cache breakpoint lets the API read from the cache. These are assumptions, and the
-estimate says so: read it as an order of magnitude.
+estimate says so: read it as an order of magnitude. (`Runtime.estimate` builds the prompts the
+estimate counts.) Pure module: no pytest.
 """
 
 from __future__ import annotations
@@ -81,32 +82,6 @@ class Estimate:
     def tokens(self) -> dict[str, int]:
         return {"input": self.input, "output": self.output, "cache_read": self.cache_read,
                 "cache_write": self.cache_write}
-
-
-def estimate_cases(runtime: Any, cases: Iterable[Any], *, together: bool
-                   ) -> dict[tuple[str, str], Estimate]:
-    """The estimate of a run's items (collect.Case), per condition and model, as they would be
-    asked: one prompt per item, or one per together session."""
-    from pytest_kgbench.collect import session_of
-
-    out: dict[tuple[str, str], Estimate] = {}
-    sessions: dict[str, list[Any]] = {}
-    for case in cases:
-        sessions.setdefault(session_of(case) if together else str(id(case)), []).append(case)
-    for group in sessions.values():
-        case = group[0]
-        q, cond = case.question, case.condition
-        built = runtime.built(q.pack, case.variant)
-        executor = runtime.executor(built, cond, q.persona) if cond.mode == "querying" else None
-        if together:
-            prompt = runtime.together_prompt(cond, built, tuple(c.question for c in group),
-                                             executor)
-        else:
-            prompt = runtime.prompt(cond, built, q, executor)
-        est = out.setdefault((cond.id, case.model), Estimate(cond.id, case.model))
-        est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
-                system=prompt.system, questions=len(group))
-    return out
 
 
 def estimate_lines(estimates: Mapping[tuple[str, str], Estimate], aliases: Mapping[str, str],

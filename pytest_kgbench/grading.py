@@ -8,20 +8,17 @@ never in it (score None).
 
 from __future__ import annotations
 
-import datetime as dt
-import math
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from pytest_kgbench.answers import Answer
-from pytest_kgbench.packs import normalise_id
+from pytest_kgbench.fieldkinds import f1, norm_number, norm_rating  # noqa: F401 - re-exported
 from pytest_kgbench.questions import FieldSpec, Question
+from pytest_kgbench.registry import current
 
 SCORES = {"correct": 1.0, "partial": 0.5, "wrong": 0.0, "declined": None}
 LETTERS = {"correct": "C", "partial": "P", "wrong": "W", "declined": "D"}
 BEHAVIOUR_LETTERS = {"timeout": "T", "abstained": "A", "blocked": "B", "declined": "D"}
-_NONE_WORDS = {"", "null", "none", "unrated", "not rated", "nr", "n/a", "withdrawn", "wr"}
 
 
 @dataclass
@@ -46,115 +43,11 @@ class Grade:
         return asdict(self)
 
 
-# --- normalisation -------------------------------------------------------------------------------
-
-def _is_none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().casefold() in _NONE_WORDS)
-
-
-def norm_rating(value: Any) -> str | None:
-    if _is_none(value):
-        return None
-    text = str(value).strip().upper()
-    text = text.replace("\u2212", "-").replace("\u2013", "-").replace("\u2014", "-")
-    return re.sub(r"\s+", "", text)
-
-
-def norm_number(value: Any) -> float | None:
-    if _is_none(value) or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return None if isinstance(value, float) and math.isnan(value) else float(value)
-    text = re.sub(r"[,\s_$€£]", "", str(value)).rstrip("%")
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def norm_yesno(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if _is_none(value):
-        return None
-    text = str(value).strip().casefold()
-    if text in ("yes", "true", "y", "1"):
-        return True
-    if text in ("no", "false", "n", "0"):
-        return False
-    return None
-
-
-def norm_date(value: Any) -> str | None:
-    if _is_none(value):
-        return None
-    text = str(value).strip()[:10]
-    try:
-        return dt.date.fromisoformat(text).isoformat()
-    except ValueError:
-        return text
-
-
-def norm_string(value: Any) -> str | None:
-    if _is_none(value):
-        return None
-    return re.sub(r"\s+", " ", str(value)).strip().strip(".,;:").casefold()
-
-
-def norm_entity(value: Any, aliases: Mapping[str, str]) -> str | None:
-    if _is_none(value):
-        return None
-    key = normalise_id(str(value))
-    return normalise_id(aliases.get(key, str(value)))
-
-
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple, set)):
-        return list(value)
-    if isinstance(value, str):
-        return [v for v in re.split(r"[,;\n]", value) if v.strip()]
-    return [value]
-
-
-def f1(expected: list[Any], got: list[Any]) -> float:
-    exp, hit = set(expected), set(got)
-    if not exp and not hit:
-        return 1.0
-    tp = len(exp & hit)
-    if tp == 0:
-        return 0.0
-    precision, recall = tp / len(hit), tp / len(exp)
-    return round(2 * precision * recall / (precision + recall), 6)
-
-
 def grade_field(spec: FieldSpec, expected: Any, got: Any,
                 aliases: Mapping[str, Mapping[str, str]]) -> FieldGrade:
-    """One field: normalise both sides by the field's kind, then compare."""
-    kind = spec.kind
-    table = aliases.get(spec.entity or "", {})
-    if kind in ("entity_list", "string_list"):
-        norm = (lambda v: norm_entity(v, table)) if kind == "entity_list" else norm_string
-        exp = [x for x in (norm(v) for v in _as_list(expected)) if x is not None]
-        out = [x for x in (norm(v) for v in _as_list(got)) if x is not None]
-        # one entity listed twice (two records of one issuer, say) is the identity mistake
-        ok = (exp == out) if spec.ordered else (set(exp) == set(out) and len(out) == len(set(out)))
-        return FieldGrade(spec.name, expected, got, ok, f1(exp, out))
-    if kind in ("integer", "number"):
-        e, g = norm_number(expected), norm_number(got)
-        if e is None or g is None:
-            ok = e is None and g is None
-        elif kind == "integer":
-            ok = round(e) == g
-        else:
-            ok = abs(e - g) <= max(spec.abs_tol, spec.rel_tol * abs(e))
-        return FieldGrade(spec.name, expected, got, ok)
-    norm = {
-        "rating": norm_rating, "yesno": norm_yesno, "date": norm_date, "string": norm_string,
-        "entity": lambda v: norm_entity(v, table),
-    }[kind]
-    return FieldGrade(spec.name, expected, got, norm(expected) == norm(got))
+    """One field, compared with the key by its kind (fieldkinds.py, or a plugin's)."""
+    ok, score = current().field_kind(spec.kind).compare(spec, expected, got, aliases)
+    return FieldGrade(spec.name, expected, got, bool(ok), score)
 
 
 # --- behaviour and the grade ---------------------------------------------------------------------

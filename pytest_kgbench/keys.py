@@ -7,9 +7,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_kgbench.collect import Case
+    from pytest_kgbench.cases import Case
+    from pytest_kgbench.record import ItemRecord
+    from pytest_kgbench.registry import Registry
     from pytest_kgbench.runstore import RunStore
     from pytest_kgbench.settings import Settings
+
+REGISTRY = pytest.StashKey["Registry"]()
+"""The session's agents, stores, field kinds, metrics and conditions, on every process."""
 
 SETTINGS = pytest.StashKey["Settings"]()
 """The session's parsed options, on every process."""
@@ -30,5 +35,5 @@ BROKEN = pytest.StashKey[str]()
 ESTIMATE = pytest.StashKey["list[str]"]()
 """--estimate: the table of the selected items' estimated tokens and dollars."""
 
-RECORD = pytest.StashKey["dict[str, Any] | None"]()
+RECORD = pytest.StashKey["ItemRecord | None"]()
 """The item's banked record, set by the item's call and attached to its call report once."""

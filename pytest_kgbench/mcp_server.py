@@ -59,15 +59,14 @@ def build_server(executor: Any, *, instructions: str, log: Path | None = None,
 def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str,
           log: Path | None, together: bool = False, questions: tuple[str, ...] = ()) -> None:
     """Open the condition's store and serve it over stdio until the client closes."""
-    from pytest_kgbench.conditions import BY_ID
+    from pytest_kgbench.conditions import by_id
     from pytest_kgbench.errors import InputError
-    from pytest_kgbench.prompts import store_block
 
-    cond = BY_ID.get(condition.upper())
-    if cond is None or cond.mode != "querying":
-        raise InputError("--condition", f"'{condition}' is not a querying condition (D1-D6)")
+    cond = by_id(condition)
+    if cond.mode != "querying":
+        raise InputError("--condition", f"'{condition}' is not a querying condition")
     built = runtime.built(pack, variant)
     executor = runtime.executor(built, cond, persona)
-    server = build_server(executor, instructions=store_block(cond, executor), log=log,
+    server = build_server(executor, instructions=executor.store_block(), log=log,
                           together=together or bool(questions), questions=questions)
     server.run("stdio")

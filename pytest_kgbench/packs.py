@@ -1,4 +1,5 @@
-"""Packs: where a domain's generator, schema, definitions and keys live, and how a variant is built.
+"""Packs: where a domain's generator, schema, definitions and keys live (building a variant is
+`build.py`'s).
 
 A pack named `credit` is the folder `datasets/credit/` holding `pack.yaml` (its manifest: tables,
 types, personal columns, personas, entities, RDF mapping, variants) and, for a generated pack, a
@@ -13,11 +14,7 @@ import csv
 import datetime as dt
 import hashlib
 import importlib.util
-import json
-import os
-import shutil
 import sys
-import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -30,9 +27,7 @@ Row = dict[str, Any]
 Tables = dict[str, list[Row]]
 T = TypeVar("T")
 
-ENGINES = {"rdflib": "default", "oxigraph": "Oxigraph"}  # SPARQL engine -> rdflib store plugin
 SQL_TYPES = ("VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "BOOLEAN")
-BUILD_FORMAT = 3  # bump when the layout of a built variant changes
 
 
 @dataclass(frozen=True)
@@ -47,9 +42,6 @@ class TableSpec:
     @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(c for c, _ in self.columns)
-
-    def type_of(self, column: str) -> str:
-        return dict(self.columns)[column]
 
 
 @dataclass(frozen=True)
@@ -324,200 +316,6 @@ def check_tables(pack: Pack, tables: Tables, specs: Mapping[str, TableSpec] | No
                                  field=f"{field_name}.{name}")
 
 
-# --- a built variant -----------------------------------------------------------------------------
-
-@dataclass
-class Built:
-    """A variant built on disk: CSV, DuckDB file, RDF, rendered definitions, manifest."""
-
-    pack: Pack
-    variant: str
-    seed: int
-    dir: Path
-    manifest: Mapping[str, Any]
-
-    @property
-    def csv_dir(self) -> Path:
-        return self.dir / "csv"
-
-    @property
-    def duckdb_path(self) -> Path:
-        return self.dir / "raw.duckdb"
-
-    @property
-    def data_ttl(self) -> Path:
-        return self.dir / "data.ttl"
-
-    @property
-    def definitions_md(self) -> Path:
-        return self.dir / "definitions.md"
-
-    @property
-    def executed_csv_dir(self) -> Path:
-        return self.dir / "executed"
-
-    @property
-    def executed_duckdb_path(self) -> Path:
-        return self.dir / "executed.duckdb"
-
-    @property
-    def derived_nt(self) -> Path:
-        return self.dir / "derived.nt"
-
-    @cached_property
-    def executed(self) -> Tables:
-        """Typed rows of every executed table (the definitions applied in code)."""
-        return read_tables(self.executed_csv_dir, self.pack.executed_tables)
-
-    @cached_property
-    def derived_graph(self) -> Any:
-        """The raw graph plus every triple the pack's SHACL rules derive (parsed once)."""
-        return self.load_graph("rdflib", derived=True)
-
-    def load_graph(self, engine: str = "rdflib", *, derived: bool = False,
-                   ontology: bool = False) -> Any:
-        """A graph of the raw data (plus the rule-derived triples, plus the definitions' triples)
-        held by a SPARQL engine: `rdflib` (its in-memory store) or `oxigraph` (Oxigraph through
-        oxrdflib). Loaded once per process and combination."""
-        import rdflib
-
-        cache = self.__dict__.setdefault("_graphs", {})
-        key = (engine, derived, ontology)
-        if key in cache:
-            return cache[key]
-        if engine == "rdflib" and not derived and not ontology:
-            graph = self.graph
-        else:
-            if engine not in ENGINES:
-                raise InputError("--sparql-engine", f"unknown engine '{engine}' "
-                                 f"(known: {', '.join(ENGINES)})")
-            graph = rdflib.Graph(store=ENGINES[engine])
-            for prefix, ns in self.graph.namespace_manager.namespaces():
-                graph.bind(prefix, ns)
-            graph.parse(self.data_ttl, format="turtle")
-            if derived:
-                graph.parse(self.derived_nt, format="nt")
-            if ontology:
-                graph.parse(self.pack.definitions_ttl, format="turtle")
-        cache[key] = graph
-        return graph
-
-    @cached_property
-    def tables(self) -> Tables:
-        """Typed rows of every raw table, read back from the built CSV files."""
-        return read_tables(self.csv_dir, self.pack.tables)
-
-    @cached_property
-    def graph(self) -> Any:
-        """The raw data as an rdflib Graph (parsed once per process)."""
-        import rdflib
-
-        graph = rdflib.Graph()
-        graph.parse(self.data_ttl, format="turtle")
-        return graph
-
-    @cached_property
-    def aliases(self) -> dict[str, dict[str, str]]:
-        """entity kind -> {normalised alias: canonical id}, from the manifest's `entities`."""
-        out: dict[str, dict[str, str]] = {}
-        for kind, spec in self.pack.entities.items():
-            rows = self.tables[spec["table"]]
-            id_col = spec["id"]
-            mapping: dict[str, str] = {}
-            for row in rows:
-                canonical = row.get(id_col)
-                if canonical is None:
-                    continue
-                for col in [id_col, *spec.get("aliases", [])]:
-                    if row.get(col) is not None:
-                        mapping.setdefault(normalise_id(str(row[col])), str(canonical))
-            out[kind] = mapping
-        return out
-
-
 def normalise_id(text: str) -> str:
     """Identifiers compare case-insensitively, ignoring surrounding space and inner blanks."""
     return "".join(str(text).split()).casefold()
-
-
-def build_dir(pack: Pack, variant: str, seed: int, cache_dir: Path) -> Path:
-    from pytest_kgbench import __version__
-
-    tag = hashlib.sha256(
-        f"{pack.fingerprint}|{variant}|{seed}|{BUILD_FORMAT}|{__version__}".encode()
-    ).hexdigest()[:16]
-    return cache_dir / pack.name / f"{variant}-{seed}-{tag}"
-
-
-def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None = None) -> Built:
-    """Build (or load from the cache) one variant, under a file lock so workers never race."""
-    from filelock import FileLock
-
-    if variant not in pack.variants:
-        raise InputError(str(pack.dir / "pack.yaml"), f"no variant '{variant}' "
-                         f"(known: {', '.join(pack.variants)})", field="variants")
-    seed = pack.seed if seed is None else seed
-    target = build_dir(pack, variant, seed, cache_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
-        if not (target / "manifest.json").is_file():
-            tmp = target.with_name(target.name + f".tmp{os.getpid()}")
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir()
-            write_variant(pack, variant, seed, tmp)
-            shutil.rmtree(target, ignore_errors=True)
-            tmp.rename(target)
-    manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
-    return Built(pack=pack, variant=variant, seed=seed, dir=target, manifest=manifest)
-
-
-def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
-    """Write every artefact of a variant into `out` (an empty folder)."""
-    from pytest_kgbench import ontology, rdfmap
-    from pytest_kgbench.executors.sql import create_database
-
-    seconds: dict[str, float] = {}
-    started = time.perf_counter()
-    tables = pack.generate(variant, seed)
-    check_tables(pack, tables)
-    csv_dir = out / "csv"
-    csv_dir.mkdir()
-    for name, spec in pack.tables.items():
-        write_csv(csv_dir / f"{name}.csv", spec, tables[name])
-    typed = read_tables(csv_dir, pack.tables)  # what every consumer reads: the files
-    create_database(out / "raw.duckdb", pack.tables, csv_dir)
-    graph = rdfmap.map_tables(typed, pack.tables, pack.rdf)
-    (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
-    seconds["raw"] = round(time.perf_counter() - started, 3)
-    if pack.definitions_ttl.is_file():
-        (out / "definitions.md").write_text(
-            ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
-            encoding="utf-8")
-    if pack.executed_tables:
-        started = time.perf_counter()
-        fn = pack.callable(str(pack.manifest["executed"]["function"]), field_name="executed")
-        rows = fn(typed)
-        check_tables(pack, rows, pack.executed_tables, "executed.tables")
-        (out / "executed").mkdir()
-        for name, spec in pack.executed_tables.items():
-            write_csv(out / "executed" / f"{name}.csv", spec, rows[name])
-        create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
-        seconds["executed"] = round(time.perf_counter() - started, 3)
-    shapes = pack.ontology_file("shapes.ttl")
-    if shapes is not None:
-        started = time.perf_counter()
-        derived = ontology.run_rules(graph, shapes.read_text(encoding="utf-8"))
-        (out / "derived.nt").write_text(ontology.to_sorted_ntriples(derived), encoding="utf-8")
-        seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
-    manifest = {
-        "build_seconds": seconds,
-        "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
-        "pack_sha256": pack.fingerprint,
-        "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": len(typed[name])}
-                   for name, spec in pack.tables.items()},
-        "triples": len(graph),
-        "files": {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                  for p in sorted(out.rglob("*")) if p.is_file() and p.suffix != ".duckdb"},
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
-                                       encoding="utf-8")

@@ -1,8 +1,11 @@
-"""pytest hooks and options of pytest-kgbench. Thin: each hook calls a plain function.
+"""pytest hooks of pytest-kgbench. Thin: each hook calls a plain function.
 
-Process roles (as in pytest's junitxml and pytest-randomly): settings are parsed on the
-controller and sent to xdist workers through `workerinput`, so every process agrees on the run
-id; the run folder is written by the controller only, from logreports.
+Process roles (as in pytest's junitxml and pytest-randomly): settings are parsed and checked
+on the controller at configure time — a bad option is one line and exit status 4 before
+anything is collected — and sent to xdist workers through `workerinput`, so every process
+agrees on the run id; the run folder is written by the controller only, from logreports.
+Every process builds the registry of the session (the shipped pieces plus what plugins
+register through the hooks of `hookspecs.py`).
 """
 
 from __future__ import annotations
@@ -15,11 +18,18 @@ import pytest
 
 from pytest_kgbench import keys
 from pytest_kgbench.errors import InputError
-from pytest_kgbench.runstore import (BROKEN_PROPERTY, LETTER_PROPERTY, RECORD_PROPERTY, RunStore,
-                                     read_answers)
-from pytest_kgbench.settings import Settings, add_options
+from pytest_kgbench.options import add_options, settings_from_config
+from pytest_kgbench.registry import Registry, activate, deactivate
+from pytest_kgbench.runstore import BROKEN_PROPERTY, LETTER_PROPERTY, RECORD_PROPERTY, RunStore
+from pytest_kgbench.settings import Settings, check_settings
 
 WORKER_SETTINGS = "kgbench_settings"
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_kgbench import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,15 +49,24 @@ def _is_worker(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        registry = Registry.shipped().extend(config.hook)
+    except InputError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    activate(registry)
+    config.stash[keys.REGISTRY] = registry
     if _is_worker(config):
         settings = Settings.from_dict(json.loads(config.workerinput[WORKER_SETTINGS]))  # type: ignore[attr-defined]
     else:
         try:
-            settings = Settings.from_config(config)
+            settings = settings_from_config(config)
+            check_settings(settings, registry, asking=not config.option.collectonly
+                           and _collects_questions(config, settings))
         except InputError as exc:
             raise pytest.UsageError(str(exc)) from exc
     config.stash[keys.SETTINGS] = settings
-    if not _is_worker(config) and not config.option.collectonly and _collects_questions(config):
+    if not _is_worker(config) and not config.option.collectonly and \
+            _collects_questions(config, settings):
         store = RunStore(settings)
         config.stash[keys.RUNSTORE] = store
         config.pluginmanager.register(store, "kgbench-runstore")
@@ -57,10 +76,16 @@ def pytest_configure(config: pytest.Config) -> None:
             _keep_sessions_on_one_worker(config, settings)
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    registry = config.stash.get(keys.REGISTRY, None)
+    if registry is not None:
+        deactivate(registry)
+
+
 def _keep_sessions_on_one_worker(config: pytest.Config, settings: Settings) -> None:
     """Asked together under -n, every item of a session goes to one worker: loadgroup
     scheduling, keyed by the session (`XdistHooks.pytest_xdist_make_scheduler`)."""
-    from pytest_kgbench.collect import asks_together
+    from pytest_kgbench.cases import asks_together
 
     dist = config.getoption("dist", default="no")
     if not asks_together(settings) or dist in ("no", "loadgroup"):
@@ -72,13 +97,12 @@ def _keep_sessions_on_one_worker(config: pytest.Config, settings: Settings) -> N
                             f"needs --dist loadgroup (or plain -n), not --dist {dist}")
 
 
-def _collects_questions(config: pytest.Config) -> bool:
+def _collects_questions(config: pytest.Config, settings: Settings) -> bool:
     """Whether this session may collect question files (so a run folder is worth making).
 
     `pytest tests/` (the plugin's own tests) makes no run folder; `pytest`, `pytest questions`
     or `pytest questions/credit.yaml` does.
     """
-    settings: Settings = config.stash[keys.SETTINGS]
     args = [a.split("::", 1)[0] for a in config.args] or ["."]
     for arg in args:
         path = Path(config.invocation_params.dir, arg).resolve()
@@ -102,7 +126,7 @@ class XdistHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """Asked together: xdist's loadgroup scheduling, keyed by the together session."""
-        from pytest_kgbench.collect import asks_together
+        from pytest_kgbench.cases import asks_together
 
         if config.getoption("dist") != "loadgroup" or not asks_together(config.stash[keys.SETTINGS]):
             return None
@@ -130,7 +154,9 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With --resume, items already banked in the run folder are not asked again; with
     --ask together, the items left (after -k and the rest) are shared out into sessions."""
-    from pytest_kgbench.collect import asks_together, assign_sessions
+    from pytest_kgbench.cases import asks_together
+    from pytest_kgbench.collect import assign_sessions
+    from pytest_kgbench.record import read_answers
 
     settings: Settings = config.stash[keys.SETTINGS]
     if settings.resume:
@@ -147,21 +173,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """--estimate: the selected items' tokens and dollars, as they would be asked."""
     if not session.config.getoption("kgbench_estimate", default=None):
         return
-    from pytest_kgbench.collect import asks_together
-    from pytest_kgbench.costs import estimate_cases, estimate_lines
+    from pytest_kgbench.cases import asks_together
+    from pytest_kgbench.costs import estimate_lines
     from pytest_kgbench.runtime import Runtime
 
     settings: Settings = session.config.stash[keys.SETTINGS]
     cases = [i.stash[keys.CASE] for i in session.items if keys.CASE in i.stash]
     runtime = Runtime(settings)
     try:
-        estimates = estimate_cases(runtime, cases, together=asks_together(settings))
+        estimates = runtime.estimate(cases, together=asks_together(settings))
     finally:
         runtime.close()
-    heading = (f"{len(cases)} selected item(s), asked {settings.extra.get('ask') or 'apart'}")
+    heading = f"{len(cases)} selected item(s), asked {settings.ask}"
     session.config.stash[keys.ESTIMATE] = estimate_lines(
-        estimates, settings.extra.get("aliases") or {}, settings.extra.get("prices") or {},
-        heading=heading)
+        estimates, settings.aliases, settings.prices, heading=heading)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -174,7 +199,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 @pytest.fixture(scope="session")
 def kgbench_runtime(pytestconfig: pytest.Config) -> Generator[Any, None, None]:
-    """The process's packs, built variants, executors, prompts and agents (built once)."""
+    """The process's packs, built variants, stores, prompts and agents (built once)."""
     from pytest_kgbench.runtime import Runtime
 
     runtime = Runtime(pytestconfig.stash[keys.SETTINGS])
@@ -196,8 +221,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     if call.when == "call":
         record = item.stash.get(keys.RECORD, None)
         if record is not None:
+            from pytest_kgbench.record import to_json
+
             try:
-                text = json.dumps(record)
+                text = to_json(record)
             except (TypeError, ValueError) as exc:
                 # a value xdist could not carry would drop the item silently: fail it loudly
                 report.outcome = "failed"
@@ -216,4 +243,4 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config
     letter = dict(report.user_properties).get(LETTER_PROPERTY)
     if letter is None:
         return None
-    return "passed", letter, f"PASSED [{letter}]"
+    return "passed", str(letter), f"PASSED [{letter}]"

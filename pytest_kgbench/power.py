@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_kgbench import stats
-from pytest_kgbench.agents.synthetic import draw
+from pytest_kgbench.stats import draw
 
 
 @dataclass(frozen=True)

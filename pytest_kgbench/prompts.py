@@ -10,16 +10,18 @@ read are left out of the context: the guard acts before the model ever sees them
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.conditions import Condition
 from pytest_kgbench.errors import HarnessBroken
-from pytest_kgbench.executors.guard import Guard
-from pytest_kgbench.packs import Built, TableSpec, format_value
 from pytest_kgbench.questions import Question
+from pytest_kgbench.reading import csv_block, rdf_block
+from pytest_kgbench.stores import guard_for
+
+if TYPE_CHECKING:
+    from pytest_kgbench.build import Built
 
 ANSWER_RULES = """\
 End your answer with exactly one fenced ```json block holding one object with these fields:
@@ -65,56 +67,6 @@ class Prompt:
         return hashlib.sha256(self.context.encode("utf-8")).hexdigest()
 
 
-def guard_for(built: Built, persona: str) -> Guard:
-    """The guard of a persona over a built variant."""
-    from pytest_kgbench.executors.sparql import personal_predicates
-
-    pack = built.pack
-    return Guard(persona=persona, reads_personal=pack.reads_personal(persona),
-                 personal=dict(pack.personal),
-                 personal_predicates=personal_predicates(pack.personal, pack.rdf))
-
-
-def csv_block(specs: Mapping[str, TableSpec], tables: Mapping[str, list[dict[str, Any]]],
-              guard: Guard) -> str:
-    """Every table as CSV, each under a heading giving its row count and column types."""
-    import csv
-
-    parts = ["## Data (CSV)", ""]
-    for name, spec in specs.items():
-        withheld = guard.withheld_columns(name)
-        cols = [(c, t) for c, t in spec.columns if c not in withheld]
-        rows = tables[name]
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow([c for c, _ in cols])
-        for row in rows:
-            writer.writerow([format_value(row[c]) for c, _ in cols])
-        types = ", ".join(f"{c} {t}" for c, t in cols)
-        note = f"; withheld: {', '.join(sorted(withheld))}" if withheld else ""
-        parts += [f"### {name}.csv", f"{len(rows)} rows; columns: {types}{note}",
-                  "```csv", buf.getvalue().rstrip("\n"), "```", ""]
-    return "\n".join(parts).rstrip()
-
-
-def rdf_block(built: Built, guard: Guard) -> str:
-    """The data as Turtle, without triples of withheld (personal) predicates."""
-    withheld = guard.withheld_predicates()
-    text = built.data_ttl.read_text(encoding="utf-8")
-    if withheld:
-        import rdflib
-
-        graph = rdflib.Graph()
-        for prefix, ns in built.graph.namespace_manager.namespaces():
-            graph.bind(prefix, ns)
-        for triple in built.graph:
-            if str(triple[1]) not in withheld:
-                graph.add(triple)
-        text = graph.serialize(format="turtle")
-    return "\n".join(["## Data (RDF, Turtle)", "", "### data.ttl", "```turtle", text.strip(),
-                      "```"])
-
-
 def _turtle(title: str, files: list[tuple[str, str]]) -> str:
     blocks = [f"### {name}\n```turtle\n{text.strip()}\n```" for name, text in files]
     return f"## {title}\n\n" + "\n\n".join(blocks)
@@ -158,30 +110,6 @@ def definitions_blocks(built: Built, cond: Condition) -> list[str]:
         else:  # pragma: no cover - a condition naming an artefact this module cannot show
             raise ValueError(f"unknown definitions kind {kind!r}")
     return out
-
-
-def store_block(cond: Condition, executor: Any) -> str:
-    """What a querying condition tells the model about its store."""
-    lines: list[str] = []
-    if cond.language == "sql":
-        lines += ["## The store: DuckDB (SQL)", "", "Tables, with their columns and row counts:",
-                  ""]
-        for info in executor.catalog():
-            cols = ", ".join(f"{c} {t}" for c, t in info.columns)
-            lines.append(f"- {info.name} ({info.rows} rows): {cols}{_withheld(info)}")
-    else:
-        lines += ["## The store: an RDF graph (SPARQL)", "", "Prefixes:", ""]
-        for prefix, ns in sorted(executor.prefixes().items()):
-            lines.append(f"- PREFIX {prefix}: <{ns}>")
-        lines += ["", "Classes, with their instance counts and the properties they use:", ""]
-        for info in executor.catalog():
-            props = ", ".join(p for p, _ in info.columns)
-            lines.append(f"- {info.name} ({info.rows} instances): {props}{_withheld(info)}")
-    return "\n".join(lines)
-
-
-def _withheld(info: Any) -> str:
-    return f" (withheld from you: {', '.join(info.withheld)})" if info.withheld else ""
 
 
 def question_block(question: Question, *, floor: bool = False) -> str:
@@ -248,7 +176,7 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
         # asked together, a question keeps its budget: the session gets every question's rounds
         rounds = max_rounds * max(1, len(together))
         system = SYSTEM_QUERYING.format(language=cond.language.upper(), rounds=rounds)
-        data = store_block(cond, executor)
+        data = executor.store_block()
     context = "\n\n".join([f"# {built.pack.title} — {built.variant}", data,
                            *definitions_blocks(built, cond)])
     if floor:

@@ -13,14 +13,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pytest_kgbench.errors import InputError
+from pytest_kgbench.registry import current
 
 TIERS = ("L1", "L2", "L3", "L4", "L5")
 EXPECTS = ("answer", "abstain", "block")
-FIELD_KINDS = (
-    "rating", "integer", "number", "yesno", "date", "string", "entity", "entity_list",
-    "string_list",
-)
-LIST_KINDS = ("entity_list", "string_list")
 REFERENCE_KEYS = ("sql", "sparql", "executed")  # executed: SQL over the executed tables
 RESERVED_FIELDS = ("abstain", "declined", "definitions_used", "records_used")
 _TOP_KEYS = {
@@ -43,21 +39,11 @@ class FieldSpec:
 
     @property
     def is_list(self) -> bool:
-        return self.kind in LIST_KINDS
+        return bool(current().field_kind(self.kind).is_list)
 
     def describe(self) -> str:
-        """How the field is explained to a model."""
-        what = {
-            "rating": "a rating on the scale (e.g. BBB+), or null if unrated",
-            "integer": "an integer",
-            "number": "a number",
-            "yesno": "true or false",
-            "date": "a date, YYYY-MM-DD",
-            "string": "a string",
-            "entity": f"one {self.entity or 'entity'} identifier",
-            "entity_list": f"a list of {self.entity or 'entity'} identifiers",
-            "string_list": "a list of strings",
-        }[self.kind]
+        """How the field is explained to a model (its kind says, fieldkinds.py)."""
+        what = current().field_kind(self.kind).describe(self)
         if self.ordered:
             what += ", in the order the question asks"
         return what
@@ -92,12 +78,6 @@ class Question:
     def pack(self) -> str:
         return Path(self.file).stem
 
-    def field(self, name: str) -> FieldSpec:
-        for spec in self.fields:
-            if spec.name == name:
-                return spec
-        raise KeyError(name)
-
 
 @dataclass(frozen=True)
 class QuestionSet:
@@ -124,8 +104,7 @@ def set_fingerprint(question_hashes: Mapping[str, str]) -> str:
     return canonical_sha256(sorted(question_hashes.items()))
 
 
-def load_questions(path: str | Path, *, packs_variants: tuple[str, ...] | None = None
-                   ) -> QuestionSet:
+def load_questions(path: str | Path) -> QuestionSet:
     """Read and validate a question file; raise `InputError` naming file, question, field."""
     import yaml
 
@@ -186,9 +165,9 @@ def _parse_fields(entry: Mapping[str, Any], where: str, qid: str) -> tuple[Field
         if not isinstance(spec, dict):
             raise InputError(where, "must be {kind: ...}", question=qid, field=fname)
         kind = spec.get("kind")
-        if kind not in FIELD_KINDS:
-            raise InputError(where, f"kind must be one of {', '.join(FIELD_KINDS)}, got {kind!r}",
-                             question=qid, field=f"{fname}.kind")
+        if kind not in current().field_kinds:
+            raise InputError(where, f"kind must be one of {', '.join(current().field_kinds)}, "
+                             f"got {kind!r}", question=qid, field=f"{fname}.kind")
         unknown = set(spec) - {"kind", "entity", "count_of", "tolerance", "ordered"}
         if unknown:
             raise InputError(where, f"unknown keys {sorted(unknown)}", question=qid, field=fname)

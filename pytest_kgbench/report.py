@@ -13,25 +13,21 @@ from typing import Any, Iterable, Mapping
 
 from pytest_kgbench import stats
 from pytest_kgbench.questions import TIERS, set_fingerprint
+from pytest_kgbench.record import question_key
+from pytest_kgbench.registry import current
 from pytest_kgbench.settings import Settings
 
 ITEM_FIELDS = ("nodeid", "question", "tier", "pack", "variant", "condition", "condition_label",
-               "mode", "model", "agent", "repeat", "persona", "expect", "grade", "score",
-               "status", "behaviour", "letter", "reason", "fields", "metrics", "outcome",
-               "elapsed_s")
-RATE_METRICS = ("execution", "result_set_exact", "answer_carries_figure", "grounding",
-                "grounding_exact", "fidelity")
-
-
-def question_key(rec: Mapping[str, Any]) -> str:
-    return f"{rec['pack']}/{rec['variant']}/{rec['question']}"
+               "mode", "model", "agent", "agent_kind", "repeat", "persona", "expect", "grade",
+               "score", "status", "behaviour", "letter", "reason", "fields", "metrics",
+               "outcome", "elapsed_s")
 
 
 def arm_of(rec: Mapping[str, Any], multi_model: bool) -> str:
     return f"{rec['condition']}/{rec['model']}" if multi_model else rec["condition"]
 
 
-def _scores(records: Iterable[Mapping[str, Any]]) -> dict[str, list[float | None]]:
+def _scores(records: Iterable[Any]) -> dict[str, list[float | None]]:
     out: dict[str, list[float | None]] = defaultdict(list)
     for rec in records:
         out[question_key(rec)].append(rec["score"])
@@ -79,38 +75,16 @@ def arm_cost(records: list[Mapping[str, Any]], settings: Settings) -> dict[str, 
     tokens = usage_of(records)
     if not any(tokens.values()):
         return {}
-    model = records[0]["model"]
-    model_id = (settings.extra.get("aliases") or {}).get(model, model)
-    price = (settings.extra.get("prices") or {}).get(model_id)
+    model_id = settings.model_id(records[0]["model"])
+    price = settings.prices.get(model_id)
     return {"tokens": tokens, "cost_usd": dollars(tokens, price), "model_id": model_id}
 
 
 def metric_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """Each metric's rate over the items where it was measured (n says how many), attribution
-    as true claims over claims, citations as mean precision and recall."""
-    out: dict[str, Any] = {}
-    records = list(records)
-    for name in RATE_METRICS:
-        values = [r["metrics"][name] for r in records
-                  if (r.get("metrics") or {}).get(name) is not None]
-        if values:
-            out[name] = {"rate": round(sum(bool(v) for v in values) / len(values), 6),
-                         "n": len(values)}
-    claims = [r["metrics"]["attribution"] for r in records
-              if (r.get("metrics") or {}).get("attribution")]
-    if claims:
-        total = sum(c["claims"] for c in claims)
-        out["attribution"] = {"true_claims": sum(c["true"] for c in claims), "claims": total,
-                              "rate": round(sum(c["true"] for c in claims) / total, 6)}
-    cites = [r["metrics"]["citations"] for r in records
-             if (r.get("metrics") or {}).get("citations")]
-    if cites:
-        precision = [c["precision"] for c in cites if c["precision"] is not None]
-        out["citations"] = {
-            "n": len(cites),
-            "precision": round(sum(precision) / len(precision), 6) if precision else None,
-            "recall": round(sum(c["recall"] for c in cites) / len(cites), 6)}
-    return out
+    """Each registered metric's summary over the items where it was measured."""
+    from pytest_kgbench.metrics import summarise_all
+
+    return summarise_all(list(records), current().ordered_metrics())
 
 
 def fingerprint(records: list[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,9 +125,10 @@ def build_report(records: list[dict[str, Any]], settings: Settings, *,
                            **arm_cost(rows, settings)}
     comparisons = [c.to_dict() for c in build_comparisons(records, settings, multi_model)]
     not_measured = []
-    if any(r["agent"] in ("gold", "trap") for r in records):
-        not_measured.append("model behaviour: reference agents (gold/trap) answered, no model")
-    synthetic = any(r["agent"] == "synthetic" for r in records)
+    synthetic = any(r.get("simulated") for r in records)
+    if any(r.get("agent_kind") == "reference" and not r.get("simulated") for r in records):
+        not_measured.append("model behaviour: reference agents (the questions' own queries) "
+                            "answered, no model")
     if synthetic:
         not_measured.append("SIMULATED ANSWERS: the synthetic agent drew gold or trap answers "
                             "at set probabilities; no model was asked")
@@ -173,7 +148,7 @@ def build_report(records: list[dict[str, Any]], settings: Settings, *,
                        "family": "Holm across every comparison of the run"},
         "synthetic": synthetic,
         "judge": summarise_judge(records),
-        "settings_floor": bool(settings.extra.get("floor")),
+        "settings_floor": settings.floor,
         "not_measured": not_measured,
     }
 
@@ -259,8 +234,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                   "was asked.**", ""]
     lines += [
              f"- agent: {s['agent']}; models: {', '.join(s['models'])}; repeats: {s['repeats']}; "
-             f"asked {(s.get('extra') or {}).get('ask') or 'apart'}"
-             + ("; floor arm" if (s.get("extra") or {}).get("floor") else ""),
+             f"asked {s.get('ask') or 'apart'}" + ("; floor arm" if s.get("floor") else ""),
              f"- conditions: {', '.join(s['condition_ids'])}; variants: {', '.join(s['variants'])}",
              f"- items banked: {report['counts']['items']} of {report['counts']['expected']}"
              + ("" if report["complete"] else " — **INCOMPLETE**"),
@@ -272,30 +246,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              "questions. Tiers are never pooled in comparisons.", ""]
     header, rows = headline_rows(report)
     lines += _table(header, rows) + [""]
-    metric_rows = []
-    for arm, c in report["conditions"].items():
-        m = c.get("metrics") or {}
-        if not m:
-            continue
-        cells = [arm]
-        for name in RATE_METRICS:
-            cells.append(f"{_pct(m[name]['rate'])} ({m[name]['n']})" if name in m else "—")
-        att = m.get("attribution")
-        cells.append(f"{att['true_claims']}/{att['claims']}" if att else "—")
-        cit = m.get("citations")
-        cells.append(f"{_pct(cit['precision'])} / {_pct(cit['recall'])}" if cit else "—")
-        metric_rows.append(cells)
-    if metric_rows:
-        lines += ["## Metrics per arm", "",
-                  "Rates over the items where a metric applies (n in parentheses): execution "
-                  "accuracy (the last query re-run carries every gold row, and the prose states a "
-                  "gold figure), the strict result set, the figure in the prose, grounding "
-                  "(tables read contain the gold's) and its exact form, semantic fidelity (the "
-                  "definitions' evidence in the query). Attribution: true claims / claims. "
-                  "Citations: mean precision / recall.", ""]
-        lines += _table(["arm", "execution", "result exact", "figure", "grounding",
-                         "grounding exact", "fidelity", "attribution", "citations P / R"],
-                        metric_rows) + [""]
+    lines += metric_lines(report)
     cost_rows = [[arm, str(c["tokens"]["input"]), str(c["tokens"]["output"]),
                   str(c["tokens"]["cache_read"]), str(c["tokens"]["cache_write"]),
                   "—" if not c.get("cost_usd") else f"${c['cost_usd']['billed']:.4f}",
@@ -343,6 +294,21 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report["not_measured"]:
         lines += ["", "## Not measured", ""] + [f"- {n}" for n in report["not_measured"]]
     return "\n".join(lines) + "\n"
+
+
+def metric_lines(report: Mapping[str, Any]) -> list[str]:
+    """The metrics table of report.md: a column per registered metric any arm measured."""
+    metrics = [m for m in current().ordered_metrics()
+               if any(m.name in (c.get("metrics") or {}) for c in report["conditions"].values())]
+    if not metrics:
+        return []
+    rows = [[arm, *(m.cell(c["metrics"][m.name]) if m.name in (c.get("metrics") or {}) else "—"
+                    for m in metrics)]
+            for arm, c in report["conditions"].items() if c.get("metrics")]
+    lines = ["## Metrics per arm", "",
+             "Each over the items where it applies (a rate's n in parentheses):", ""]
+    lines += [f"- {m.title}: {m.help}" for m in metrics if getattr(m, "help", "")]
+    return lines + [""] + _table(["arm", *(m.title for m in metrics)], rows) + [""]
 
 
 def judge_lines(judge: Mapping[str, Any] | None) -> list[str]:

@@ -13,28 +13,26 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from pytest_kgbench import stats
 from pytest_kgbench.answers import Answer
-from pytest_kgbench.conditions import BY_ID
+from pytest_kgbench.conditions import by_id
 from pytest_kgbench.errors import KgbenchError
-from pytest_kgbench.grading import grade
 from pytest_kgbench.questions import TIERS, Question, load_questions
-from pytest_kgbench.runstore import read_answers
-from pytest_kgbench.settings import Settings
+from pytest_kgbench.record import BankedRecord, grades_json, read_answers
+from pytest_kgbench.settings import Settings, stored_settings
 
 
 @dataclass
 class Rescored:
-    records: list[dict[str, Any]]
+    records: list[BankedRecord]
     moved: list[tuple[str, str, str]]  # nodeid, old grade, new grade
     changed_questions: list[str]
     paths: list[Path]
 
 
-def _questions(settings: Settings, records: list[dict[str, Any]]) -> dict[tuple[str, str], Question]:
+def _questions(settings: Settings, records: list[BankedRecord]) -> dict[tuple[str, str], Question]:
     out: dict[tuple[str, str], Question] = {}
     for name in sorted({r["question_file"] for r in records}):
         for qdir in settings.question_dirs:
@@ -50,20 +48,18 @@ def _questions(settings: Settings, records: list[dict[str, Any]]) -> dict[tuple[
 
 def rescore(run_dir: Path, *, stamp: str | None = None) -> Rescored:
     """Regrade every banked item of a run; write grades-<stamp>.json and report-<stamp>.*."""
-    from pytest_kgbench.agents.reference import store_from_context
-    from pytest_kgbench.prompts import guard_for
     from pytest_kgbench.report import build_report, render_markdown
-    from pytest_kgbench.runstore import grades_json
     from pytest_kgbench.runtime import Runtime, compute_key
+    from pytest_kgbench.stores import guard_for, store_from_context
 
     meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
-    settings = Settings.from_dict(meta["settings"])
+    settings = Settings.from_dict(stored_settings(run_dir))
     records = read_answers(run_dir / "answers.jsonl")
     if not records:
         raise KgbenchError(f"{run_dir / 'answers.jsonl'} holds no banked answers")
     questions = _questions(settings, records)
     runtime = Runtime(settings)
-    new_records: list[dict[str, Any]] = []
+    new_records: list[BankedRecord] = []
     moved: list[tuple[str, str, str]] = []
     changed: set[str] = set()
     stores: dict[tuple[str, str], Any] = {}
@@ -75,7 +71,7 @@ def rescore(run_dir: Path, *, stamp: str | None = None) -> Rescored:
                                    f"{rec['question_file']}")
             if q.sha256 != rec["question_sha256"]:
                 changed.add(q.id)
-            cond = BY_ID[rec["condition"]]
+            cond = by_id(rec["condition"])
             built = runtime.built(rec["pack"], rec["variant"])
             answer = Answer.from_dict(rec["answer"])
             if answer.queries:
@@ -85,18 +81,16 @@ def rescore(run_dir: Path, *, stamp: str | None = None) -> Rescored:
                     ctx_file = run_dir / rec["prompt"]["context_file"]
                     key = (str(ctx_file), q.persona)
                     if key not in stores:
-                        stores[key] = store_from_context(ctx_file.read_text(encoding="utf-8"),
-                                                         cond.language, guard_for(built, q.persona))
+                        stores[key] = store_from_context(
+                            ctx_file.read_text(encoding="utf-8"), cond.language,
+                            guard_for(built, q.persona), settings.engines)
                     store = stores[key]
                 answer.queries = [store.run(old.statement) for old in answer.queries]
             key_fields = compute_key(q, built)
-            guard = guard_for(built, q.persona)
-            g = grade(q, key_fields, answer, built.aliases,
-                      guard_withheld=runtime.guard_withheld(q, cond, guard))
+            g = runtime.grade(q, cond, built, key_fields, answer)
             executor = runtime.executor(built, cond, q.persona) if cond.mode == "querying" else None
-            metrics = runtime.metrics(SimpleNamespace(question=q, condition=cond), built, answer,
-                                      executor)
-            new = dict(rec)
+            metrics = runtime.metrics(q, cond, built, answer, executor)
+            new = BankedRecord(**rec)
             new.update({"key": key_fields, "answer": answer.to_dict(), "grade": g.grade,
                         "score": g.score, "behaviour": g.behaviour, "letter": g.letter,
                         "reason": g.reason, "fields": [f.__dict__ for f in g.fields],

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from pytest_kgbench.record import BankedRecord, grades_json, questions_json, read_answers
 from pytest_kgbench.settings import Settings
 
 RECORD_PROPERTY = "kgbench"
@@ -29,24 +30,11 @@ BROKEN_PROPERTY = "kgbench_broken"
 HARNESS_BROKEN = 3  # the exit status of a run the harness could not finish
 PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
             "anthropic", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
-GRADER_MODULES = ("grading.py", "answers.py", "questions.py")
+GRADER_MODULES = ("grading.py", "answers.py", "questions.py", "fieldkinds.py")
 
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def read_answers(path: Path) -> list[dict[str, Any]]:
-    """Every banked record of an answers.jsonl (a torn last line is skipped, not fatal)."""
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
 
 
 def grader_sha256() -> str:
@@ -90,7 +78,7 @@ class RunStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "prompts").mkdir(exist_ok=True)
         self.answers_path = self.dir / "answers.jsonl"
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, BankedRecord] = {}
         if settings.resume:
             for rec in read_answers(self.answers_path):
                 self.records[rec["nodeid"]] = rec
@@ -103,7 +91,7 @@ class RunStore:
             "run_id": settings.run_id, "started": self.started, "finished": None,
             "settings": settings.to_dict(), **git_commit(settings.rootdir),
             "packages": package_versions(), "models": list(settings.models),
-            "agent": settings.agent, "effort": settings.extra.get("effort"),
+            "agent": settings.agent, "effort": settings.effort,
             "grader_sha256": grader_sha256(),
         }
         self._write_json("meta.json", self.meta)
@@ -128,7 +116,7 @@ class RunStore:
             if report.failed and report.nodeid not in self.records:
                 self.errors.setdefault(report.nodeid, f"{report.when}: {report.longreprtext[:2000]}")
             return
-        record = json.loads(raw)
+        record: BankedRecord = json.loads(str(raw))
         record["nodeid"] = report.nodeid
         record["outcome"] = report.outcome
         record["duration_s"] = round(report.duration, 4)
@@ -136,7 +124,7 @@ class RunStore:
 
     # --- banking --------------------------------------------------------------------------------
 
-    def bank(self, record: dict[str, Any]) -> None:
+    def bank(self, record: BankedRecord) -> None:
         """Write the item's prompt context once and append its record, flushed to disk."""
         prompt = record.get("prompt") or {}
         context = prompt.pop("context", None)
@@ -208,22 +196,3 @@ class RunStore:
         tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n",
                        encoding="utf-8")
         tmp.replace(self.dir / name)
-
-
-def questions_json(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The questions as asked, with their keys per variant."""
-    out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for rec in records:
-        k = (rec["pack"], rec["variant"], rec["question"])
-        if k not in out:
-            out[k] = {"question": rec["question"], "pack": rec["pack"], "variant": rec["variant"],
-                      "tier": rec["tier"], "expect": rec["expect"],
-                      "sha256": rec["question_sha256"], "key": rec["key"],
-                      "text": rec["prompt"]["question"]}
-    return [out[k] for k in sorted(out)]
-
-
-def grades_json(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    fields = ("nodeid", "question", "pack", "variant", "condition", "model", "repeat", "grade",
-              "score", "behaviour", "letter", "reason", "fields")
-    return [{f: rec.get(f) for f in fields} for rec in records]

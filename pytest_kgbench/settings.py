@@ -1,75 +1,22 @@
-"""The session's settings: command-line options over their ini twins, parsed once."""
+"""The session's settings: typed, built once from the command line, the ini file and (for a
+resumed or replayed run) the stored run, and checked before anything runs.
+
+Pure module: no pytest. `options.py` wires `OPTIONS` to pytest's parser and calls
+`build_settings` and `check_settings` at configure time; the `kgbench` command builds settings
+the same way. Every problem is an `InputError` naming the option (or file and field), which
+the plugin turns into one line and pytest's usage-error exit status (4).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Mapping
 
-import pytest
-
-from pytest_kgbench import conditions
 from pytest_kgbench.errors import InputError
-
-# (option, ini name, help, default) — every option has an ini twin for pyproject/tox.ini
-OPTIONS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("--condition", "kgbench_condition",
-     "conditions to run: ids (R1,D2), comma lists, 'reading', 'querying' or 'all'", "all"),
-    ("--agent", "kgbench_agent",
-     "who answers: gold (default when no --model), trap, ...", None),
-    ("--model", "kgbench_model", "model alias or id; comma list or repeated", None),
-    ("--repeats", "kgbench_repeats", "times each item is asked", "1"),
-    ("--variant", "kgbench_variant", "pack variants to run: names, comma list or 'all'", "base"),
-    ("--run-id", "kgbench_run_id", "name of the run folder under reports/", None),
-    ("--query-timeout", "kgbench_query_timeout", "seconds before a query is stopped", "60"),
-    ("--max-rounds", "kgbench_max_rounds", "tool-call rounds in a querying condition", "8"),
-    ("--resume", "kgbench_resume", "RUN_ID: continue a run, skipping items already banked", None),
-    ("--dataset-seed", "kgbench_dataset_seed",
-     "generate every pack at this seed instead of the pack's own", None),
-    ("--stats-seed", "kgbench_stats_seed", "seed of the bootstrap intervals", "20261129"),
-    ("--sparql-engine", "kgbench_sparql_engine",
-     "SPARQL engine of the graph conditions: rdflib (its own store) or oxigraph (via oxrdflib, "
-     "much faster on the large variants)", "rdflib"),
-    ("--item-timeout", "kgbench_item_timeout",
-     "wall-clock seconds a model may take for one item; past it the item is a timeout (a miss)",
-     "600"),
-    ("--effort", "kgbench_effort", "effort passed to models that support it (low ... max)", None),
-    ("--max-tokens", "kgbench_max_tokens", "output token limit per model call", "4096"),
-    ("--model-reruns", "kgbench_model_reruns",
-     "reruns of an item whose model call failed transiently (429, 529, 5xx, reset)", "2"),
-    ("--replay-run", "kgbench_replay_run", "RUN_ID: the run whose answers the replay agent gives",
-     None),
-    ("--ask", "kgbench_ask",
-     "apart: one model session per item; together: one session per condition x repeat x model "
-     "answers every selected question of the variant at once", "apart"),
-    ("--judge-model", "kgbench_judge_model",
-     "the model that grades 'why' questions against their checklist (twice)", "sonnet"),
-    ("--synthetic", "kgbench_synthetic",
-     "the synthetic agent's probability of a gold answer per condition, e.g. D1=0.45,D2=0.7 "
-     "(default for unnamed conditions: *=0.5)", None),
-)
-FLAGS: tuple[tuple[str, str, str], ...] = (
-    # pytest itself owns --strict, so ours carries the plugin's name
-    ("--kgbench-strict", "kgbench_strict", "fail every item whose answer is not correct"),
-    ("--floor", "kgbench_floor",
-     "the floor arm: a minimal instruction with nothing about definitions, checking or citing"),
-    ("--estimate", "kgbench_estimate",
-     "print the estimated tokens and dollars of the selected items before any call, and ask "
-     "nothing (implies --collect-only)"),
-    ("--ablation", "kgbench_ablation",
-     "report paired comparisons: the first-listed condition against every other, plus the "
-     "design's named pairs (R1-R4, D1-D2, D3-D6, ...)"),
-)
-PATHS: tuple[tuple[str, str, str], ...] = (
-    ("kgbench_datasets", "folder holding one folder per pack (pack.yaml inside)", "datasets"),
-    ("kgbench_ontology", "folder holding one folder of definitions per pack", "ontology"),
-    ("kgbench_questions", "name of the folders whose *.yaml files are question files",
-     "questions"),
-    ("kgbench_reports", "folder of run folders", "reports"),
-    ("kgbench_cache", "folder of built variants (shared by workers, locked)", ".kgbench-cache"),
-)
-
 
 # Model aliases and list prices (dollars per million tokens), overridable in pyproject.toml:
 #   [tool.kgbench.models]   sonnet = "claude-..."
@@ -82,7 +29,154 @@ DEFAULT_PRICES = {
     "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2},
     "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
 }
+ASK_MODES = ("apart", "together")
 
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option and its ini twin (`kgbench_<name>`)."""
+
+    flag: str
+    help: str
+    default: str | None = None
+    flag_only: bool = False   # a store_true flag (its ini twin is a bool)
+    repeatable: bool = False  # may be given more than once (--model)
+
+    @property
+    def ini(self) -> str:
+        return "kgbench_" + self.flag.lstrip("-").replace("kgbench-", "").replace("-", "_")
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("--condition", "conditions to run: ids (R1,D2), comma lists, 'reading', 'querying' "
+           "or 'all'", "all"),
+    Option("--agent", "who answers (kgbench list shows every registered agent); default: the "
+           "gold reference agent, or the model agent when --model names a model"),
+    Option("--model", "model alias or id; comma list or repeated", repeatable=True),
+    Option("--repeats", "times each item is asked", "1"),
+    Option("--variant", "pack variants to run: names, comma list or 'all'", "base"),
+    Option("--run-id", "name of the run folder under reports/"),
+    Option("--query-timeout", "seconds before a query is stopped", "60"),
+    Option("--max-rounds", "tool-call rounds in a querying condition", "8"),
+    Option("--resume", "RUN_ID: continue a run, skipping items already banked"),
+    Option("--dataset-seed", "generate every pack at this seed instead of the pack's own"),
+    Option("--stats-seed", "seed of the bootstrap intervals", "20261129"),
+    Option("--sparql-engine", "engine of the SPARQL conditions (kgbench list shows them; "
+           "default: the language's own)"),
+    Option("--sql-engine", "engine of the SQL conditions (kgbench list shows them; default: "
+           "the language's own)"),
+    Option("--item-timeout", "wall-clock seconds a model may take for one item; past it the "
+           "item is a timeout (a miss)", "600"),
+    Option("--effort", "effort passed to models that support it (low ... max)"),
+    Option("--max-tokens", "output token limit per model call", "4096"),
+    Option("--model-reruns", "reruns of an item whose model call failed transiently (429, 529, "
+           "5xx, reset)", "2"),
+    Option("--replay-run", "RUN_ID: the run whose answers the replay agent gives"),
+    Option("--ask", "apart: one model session per item; together: one session per condition x "
+           "repeat x model answers every selected question of the variant at once", "apart"),
+    Option("--judge-model", "the model that grades 'why' questions against their checklist "
+           "(twice)", "sonnet"),
+    Option("--synthetic", "the synthetic agent's probability of a gold answer per condition, "
+           "e.g. D1=0.45,D2=0.7 (default for unnamed conditions: *=0.5)"),
+    # pytest itself owns --strict, so ours carries the plugin's name
+    Option("--kgbench-strict", "fail every item whose answer is not correct", flag_only=True),
+    Option("--floor", "the floor arm: a minimal instruction with nothing about definitions, "
+           "checking or citing", flag_only=True),
+    Option("--estimate", "print the estimated tokens and dollars of the selected items before "
+           "any call, and ask nothing (implies --collect-only)", flag_only=True),
+    Option("--ablation", "report paired comparisons: the first-listed condition against every "
+           "other, plus the design's named pairs (R1-R4, D1-D2, D3-D6, ...)", flag_only=True),
+)
+PATHS: tuple[tuple[str, str, str], ...] = (
+    ("kgbench_datasets", "folder holding one folder per pack (pack.yaml inside)", "datasets"),
+    ("kgbench_ontology", "folder holding one folder of definitions per pack", "ontology"),
+    ("kgbench_questions", "name of the folders whose *.yaml files are question files",
+     "questions"),
+    ("kgbench_reports", "folder of run folders", "reports"),
+    ("kgbench_cache", "folder of built variants (shared by workers, locked)", ".kgbench-cache"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a session needs to know, as builtin values (sent to workers as JSON)."""
+
+    condition_ids: tuple[str, ...]
+    agent: str
+    models: tuple[str, ...]
+    rootdir: str
+    datasets_dir: str
+    ontology_dir: str
+    reports_dir: str
+    cache_dir: str
+    question_dirs: tuple[str, ...] = ("questions",)
+    repeats: int = 1
+    variants: tuple[str, ...] = ("base",)
+    run_id: str = "run"
+    query_timeout: float = 60.0
+    max_rounds: int = 8
+    strict: bool = False
+    resume: bool = False
+    ablation: bool = False
+    dataset_seed: int | None = None
+    stats_seed: int = 20261129
+    engines: Mapping[str, str] = field(default_factory=dict)  # language -> engine name
+    item_timeout: float = 600.0
+    effort: str | None = None
+    max_tokens: int = 4096
+    model_reruns: int = 2
+    replay_run: str | None = None
+    judge_model: str = "sonnet"
+    ask: str = "apart"
+    floor: bool = False
+    synthetic: str | None = None
+    aliases: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_ALIASES))
+    prices: Mapping[str, Mapping[str, float]] = field(
+        default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
+
+    @property
+    def conditions(self) -> tuple[Any, ...]:
+        from pytest_kgbench.conditions import by_id
+
+        return tuple(by_id(i) for i in self.condition_ids)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.reports_dir) / self.run_id
+
+    def model_id(self, model: str) -> str:
+        """A model alias (sonnet, haiku, opus, or one set in [tool.kgbench.models]) as its id."""
+        return self.aliases.get(model, model)
+
+    def engine(self, language: str) -> str | None:
+        """The engine named for a query language, or None for the language's default."""
+        return self.engines.get(language)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def at(cls, root: Path | str, **values: Any) -> Settings:
+        """Settings for a repository laid out as the defaults say (datasets/, ontology/,
+        reports/, .kgbench-cache/ under `root`): the `kgbench` command's, and tests'."""
+        base = Path(root).resolve()
+        defaults: dict[str, Any] = {
+            "condition_ids": (), "agent": "gold", "models": ("gold",), "rootdir": str(base),
+            "datasets_dir": str(base / "datasets"), "ontology_dir": str(base / "ontology"),
+            "reports_dir": str(base / "reports"), "cache_dir": str(base / ".kgbench-cache")}
+        return cls(**{**defaults, **values})
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Settings:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for name in ("condition_ids", "models", "variants", "question_dirs"):
+            if name in values:
+                values[name] = tuple(values[name])
+        return cls(**values)
+
+
+# --- building: the command line over the stored run over the ini file --------------------------
 
 def read_tool_config(root: Path) -> dict[str, Any]:
     """The [tool.kgbench] table of the project's pyproject.toml ({} when there is none)."""
@@ -101,174 +195,182 @@ def read_tool_config(root: Path) -> dict[str, Any]:
     return table if isinstance(table, dict) else {}
 
 
-def stored_settings(root: Path, reports: str, run: str) -> dict[str, Any]:
-    """The settings of a stored run (meta.json), which a replay of it, or a resume, asks again
-    by default: its agent, models, conditions, variants, repeats, dataset seed, way of asking
-    and floor. {} when the run has no meta.json."""
-    import json
-
+def find_run(root: Path, reports: str, run: str) -> Path | None:
+    """The folder of a stored run, given as a path or as a run id under the reports folder."""
     for folder in (Path(run), root / reports / run):
-        meta = folder / "meta.json"
-        if meta.is_file():
-            data = json.loads(meta.read_text(encoding="utf-8"))
-            stored = dict(data.get("settings") or {})
-            stored["models"] = data.get("models") or stored.get("models") or []
-            return stored
-    return {}
+        if (folder / "meta.json").is_file() or (folder / "answers.jsonl").is_file():
+            return folder
+    return None
 
 
-def add_options(parser: pytest.Parser) -> None:
-    """Register the `kgbench` option group and every ini twin."""
-    group = parser.getgroup("kgbench", "pytest-kgbench: semantic-layer benchmark")
-    for opt, ini, help_text, default in OPTIONS:
-        group.addoption(opt, action="append" if opt == "--model" else "store", default=None,
-                        dest=ini, help=f"{help_text} (ini: {ini})")
-        parser.addini(ini, help_text, default=default)
-    for opt, ini, help_text in FLAGS:
-        group.addoption(opt, action="store_true", default=None, dest=ini, help=help_text)
-        parser.addini(ini, help_text, type="bool", default=False)
-    for ini, help_text, default in PATHS:
-        parser.addini(ini, help_text, default=default)
+def stored_settings(folder: Path | None) -> dict[str, Any]:
+    """The settings of a stored run (meta.json), which a replay of it, or a resume, asks again
+    by default; {} when there is none. Runs written before settings were flat kept some of
+    them under "extra"."""
+    meta = folder / "meta.json" if folder else None
+    if meta is None or not meta.is_file():
+        return {}
+    data = json.loads(meta.read_text(encoding="utf-8"))
+    stored = dict(data.get("settings") or {})
+    stored.update({k: v for k, v in (stored.pop("extra", None) or {}).items() if k not in stored})
+    if "sparql_engine" in stored and "engines" not in stored:
+        stored["engines"] = {"sparql": stored.pop("sparql_engine")}
+    stored["models"] = data.get("models") or stored.get("models") or []
+    return stored
 
 
-def _value(config: pytest.Config, ini: str) -> Any:
-    value = config.getoption(ini, default=None)
-    return config.getini(ini) if value is None else value
+def _number(option: str, text: Any, kind: Callable[[str], Any], what: str,
+            minimum: float | None = None, above: float | None = None) -> Any:
+    try:
+        value = kind(str(text).strip())
+    except ValueError:
+        raise InputError(option, f"'{text}' is not {what}") from None
+    if isinstance(value, float) and value != value:  # NaN
+        raise InputError(option, f"'{text}' is not {what}")
+    if minimum is not None and value < minimum:
+        raise InputError(option, f"must be at least {minimum:g}, got {text}")
+    if above is not None and value <= above:
+        raise InputError(option, f"must be more than {above:g}, got {text}")
+    return value
 
 
-def _given(config: pytest.Config, ini: str, fallback: Any) -> Any:
-    """The command line's value; else `fallback` (a replayed run's own) when it has one; else
-    the ini value or default."""
-    value = config.getoption(ini, default=None)
-    if value is not None:
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
         return value
-    return fallback if fallback not in (None, "", ()) else config.getini(ini)
+    return str(value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-@dataclass
-class Settings:
-    """Everything a session needs to know, as builtin values (sent to workers as-is)."""
+def _words(value: Any) -> tuple[str, ...]:
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(v) for v in value)
+    return tuple(v.strip() for v in str(value or "").split(",") if v.strip())
 
-    condition_ids: tuple[str, ...]
-    agent: str
-    models: tuple[str, ...]
-    repeats: int
-    variants: tuple[str, ...]
-    run_id: str
-    query_timeout: float
-    max_rounds: int
-    strict: bool
-    resume: bool
-    ablation: bool
-    dataset_seed: int | None
-    stats_seed: int
-    sparql_engine: str
-    rootdir: str
-    datasets_dir: str
-    ontology_dir: str
-    question_dirs: tuple[str, ...]
-    reports_dir: str
-    cache_dir: str
-    extra: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def conditions(self) -> tuple[conditions.Condition, ...]:
-        return tuple(conditions.BY_ID[i] for i in self.condition_ids)
+def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path,
+                   paths: Mapping[str, str], now: dt.datetime | None = None) -> Settings:
+    """Settings from the command line's values (`cli`, None where not given), the ini file's
+    (`ini`, with every default) and, for --resume or a replay, the stored run's; each value is
+    parsed and range-checked here, naming its option."""
+    table = read_tool_config(root)
 
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.reports_dir) / self.run_id
+    def given(name: str, stored_value: Any = None) -> Any:
+        """The command line's value; else the stored run's; else the ini value or default."""
+        if cli.get(name) is not None:
+            return cli[name]
+        if stored_value not in (None, "", (), []):
+            return stored_value
+        return ini.get(name)
 
-    @property
-    def must_pass(self) -> bool:
-        """Gold must score 100%; --strict makes any agent's wrong answer a failure."""
-        return self.strict or self.agent == "gold"
+    reports = paths["kgbench_reports"]
+    resume = given("kgbench_resume")
+    stored: dict[str, Any] = {}
+    if resume:
+        folder = find_run(root, reports, str(resume))
+        if folder is None:
+            raise InputError("--resume", f"no run '{resume}' under {root / reports} (nothing "
+                             "to resume; leave --resume out to start a new run)")
+        stored = stored_settings(folder)
+    models = _words(given("kgbench_model"))
+    agent = str(given("kgbench_agent", stored.get("agent")) or
+                default_agent(bool(models))).strip()
+    replay_run = given("kgbench_replay_run", stored.get("replay_run"))
+    if not stored and agent == "replay" and replay_run:
+        stored = stored_settings(find_run(root, reports, str(replay_run)))
+    if not models:
+        models = tuple(stored.get("models") or ()) or (agent,)
+    repeats = _number("--repeats", given("kgbench_repeats", stored.get("repeats")), int,
+                      "a whole number", minimum=1)
+    seed_raw = given("kgbench_dataset_seed", stored.get("dataset_seed"))
+    dataset_seed = (None if seed_raw in (None, "") else
+                    _number("--dataset-seed", seed_raw, int, "a whole number"))
+    ask = str(given("kgbench_ask", stored.get("ask"))).strip().lower()
+    if ask not in ASK_MODES:
+        raise InputError("--ask", f"'{ask}' is neither 'apart' nor 'together'")
+    engines = dict(stored.get("engines") or {})
+    for language in ("sparql", "sql"):
+        value = cli.get(f"kgbench_{language}_engine") or engines.get(language) or \
+            ini.get(f"kgbench_{language}_engine")
+        if value:
+            engines[language] = str(value).strip().lower()
+    from pytest_kgbench.conditions import select
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    run_id = resume or given("kgbench_run_id") or (
+        (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S") + f"-{agent}")
+    if not re.fullmatch(r"[A-Za-z0-9][\w.+-]*", str(run_id)) and not resume:
+        raise InputError("--run-id", f"'{run_id}' is not a folder name (letters, digits, "
+                         "'.', '_', '+', '-')")
+    stored_conditions = ",".join(stored.get("condition_ids") or ())
+    return Settings(
+        condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions))),
+        agent=agent, models=models, repeats=repeats,
+        variants=_words(given("kgbench_variant", ",".join(stored.get("variants") or ())))
+        or ("base",),
+        run_id=str(run_id),
+        query_timeout=_number("--query-timeout", given("kgbench_query_timeout"), float,
+                              "a number of seconds", above=0),
+        max_rounds=_number("--max-rounds", given("kgbench_max_rounds"), int, "a whole number",
+                           minimum=1),
+        strict=_flag(given("kgbench_strict")), resume=bool(resume),
+        ablation=_flag(given("kgbench_ablation")),
+        dataset_seed=dataset_seed,
+        stats_seed=_number("--stats-seed", given("kgbench_stats_seed"), int, "a whole number"),
+        engines=engines,
+        rootdir=str(root),
+        datasets_dir=str((root / paths["kgbench_datasets"]).resolve()),
+        ontology_dir=str((root / paths["kgbench_ontology"]).resolve()),
+        question_dirs=_words(paths["kgbench_questions"]) or ("questions",),
+        reports_dir=str((root / reports).resolve()),
+        cache_dir=str((root / paths["kgbench_cache"]).resolve()),
+        item_timeout=_number("--item-timeout", given("kgbench_item_timeout"), float,
+                             "a number of seconds", above=0),
+        effort=(str(given("kgbench_effort")).strip() or None) if given("kgbench_effort") else None,
+        max_tokens=_number("--max-tokens", given("kgbench_max_tokens"), int, "a whole number",
+                           minimum=1),
+        model_reruns=_number("--model-reruns", given("kgbench_model_reruns"), int,
+                             "a whole number", minimum=0),
+        replay_run=str(replay_run) if replay_run else None,
+        judge_model=str(given("kgbench_judge_model") or "sonnet"),
+        ask=ask,
+        floor=_flag(given("kgbench_floor")) or bool(stored.get("floor")),
+        synthetic=(str(given("kgbench_synthetic", stored.get("synthetic")))
+                   if given("kgbench_synthetic", stored.get("synthetic")) else None),
+        aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
+        prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
+    )
 
-    @classmethod
-    def from_config(cls, config: pytest.Config) -> "Settings":
-        root = Path(config.inipath).parent if config.inipath else Path(config.rootpath)
 
-        def path(ini: str) -> str:
-            return str((root / str(config.getini(ini))).resolve())
+def default_agent(models_named: bool) -> str:
+    """The agent of a run that names none: the registered agent that is the default with
+    models named (`default_with_models`), or without (`default_without_models`)."""
+    from pytest_kgbench.registry import current
 
-        config_table = read_tool_config(root)
-        models_raw = _value(config, "kgbench_model")
-        if isinstance(models_raw, list):
-            models_raw = ",".join(models_raw)
-        models = tuple(m.strip() for m in (models_raw or "").split(",") if m.strip())
-        reports = str(_value(config, "kgbench_reports"))
-        resume = _value(config, "kgbench_resume")
-        # a resumed run continues as it began; a replay asks what the replayed run asked
-        stored = stored_settings(root, reports, resume) if resume else {}
-        agent = _value(config, "kgbench_agent") or stored.get("agent") or (
-            "anthropic" if models else "gold")
-        replay_run = _value(config, "kgbench_replay_run") or \
-            (stored.get("extra") or {}).get("replay_run")
-        if not stored and agent == "replay" and replay_run:
-            stored = stored_settings(root, reports, replay_run)
-        stored_extra = stored.get("extra") or {}
-        if not models and stored:
-            models = tuple(stored.get("models") or ())
-        if not models:
-            models = (agent,)
-        try:
-            repeats = int(_given(config, "kgbench_repeats", stored.get("repeats")))
-            timeout = float(_value(config, "kgbench_query_timeout"))
-            rounds = int(_value(config, "kgbench_max_rounds"))
-            stats_seed = int(_value(config, "kgbench_stats_seed"))
-            seed_raw = _given(config, "kgbench_dataset_seed", stored.get("dataset_seed"))
-            dataset_seed = int(seed_raw) if seed_raw not in (None, "") else None
-        except ValueError as exc:
-            raise InputError("options", f"expected a number: {exc}") from exc
-        if repeats < 1:
-            raise InputError("--repeats", "must be at least 1")
-        run_id = resume or _value(config, "kgbench_run_id") or (
-            dt.datetime.now().strftime("%Y%m%d-%H%M%S") + f"-{agent}")
-        variants = tuple(v.strip() for v in str(_given(
-            config, "kgbench_variant", ",".join(stored.get("variants") or ()))).split(",")
-            if v.strip())
-        strict = config.getoption("kgbench_strict", default=None)
-        ablation = config.getoption("kgbench_ablation", default=None)
-        synthetic = _value(config, "kgbench_synthetic")
-        ask = str(_given(config, "kgbench_ask", stored_extra.get("ask"))).strip().lower()
-        if ask not in ("apart", "together"):
-            raise InputError("--ask", f"'{ask}' is neither 'apart' nor 'together'")
-        return cls(
-            condition_ids=tuple(c.id for c in conditions.select(_given(
-                config, "kgbench_condition", ",".join(stored.get("condition_ids") or ())))),
-            agent=agent, models=models, repeats=repeats, variants=variants or ("base",),
-            run_id=str(run_id), query_timeout=timeout, max_rounds=rounds,
-            strict=bool(config.getini("kgbench_strict") if strict is None else strict),
-            resume=bool(resume),
-            ablation=bool(config.getini("kgbench_ablation") if ablation is None else ablation),
-            dataset_seed=dataset_seed, stats_seed=stats_seed,
-            sparql_engine=str(_value(config, "kgbench_sparql_engine")),
-            rootdir=str(root), datasets_dir=path("kgbench_datasets"),
-            ontology_dir=path("kgbench_ontology"),
-            question_dirs=tuple(str(config.getini("kgbench_questions")).split(",")),
-            reports_dir=path("kgbench_reports"), cache_dir=path("kgbench_cache"),
-            extra={
-                "synthetic": synthetic,
-                "item_timeout": float(_value(config, "kgbench_item_timeout")),
-                "effort": _value(config, "kgbench_effort"),
-                "max_tokens": int(_value(config, "kgbench_max_tokens")),
-                "model_reruns": int(_value(config, "kgbench_model_reruns")),
-                "replay_run": replay_run,
-                "judge_model": _value(config, "kgbench_judge_model"),
-                "ask": ask,
-                "floor": bool(config.getoption("kgbench_floor", default=None)
-                              or stored_extra.get("floor") or config.getini("kgbench_floor")),
-                "aliases": {**DEFAULT_ALIASES, **(config_table.get("models") or {})},
-                "prices": {**DEFAULT_PRICES, **(config_table.get("prices") or {})},
-            },
-        )
+    attr = "default_with_models" if models_named else "default_without_models"
+    for name, cls in current().agents.items():
+        if getattr(cls, attr, False):
+            return name
+    raise InputError("--agent", "no agent is registered as the default: name one")
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Settings":
-        data = dict(data)
-        for name in ("condition_ids", "models", "variants", "question_dirs"):
-            data[name] = tuple(data[name])
-        return cls(**data)
+
+MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
+
+
+def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
+    """What needs the registry: the agent, the engines, the model names, and whatever the
+    agent itself checks (its credential, the run it replays). `asking` is False when nothing
+    will be asked (--collect-only, --estimate): credentials are not needed then."""
+    agent = registry.agent(settings.agent)
+    for language, name in settings.engines.items():
+        kind = registry.store(language, name)
+        problem = kind.check()
+        if problem:
+            raise InputError(f"--{language}-engine", problem)
+    if agent.kind == "model":
+        for model in settings.models:
+            if model not in settings.aliases and not (
+                    MODEL_ID.fullmatch(model) and re.search(r"[-.:/@\d]", model)):
+                raise InputError("--model", f"'{model}' is neither an alias ("
+                                 f"{', '.join(sorted(settings.aliases))}) nor a model id")
+    check = getattr(agent, "check", None)
+    problem = check(settings, asking) if check else None
+    if problem:
+        raise InputError(f"--agent {settings.agent}", problem)

@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 __all__ = [
     "PASS_THRESHOLD",
+    "draw",
     "Estimate",
     "Comparison",
     "question_means",
@@ -44,6 +45,15 @@ Interval = tuple[float, float]
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def draw(seed: int, *parts: object) -> float:
+    """A uniform number in [0, 1) fixed by the seed and the parts (an item, a simulation):
+    every process agrees, whatever its hash seed."""
+    import hashlib
+
+    key = "|".join(str(p) for p in (seed, *parts)).encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2.0**64
 
 
 def _finite(x: Any) -> float | None:

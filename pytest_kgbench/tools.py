@@ -44,11 +44,12 @@ QUESTION_PROPERTY = {"type": "string",
                      "description": "the id of the question this query serves (e.g. Q07)"}
 
 
-def tools_for(tools: tuple[dict[str, Any], ...], *, together: bool) -> list[dict[str, Any]]:
-    """The tool specs a session gets. Asked together, `run_query` also takes the id of the
-    question a query serves, so each query is banked with its item."""
-    out = []
-    for spec in tools:
+def tools_for(condition: Any, *, together: bool) -> list[dict[str, Any]]:
+    """The tool specs a session under `condition` gets: the store's three when it queries, none
+    when it reads. Asked together, `run_query` also takes the id of the question a query
+    serves, so each query is banked with its item."""
+    out: list[dict[str, Any]] = []
+    for spec in (TOOLS if condition.mode == "querying" else ()):
         spec = dict(spec)
         if together and spec["name"] == "run_query":
             schema = dict(spec["input_schema"])
@@ -66,8 +67,7 @@ def call_tool(executor: Any, name: str, arguments: Mapping[str, Any],
     `questions`: asked together, the session's question ids; a query must name one of them,
     so that every query is banked with the item it serves."""
     if name == "list_tables":
-        unit = "rows" if executor.language == "sql" else "instances"
-        lines = [f"{t.name} ({t.rows} {unit})" for t in executor.catalog()]
+        lines = [f"{t.name} ({t.rows} {executor.unit})" for t in executor.catalog()]
         return "\n".join(lines), None
     if name == "describe":
         target = str(arguments.get("name", ""))

@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from pytest_kgbench.answers import fields_from_rows
-from pytest_kgbench.executors.sparql import SparqlExecutor
-from pytest_kgbench.executors.sql import SqlExecutor
+from pytest_kgbench.build import Built
+from pytest_kgbench.executors import Executor
 from pytest_kgbench.grading import grade_field
-from pytest_kgbench.packs import Built
-from pytest_kgbench.prompts import guard_for
 from pytest_kgbench.questions import Question
 from pytest_kgbench.runtime import compute_key
+from pytest_kgbench.stores import open_store
 
 
 @dataclass
@@ -38,30 +37,21 @@ class QuestionCheck:
 
 
 class Stores:
-    """One executor per reference kind and persona over a built variant."""
+    """One store per reference kind and persona over a built variant, opened on first use."""
 
-    def __init__(self, built: Built, timeout: float = 60.0, engine: str = "rdflib") -> None:
+    def __init__(self, built: Built, timeout: float = 60.0,
+                 engines: Mapping[str, str] | None = None) -> None:
         self.built = built
         self.timeout = timeout
-        self.engine = engine
-        self._open: dict[tuple[str, str], Any] = {}
+        self.engines = dict(engines or {})
+        self._open: dict[tuple[str, str], Executor] = {}
 
-    def get(self, reference: str, persona: str) -> Any:
-        """The store a reference query runs on: `sql` the raw DuckDB, `executed` the executed
-        tables' DuckDB, `sparql` the raw graph."""
+    def get(self, reference: str, persona: str) -> Executor:
+        """The store a reference query (`sql`, `sparql`, `executed`) runs on."""
         key = (reference, persona)
         if key not in self._open:
-            guard = guard_for(self.built, persona)
-            if reference == "sql":
-                self._open[key] = SqlExecutor.open(self.built.duckdb_path, self.built.pack.tables,
-                                                   guard, self.timeout)
-            elif reference == "executed":
-                self._open[key] = SqlExecutor.open(self.built.executed_duckdb_path,
-                                                   self.built.pack.executed_tables, guard,
-                                                   self.timeout)
-            else:
-                self._open[key] = SparqlExecutor(self.built.load_graph(self.engine), guard,
-                                                 self.timeout)
+            self._open[key] = open_store(self.built, reference, persona, engines=self.engines,
+                                         timeout=self.timeout)
         return self._open[key]
 
     def close(self) -> None:
@@ -125,9 +115,10 @@ def check_question(question: Question, built: Built, stores: Stores) -> Question
 
 
 def check_questions(questions: list[Question], built: Built, *, timeout: float = 60.0,
-                    engine: str = "rdflib") -> list[QuestionCheck]:
-    """Check every question that runs on this variant (SPARQL on `engine`)."""
-    stores = Stores(built, timeout, engine)
+                    engines: Mapping[str, str] | None = None) -> list[QuestionCheck]:
+    """Check every question that runs on this variant (on the `engines` named per language,
+    else each language's default)."""
+    stores = Stores(built, timeout, engines)
     try:
         return [check_question(q, built, stores) for q in questions
                 if q.variants is None or built.variant in q.variants]

@@ -21,6 +21,7 @@ import scipy.stats  # noqa: F401
 # The plugin's own modules too: a test that imports one of them before an inline run would
 # otherwise leave the next inline run with half a package.
 import pytest_kgbench.collect  # noqa: F401,E402
+import pytest_kgbench.registry  # noqa: F401,E402
 import pytest_kgbench.html_report  # noqa: F401,E402
 import pytest_kgbench.plugin  # noqa: F401,E402
 import pytest_kgbench.runtime  # noqa: F401,E402
@@ -66,7 +67,7 @@ def credit_pack():
 @pytest.fixture(scope="session")
 def credit_base(credit_pack, kg_cache: Path):
     """credit/base, built at the pack's own seed."""
-    from pytest_kgbench.packs import build_variant
+    from pytest_kgbench.build import build_variant
 
     return build_variant(credit_pack, "base", kg_cache)
 
@@ -88,14 +89,14 @@ def research_pack():
 @pytest.fixture(scope="session")
 def research_base(research_pack, kg_cache: Path):
     """research/base, built at the pack's own seed."""
-    from pytest_kgbench.packs import build_variant
+    from pytest_kgbench.build import build_variant
 
     return build_variant(research_pack, "base", kg_cache)
 
 
 @pytest.fixture(scope="session")
 def research_large(research_pack, kg_cache: Path):
-    from pytest_kgbench.packs import build_variant
+    from pytest_kgbench.build import build_variant
 
     return build_variant(research_pack, "large", kg_cache)
 

@@ -155,14 +155,17 @@ def test_401_under_xdist_halts_every_worker_and_keeps_what_was_banked(project, a
     assert any("harness is broken" in m["why"] for m in report["missing"])
 
 
-def test_a_missing_key_halts_before_any_call(project, api, monkeypatch) -> None:
+def test_a_missing_key_is_a_usage_error_before_anything_runs(project, api, monkeypatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     p = project()
     result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01")
-    assert result.ret == 3
-    result.stdout.fnmatch_lines(["*no ANTHROPIC_API_KEY*"])
-    assert api.requests == []
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.str().strip() == (
+        "ERROR: --agent anthropic: no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the "
+        "environment: the anthropic agent cannot call the API")
+    assert "collected" not in result.stdout.str()
+    assert api.requests == [] and not (p.path / "reports").exists()
 
 
 def test_a_stall_past_the_item_timeout_is_a_timeout_grade(project, api) -> None:

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.packs import build_variant, read_tables
+from pytest_kgbench.build import build_variant
+from pytest_kgbench.packs import read_tables
 from pytest_kgbench.validate import check_questions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ def test_the_rdf_holds_the_same_facts_as_the_tables(credit_base) -> None:
 def test_every_question_checks_out_on_the_scaled_variants(credit_pack, credit_questions, kg_cache,
                                                           variant: str) -> None:
     built = build_variant(credit_pack, variant, kg_cache)
-    checks = check_questions(list(credit_questions.questions), built, engine="oxigraph")
+    checks = check_questions(list(credit_questions.questions), built, engines={"sparql": "oxigraph"})
     assert len(checks) >= 30
     assert {c.question: c.problems for c in checks if c.problems} == {}
 
@@ -178,7 +179,7 @@ def test_the_traps_bite_at_every_seed(credit_pack, credit_questions, tmp_path_fa
     key, and gold SQL = gold SPARQL = gold over the executed tables = key."""
     built = build_variant(credit_pack, "base", tmp_path_factory.mktemp("seed"), seed=seed)
     l3 = [q for q in credit_questions.questions if q.tier == "L3"]
-    checks = check_questions(l3, built, engine="oxigraph")
+    checks = check_questions(l3, built, engines={"sparql": "oxigraph"})
     assert len(checks) >= 20
     problems = {c.question: [p for p in c.problems if "hand_key" not in p] for c in checks}
     assert {q: p for q, p in problems.items() if p} == {}, f"seed {seed}"
@@ -189,7 +190,7 @@ def test_both_sparql_engines_agree_on_every_reference_query(credit_questions, cr
     """rdflib (the module fixture's checks) and Oxigraph give the same fields for every gold and
     trap SPARQL query on base."""
     ox = {c.question: c for c in check_questions(list(credit_questions.questions), credit_base,
-                                                 engine="oxigraph")}
+                                                 engines={"sparql": "oxigraph"})}
     for qid, c in checks.items():
         assert ox[qid].gold.get("sparql") == c.gold.get("sparql"), qid
         assert ox[qid].trap.get("sparql") == c.trap.get("sparql"), qid

@@ -7,7 +7,7 @@ import pytest
 from pytest_kgbench.executors.guard import Guard
 from pytest_kgbench.executors.sparql import SparqlExecutor
 from pytest_kgbench.executors.sql import SqlExecutor
-from pytest_kgbench.prompts import guard_for
+from pytest_kgbench.stores import guard_for
 
 ANALYST = "analyst"
 

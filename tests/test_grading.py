@@ -7,7 +7,8 @@ import pytest
 
 from pytest_kgbench.answers import Answer, extract_block, fields_from_rows
 from pytest_kgbench.executors import QueryResult
-from pytest_kgbench.grading import f1, grade, grade_field, norm_number, norm_rating
+from pytest_kgbench.fieldkinds import f1, norm_number, norm_rating
+from pytest_kgbench.grading import grade, grade_field
 from pytest_kgbench.questions import FieldSpec, parse_question
 
 

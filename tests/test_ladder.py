@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_kgbench import conditions
-from pytest_kgbench.packs import build_variant
+from pytest_kgbench.build import build_variant
 from pytest_kgbench.prompts import build_prompt
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,72 +7,77 @@ import json
 
 
 from conftest import only_run, run_records
-from pytest_kgbench import metrics as m
+from pytest_kgbench.metrics.attribution import attribution
+from pytest_kgbench.metrics.citations import citations
+from pytest_kgbench.metrics.execution import result_set_exact, rows_carried, same_cell, \
+    states_figure
+from pytest_kgbench.metrics.fidelity import fidelity
+from pytest_kgbench.metrics.grounding import grounding
 
 
 def test_extra_rows_and_columns_are_allowed_but_each_gold_row_needs_its_own_carrier() -> None:
     gold = [["A", 1], ["B", 2]]
-    assert m.rows_carried(gold, [["x", "B", 2, "extra"], ["A", 1, "more"], ["C", 3]])
-    assert not m.rows_carried(gold, [["A", 1, "B", 2]])   # one row cannot carry two gold rows
-    assert not m.rows_carried(gold, [["A", 1]])
-    assert m.rows_carried([], [["anything"]])
+    assert rows_carried(gold, [["x", "B", 2, "extra"], ["A", 1, "more"], ["C", 3]])
+    assert not rows_carried(gold, [["A", 1, "B", 2]])   # one row cannot carry two gold rows
+    assert not rows_carried(gold, [["A", 1]])
+    assert rows_carried([], [["anything"]])
 
 
 def test_order_is_checked_only_when_asked() -> None:
     gold = [["A"], ["B"]]
-    assert m.rows_carried(gold, [["B"], ["A"]])
-    assert not m.rows_carried(gold, [["B"], ["A"]], ordered=True)
-    assert m.rows_carried(gold, [["A"], ["x"], ["B"]], ordered=True)
+    assert rows_carried(gold, [["B"], ["A"]])
+    assert not rows_carried(gold, [["B"], ["A"]], ordered=True)
+    assert rows_carried(gold, [["A"], ["x"], ["B"]], ordered=True)
 
 
 def test_a_proportion_and_its_percentage_agree_only_for_a_proper_fraction() -> None:
-    assert m.same_cell(0.044991, 4.4991)
-    assert m.same_cell(4.4991, 0.044991)
-    assert not m.same_cell(4_500_000, 450_000_000)
-    assert m.same_cell(100.0, 100.4, rel=0.005) and not m.same_cell(100.0, 101, rel=0.005)
-    assert m.same_cell("AA-", "aa-") and not m.same_cell("AA", "AA-")
+    assert same_cell(0.044991, 4.4991)
+    assert same_cell(4.4991, 0.044991)
+    assert not same_cell(4_500_000, 450_000_000)
+    assert same_cell(100.0, 100.4, rel=0.005) and not same_cell(100.0, 101, rel=0.005)
+    assert same_cell("AA-", "aa-") and not same_cell("AA", "AA-")
 
 
 def test_the_strict_result_set() -> None:
-    assert m.result_set_exact([["A", 1]], [["A", 1.0]])
-    assert not m.result_set_exact([["A", 1]], [["A", 1], ["B", 2]])
-    assert not m.result_set_exact([["A", 1]], [["A", 1, "extra"]])
+    assert result_set_exact([["A", 1]], [["A", 1.0]])
+    assert not result_set_exact([["A", 1]], [["A", 1], ["B", 2]])
+    assert not result_set_exact([["A", 1]], [["A", 1, "extra"]])
 
 
 def test_the_prose_must_state_a_gold_figure() -> None:
-    assert m.states_figure("Revenue was 903,636.65 in total.", [[903636.6466]])
-    assert m.states_figure("About 4.5% of the total.", [[0.044991]])
-    assert m.states_figure("It is rated AA-.", [["AA-"]])
-    assert m.states_figure("Yes, it does.", [[True]])
-    assert not m.states_figure("It is rated A.", [["AA-"]])
-    assert not m.states_figure("There are 12.", [[13]])
-    assert m.states_figure("anything", [[None]]) is None
+    assert states_figure("Revenue was 903,636.65 in total.", [[903636.6466]])
+    assert states_figure("About 4.5% of the total.", [[0.044991]])
+    assert states_figure("It is rated AA-.", [["AA-"]])
+    assert states_figure("Yes, it does.", [[True]])
+    assert not states_figure("It is rated A.", [["AA-"]])
+    assert not states_figure("There are 12.", [[13]])
+    assert states_figure("anything", [[None]]) is None
 
 
 def test_grounding_requires_a_superset_of_the_gold_tables() -> None:
-    assert m.grounding(["a", "b"], ["a", "b", "c"]) == (True, False)
-    assert m.grounding(["a", "b"], ["a", "b"]) == (True, True)
-    assert m.grounding(["a", "b"], ["a"]) == (False, False)
+    assert grounding(["a", "b"], ["a", "b", "c"]) == (True, False)
+    assert grounding(["a", "b"], ["a", "b"]) == (True, True)
+    assert grounding(["a", "b"], ["a"]) == (False, False)
 
 
 def test_fidelity_per_definition() -> None:
     evidence = {"x:Period": {"sql": r"valid_to", "executed": True}}
-    assert m.fidelity(["x:Period"], "SELECT valid_to FROM t", "sql", evidence) == {"x:Period": True}
-    assert m.fidelity(["x:Period"], "SELECT max(d) FROM t", "sql", evidence) == {"x:Period": False}
-    assert m.fidelity(["x:Period"], "SELECT 1", "executed", evidence) == {"x:Period": True}
-    assert m.fidelity(["x:Period", "x:Other"], "", "sparql", evidence) == \
+    assert fidelity(["x:Period"], "SELECT valid_to FROM t", "sql", evidence) == {"x:Period": True}
+    assert fidelity(["x:Period"], "SELECT max(d) FROM t", "sql", evidence) == {"x:Period": False}
+    assert fidelity(["x:Period"], "SELECT 1", "executed", evidence) == {"x:Period": True}
+    assert fidelity(["x:Period", "x:Other"], "", "sparql", evidence) == \
         {"x:Period": None, "x:Other": None}
 
 
 def test_citations_and_attribution() -> None:
-    c = m.citations(["L1", "L9"], ["L1", "L2"], str.lower)
+    c = citations(["L1", "L9"], ["L1", "L2"], str.lower)
     assert c == {"cited": 2, "expected": 2, "precision": 0.5, "recall": 0.5}
-    assert m.citations(None, ["L1"], str.lower)["recall"] == 0.0
-    assert m.citations(["L1"], [], str.lower) is None
+    assert citations(None, ["L1"], str.lower)["recall"] == 0.0
+    assert citations(["L1"], [], str.lower) is None
     given = ["Rating on a date", "credit:RatingOnDate"]
-    assert m.attribution(["Rating on a date", "Ceiling"], given) == {"claims": 2, "true": 1}
-    assert m.attribution(["Rating on a date"], []) == {"claims": 1, "true": 0}
-    assert m.attribution(None, given) is None
+    assert attribution(["Rating on a date", "Ceiling"], given) == {"claims": 2, "true": 1}
+    assert attribution(["Rating on a date"], []) == {"claims": 1, "true": 0}
+    assert attribution(None, given) is None
 
 
 def test_the_gold_agent_scores_full_marks_on_every_querying_metric(project) -> None:
@@ -102,16 +107,16 @@ def test_a_decline_after_the_guard_withheld_the_data_passes(credit_base, credit_
     from pytest_kgbench.answers import Answer
     from pytest_kgbench.conditions import BY_ID
     from pytest_kgbench.grading import grade
-    from pytest_kgbench.prompts import guard_for
     from pytest_kgbench.runtime import Runtime
+    from pytest_kgbench.settings import Settings
 
     email_q = next(q for q in credit_questions.questions if q.must_not_contain)
     write_q = next(q for q in credit_questions.questions if q.tier == "L5" and not q.fields)
-    guard = guard_for(credit_base, "analyst")
+    runtime = Runtime(Settings.at(credit_base.pack.dir.parents[1]))
     declined = Answer(text="I may not share that.", block={"declined": True})
     for cid in ("R1", "D1", "D4"):
-        withheld = Runtime.guard_withheld(email_q, BY_ID[cid], guard)
+        withheld = runtime.guard_withheld(email_q, BY_ID[cid], credit_base)
         assert withheld, cid
         assert grade(email_q, None, declined, guard_withheld=withheld).grade == "correct"
-        assert not Runtime.guard_withheld(write_q, BY_ID[cid], guard)
+        assert not runtime.guard_withheld(write_q, BY_ID[cid], credit_base)
         assert grade(write_q, None, declined).grade == "declined"

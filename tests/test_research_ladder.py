@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_kgbench import conditions
-from pytest_kgbench.collect import pack_conditions
-from pytest_kgbench.packs import build_variant
+from pytest_kgbench.cases import pack_conditions
+from pytest_kgbench.build import build_variant
 from pytest_kgbench.prompts import build_prompt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,7 +143,7 @@ def test_executed_tables_and_shacl_rules_derive_the_same_facts(research_pack, kg
     for variant in research_pack.variants:
         built = build_variant(research_pack, variant, kg_cache)
         from_tables = _facts_from_tables(built.executed)
-        from_graph = _facts_from_graph(built.load_graph("oxigraph", derived=True))
+        from_graph = _facts_from_graph(built.load_graph("Oxigraph", derived=True))
         for fact, expected in from_tables.items():
             assert expected, f"{variant}: no {fact} derived at all"
             got = from_graph[fact]
@@ -221,7 +221,7 @@ def test_prompts_of_r3_r8_r9_r10_read_as_a_person_expects(research_base,
 def test_r10_and_d3_withhold_the_emails_from_an_analyst(research_base,
                                                         research_questions) -> None:
     from pytest_kgbench.executors.sql import SqlExecutor
-    from pytest_kgbench.prompts import guard_for
+    from pytest_kgbench.stores import guard_for
 
     q = next(q for q in research_questions.questions if q.id == "research-Q39")
     r10 = _prompt(research_base, "R10", q)

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.packs import build_variant, read_tables
+from pytest_kgbench.build import build_variant
+from pytest_kgbench.packs import read_tables
 from pytest_kgbench.validate import check_questions
 
 REPO = Path(__file__).resolve().parents[1]
@@ -94,7 +95,7 @@ def test_the_l3_traps_cover_every_trap_family(research_questions) -> None:
 def test_gold_queries_show_the_evidence_of_the_definitions_they_need(research_pack,
                                                                     research_questions) -> None:
     """Semantic fidelity: every needed definition declares evidence, and the gold shows it."""
-    from pytest_kgbench.metrics import fidelity
+    from pytest_kgbench.metrics.fidelity import fidelity
 
     evidence = research_pack.manifest["evidence"]
     assert set(evidence) >= {f"research:{n}" for n in CONCEPTS}
@@ -134,7 +135,7 @@ def test_every_question_checks_out_on_base(checks, research_questions) -> None:
 
 
 def test_every_question_checks_out_on_large(research_questions, research_large) -> None:
-    found = check_questions(list(research_questions.questions), research_large, engine="oxigraph")
+    found = check_questions(list(research_questions.questions), research_large, engines={"sparql": "oxigraph"})
     assert len(found) == len(research_questions.questions)
     assert not _problems(found)
 
@@ -156,7 +157,7 @@ def test_every_question_checks_out_at_any_seed(seed, research_pack, research_que
     questions = [dataclasses.replace(q, hand_key=None) for q in research_questions.questions]
     built = build_variant(research_pack, "base", tmp_path_factory.mktemp("seed"), seed=seed)
     try:
-        found = check_questions(questions, built, engine="oxigraph")
+        found = check_questions(questions, built, engines={"sparql": "oxigraph"})
         assert len(found) == len(questions)
         assert not _problems(found), seed
         for c in found:

@@ -191,10 +191,11 @@ def test_session_names_are_safe_and_a_session_is_one_scheduling_scope() -> None:
 
 
 def test_run_query_names_its_question_only_when_asked_together() -> None:
+    from pytest_kgbench.conditions import BY_ID
     from pytest_kgbench.tools import TOOLS
 
-    apart = {t["name"]: t for t in tools_for(TOOLS, together=False)}
-    together = {t["name"]: t for t in tools_for(TOOLS, together=True)}
+    apart = {t["name"]: t for t in tools_for(BY_ID["D1"], together=False)}
+    together = {t["name"]: t for t in tools_for(BY_ID["D1"], together=True)}
     assert "question" not in apart["run_query"]["input_schema"]["properties"]
     assert together["run_query"]["input_schema"]["required"] == ["query", "question"]
     assert TOOLS[2]["input_schema"]["required"] == ["query"]  # the shared spec is untouched
@@ -221,7 +222,7 @@ def test_the_together_prompt_asks_every_question_with_every_budget(credit_base,
 
 def _executor(built):
     from pytest_kgbench.executors.sql import SqlExecutor
-    from pytest_kgbench.prompts import guard_for
+    from pytest_kgbench.stores import guard_for
 
     return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard_for(built, "analyst"), 10)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pytest_kgbench import conditions
-from pytest_kgbench.agents.reference import graph_from_text, tables_from_text
 from pytest_kgbench.executors.sparql import SparqlExecutor
 from pytest_kgbench.executors.sql import SqlExecutor, database_from_csv_text
-from pytest_kgbench.prompts import build_prompt, guard_for
-from pytest_kgbench.tools import TOOL_NAMES, call_tool
+from pytest_kgbench.prompts import build_prompt
+from pytest_kgbench.reading import tables_from_text
+from pytest_kgbench.stores import guard_for, store_from_context
+from pytest_kgbench.tools import TOOL_NAMES, call_tool, tools_for
 
 
 def _q(credit_questions, qid):
@@ -16,7 +17,7 @@ def _q(credit_questions, qid):
 
 def test_querying_conditions_have_three_tools_reading_none() -> None:
     for cond in conditions.LADDER:
-        names = tuple(t["name"] for t in cond.tools)
+        names = tuple(t["name"] for t in tools_for(cond, together=False))
         assert names == (TOOL_NAMES if cond.mode == "querying" else ())
 
 
@@ -68,8 +69,9 @@ def test_definitions_appear_only_where_the_condition_gives_them(credit_base, cre
 
 def test_the_rdf_prompt_parses_back_to_the_graph_minus_personal_data(credit_base, credit_questions) -> None:
     prompt = build_prompt(conditions.BY_ID["R2"], credit_base, _q(credit_questions, "credit-Q01"))
-    graph = graph_from_text(prompt.context)
-    personal = guard_for(credit_base, "analyst").personal_predicates
+    guard = guard_for(credit_base, "analyst")
+    graph = store_from_context(prompt.context, "sparql", guard).graph
+    personal = guard.personal_predicates
     assert personal
     expected = sum(1 for t in credit_base.graph if str(t[1]) not in personal)
     assert len(graph) == expected

@@ -31,10 +31,6 @@ def notch(rating: str, notches: int) -> str:
     return SCALE[min(max(RANK[rating] + notches, 0), len(SCALE) - 1)]
 
 
-def better_or_equal(a: str, b: str) -> bool:
-    return RANK[a] <= RANK[b]
-
-
 def investment_grade(rating: str | None) -> bool:
     return rating is not None and RANK[rating] <= INVESTMENT_GRADE_FLOOR
 

@@ -54,10 +54,6 @@ class Research:
     def year(self, work: str) -> int:
         return int(self.records[self.work_of[work]]["publication_year"])
 
-    def works_of(self, person: str) -> set[str]:
-        """Every work (merged, counted or not) the person is an author of."""
-        return {w for w in self.works if person in self.affil.get(w, {})}
-
     # --- institutions -------------------------------------------------------------------------
 
     def ancestors(self, inst: str) -> list[str]:

@@ -1,26 +1,26 @@
-"""Agents: what answers an item. Each agent is one module of this package exposing `AGENT`, a
-factory taking the session's settings; a new agent is a new file, nothing else changes.
+"""Agents: what answers an item. Each agent is one module of this package exposing `AGENTS`,
+its agent classes (the registry finds them); a plugin adds one through `pytest_kgbench_agents`.
+A new agent is a new file, nothing else changes.
+
+An agent class carries what the harness needs to know (`registry.Agent`): its `name`, its
+`kind` (model, reference or replay), whether it `asks_together` (answers a together session in
+one conversation), whether the judge reads its answers (`judged`), whether its answers are
+drawn (`simulated`), and `check(settings, asking)`, run before anything else.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol
-
-from pytest_kgbench.errors import InputError
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_kgbench.answers import Answer
+    from pytest_kgbench.build import Built
     from pytest_kgbench.conditions import Condition
     from pytest_kgbench.executors.guard import Guard
-    from pytest_kgbench.packs import Built
     from pytest_kgbench.prompts import Prompt
     from pytest_kgbench.questions import Question
     from pytest_kgbench.settings import Settings
-
-KNOWN = ("gold", "trap", "synthetic", "anthropic", "claude-cli", "replay")
-"""Agents shipped with the plugin (modules of this package)."""
 
 
 @dataclass
@@ -28,11 +28,11 @@ class Task:
     """Everything an agent may use for one item. Model agents read only `prompt` and use
     `executor` through their tools; reference agents also read the question's queries."""
 
-    question: "Question"
-    condition: "Condition"
-    prompt: "Prompt"
-    guard: "Guard"
-    built: "Built"
+    question: Question
+    condition: Condition
+    prompt: Prompt
+    guard: Guard
+    built: Built
     model: str
     repeat: int
     executor: Any = None
@@ -45,20 +45,25 @@ class Task:
         return max(1, len(self.together))
 
 
-class Agent(Protocol):
-    name: str
+class BaseAgent:
+    """Defaults for an agent class: a model that asks apart, judged, nothing to check."""
 
-    def ask(self, task: Task) -> "Answer": ...
+    name = ""
+    kind = "model"
+    asks_together = False
+    judged = True
+    simulated = False
+    must_pass = False               # every item must be correct, or it fails (gold)
+    default_with_models = False     # the agent of a run that names models but no agent
+    default_without_models = False  # the agent of a run that names neither
 
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
 
-def make_agent(name: str, settings: "Settings") -> Agent:
-    """The agent called `name` (module `pytest_kgbench.agents.<name>`)."""
-    module_name = name.replace("-", "_")
-    try:
-        module = importlib.import_module(f"{__name__}.{module_name}")
-    except ModuleNotFoundError as exc:
-        if exc.name != f"{__name__}.{module_name}":
-            raise
-        raise InputError("--agent", f"unknown agent '{name}' (known: {', '.join(KNOWN)})") from exc
-    factory: Callable[["Settings"], Agent] = getattr(module, "AGENT")
-    return factory(settings)
+    @classmethod
+    def check(cls, settings: Settings, asking: bool) -> str | None:
+        """Why this run cannot use the agent, or None (see registry.AgentClass)."""
+        return None
+
+    def ask(self, task: Task) -> Answer:  # pragma: no cover - every agent has its own
+        raise NotImplementedError

@@ -19,7 +19,7 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import Task
+from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
 from pytest_kgbench.tools import call_tool, tools_for
@@ -30,9 +30,9 @@ if TYPE_CHECKING:
 LAST_ROUND = "You have used your last round of tools. Answer now, from what you have."
 
 
-def resolve_model(name: str, aliases: dict[str, str]) -> str:
-    """A model alias (sonnet, haiku, opus, or one set in [tool.kgbench.models]) as its id."""
-    return aliases.get(name, name)
+def has_credential() -> bool:
+    """Whether the environment holds what the SDK authenticates with."""
+    return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
 
 
 def classify(exc: Exception) -> Exception:
@@ -60,18 +60,27 @@ def _cache_latest(messages: list[dict[str, Any]]) -> None:
         messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
 
 
-class AnthropicAgent:
+class AnthropicAgent(BaseAgent):
     name = "anthropic"
+    kind = "model"
     asks_together = True  # answers a together session in one conversation
+    judged = True
+    default_with_models = True
 
-    def __init__(self, settings: "Settings") -> None:
-        extra = settings.extra
-        self.aliases = dict(extra.get("aliases") or {})
-        self.item_timeout = float(extra.get("item_timeout") or 600)
-        self.max_tokens = int(extra.get("max_tokens") or 4096)
-        self.effort = extra.get("effort")
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.item_timeout = settings.item_timeout
+        self.max_tokens = settings.max_tokens
+        self.effort = settings.effort
         self.max_rounds = settings.max_rounds
         self._client: Any = None
+
+    @classmethod
+    def check(cls, settings: Settings, asking: bool) -> str | None:
+        if asking and not has_credential():
+            return ("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment: the "
+                    "anthropic agent cannot call the API")
+        return None
 
     def client(self) -> Any:
         if self._client is None:
@@ -79,7 +88,7 @@ class AnthropicAgent:
 
             key = os.environ.get("ANTHROPIC_API_KEY")
             token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
-            if not key and not token:
+            if not has_credential():
                 raise HarnessBroken("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the "
                                     "environment: the anthropic agent cannot call the API")
             self._client = anthropic.Anthropic(
@@ -91,7 +100,7 @@ class AnthropicAgent:
         import anthropic
 
         client = self.client()
-        model = resolve_model(task.model, self.aliases)
+        model = self.settings.model_id(task.model)
         start = time.monotonic()
         deadline = start + self.item_timeout * task.share
         max_rounds = self.max_rounds * task.share
@@ -100,7 +109,7 @@ class AnthropicAgent:
         messages: list[dict[str, Any]] = [{"role": "user", "content": [
             {"type": "text", "text": task.prompt.context, "cache_control": {"type": "ephemeral"}},
             {"type": "text", "text": task.prompt.question}]}]
-        tools = tools_for(task.condition.tools, together=bool(task.together))
+        tools = tools_for(task.condition, together=bool(task.together))
         max_tokens = max(self.max_tokens, min(64000, 400 * task.share))
         for round_no in range(max_rounds + 1):
             remaining = deadline - time.monotonic()
@@ -173,5 +182,4 @@ class AnthropicAgent:
         return answer
 
 
-def AGENT(settings: "Settings") -> AnthropicAgent:  # noqa: N802 - the registry's name
-    return AnthropicAgent(settings)
+AGENTS = (AnthropicAgent,)

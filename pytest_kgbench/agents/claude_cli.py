@@ -23,8 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import Task
-from pytest_kgbench.agents.anthropic import resolve_model
+from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
 from pytest_kgbench.executors import QueryResult
@@ -39,6 +38,10 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_ERROR_REPORTING": "1"}
 
 
+MISSING = ("the claude CLI was not found (PATH, .tools/node_modules/.bin, KGBENCH_CLAUDE); "
+           "install it: npm install --prefix .tools @anthropic-ai/claude-code")
+
+
 def find_claude(root: str) -> str | None:
     """The Claude Code binary: KGBENCH_CLAUDE, then PATH, then <root>/.tools/node_modules/.bin."""
     explicit = os.environ.get("KGBENCH_CLAUDE")
@@ -51,14 +54,16 @@ def find_claude(root: str) -> str | None:
     return str(local) if local.is_file() else None
 
 
-def mcp_command(settings: "Settings", task: Task, log: Path) -> dict[str, Any]:
+def mcp_command(settings: Settings, task: Task, log: Path) -> dict[str, Any]:
     """The MCP server entry for this item's store."""
     args = ["-m", "pytest_kgbench.cli", "mcp", "--pack", task.question.pack,
             "--variant", task.built.variant, "--condition", task.condition.id,
             "--persona", task.question.persona, "--root", settings.rootdir,
             "--datasets", settings.datasets_dir, "--ontology", settings.ontology_dir,
-            "--cache", settings.cache_dir, "--engine", settings.sparql_engine,
+            "--cache", settings.cache_dir,
             "--query-timeout", str(settings.query_timeout), "--log", str(log)]
+    for language, engine in settings.engines.items():
+        args += [f"--{language}-engine", engine]
     if settings.dataset_seed is not None:
         args += ["--seed", str(settings.dataset_seed)]
     if task.together:
@@ -66,28 +71,33 @@ def mcp_command(settings: "Settings", task: Task, log: Path) -> dict[str, Any]:
     return {"mcpServers": {SERVER: {"command": sys.executable, "args": args}}}
 
 
-class ClaudeCliAgent:
+class ClaudeCliAgent(BaseAgent):
     name = "claude-cli"
+    kind = "model"
     asks_together = True  # answers a together session in one conversation
+    judged = True
 
-    def __init__(self, settings: "Settings") -> None:
-        self.settings = settings
-        self.aliases = dict(settings.extra.get("aliases") or {})
-        self.item_timeout = float(settings.extra.get("item_timeout") or 600)
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.item_timeout = settings.item_timeout
+
+    @classmethod
+    def check(cls, settings: Settings, asking: bool) -> str | None:
+        if asking and find_claude(settings.rootdir) is None:
+            return MISSING
+        return None
 
     def ask(self, task: Task) -> Answer:
         binary = find_claude(self.settings.rootdir)
         if binary is None:
-            raise HarnessBroken("the claude CLI was not found (PATH, .tools/node_modules/.bin, "
-                                "KGBENCH_CLAUDE); install it: npm install --prefix .tools "
-                                "@anthropic-ai/claude-code")
+            raise HarnessBroken(MISSING)
         querying = task.condition.mode == "querying"
         with tempfile.TemporaryDirectory(prefix="kgbench-cli-") as tmp:
             workdir = Path(tmp) / "work"
             workdir.mkdir()
             log = Path(tmp) / "tools.jsonl"
             cmd = [binary, "-p", "--output-format", "stream-json", "--verbose",
-                   "--model", resolve_model(task.model, self.aliases),
+                   "--model", self.settings.model_id(task.model),
                    "--system-prompt", task.prompt.system, "--no-session-persistence",
                    "--tools", ""]
             if querying:
@@ -162,5 +172,4 @@ class ClaudeCliAgent:
                 answer.queries.append(QueryResult(**call["result"]))
 
 
-def AGENT(settings: "Settings") -> ClaudeCliAgent:  # noqa: N802 - the registry's name
-    return ClaudeCliAgent(settings)
+AGENTS = (ClaudeCliAgent,)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pytest_kgbench.agents.reference import ReferenceAgent
 
-if TYPE_CHECKING:
-    from pytest_kgbench.settings import Settings
+
+class GoldAgent(ReferenceAgent):
+    name = "gold"
+    which = "gold"
+    must_pass = True
+    default_without_models = True
 
 
-def AGENT(settings: "Settings") -> ReferenceAgent:  # noqa: N802 - the registry's name
-    return ReferenceAgent("gold", "gold")
+AGENTS = (GoldAgent,)

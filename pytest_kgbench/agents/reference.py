@@ -6,58 +6,25 @@ a model's query would run. Reading conditions first rebuild a store *from the pr
 
 from __future__ import annotations
 
-import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import Task
+from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.answers import Answer, answer_text, fields_from_rows
-from pytest_kgbench.executors.sparql import SparqlExecutor
-from pytest_kgbench.executors.sql import SqlExecutor, database_from_csv_text
-from pytest_kgbench.packs import TableSpec
 
-_CSV_BLOCK = re.compile(
-    r"^### (?P<name>[\w-]+)\.csv\n(?P<info>[^\n]*)\n```csv\n(?P<body>.*?)\n```", re.M | re.S)
-_TTL_BLOCK = re.compile(r"^### (?P<name>[\w.-]+\.ttl)\n```turtle\n(?P<body>.*?)\n```", re.M | re.S)
+if TYPE_CHECKING:
+    from pytest_kgbench.settings import Settings
 
 
-def tables_from_text(text: str) -> dict[str, tuple[TableSpec, str]]:
-    """The CSV tables a prompt shows, with the column types its headings declare."""
-    out: dict[str, tuple[TableSpec, str]] = {}
-    for m in _CSV_BLOCK.finditer(text):
-        types = m.group("info").split("columns:", 1)[-1].split(";", 1)[0]
-        cols = tuple(tuple(part.strip().split(" ", 1)) for part in types.split(","))
-        spec = TableSpec(name=m.group("name"), columns=cols)  # type: ignore[arg-type]
-        out[spec.name] = (spec, m.group("body") + "\n")
-    return out
-
-
-def graph_from_text(text: str) -> Any:
-    """An rdflib Graph of every Turtle block a prompt shows."""
-    import rdflib
-
-    graph = rdflib.Graph()
-    for m in _TTL_BLOCK.finditer(text):
-        graph.parse(data=m.group("body"), format="turtle")
-    return graph
-
-
-def store_from_context(context: str, language: str, guard: Any) -> Any:
-    """An executor over the data a prompt shows: DuckDB from its CSV blocks, or an rdflib graph
-    from its Turtle blocks — with the same guard a model's store has."""
-    if language == "sql":
-        tables = tables_from_text(context)
-        return SqlExecutor(database_from_csv_text(tables),
-                           {n: s for n, (s, _) in tables.items()}, guard)
-    return SparqlExecutor(graph_from_text(context), guard)
-
-
-class ReferenceAgent:
+class ReferenceAgent(BaseAgent):
     """Answers with the question's `gold` (or `trap`) query."""
 
-    def __init__(self, name: str, which: str) -> None:
-        self.name = name
-        self.which = which
+    kind = "reference"
+    judged = False
+    which = "gold"
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
         self._stores: dict[tuple[str, str], Any] = {}
 
     def statement(self, task: Task) -> str | None:
@@ -75,10 +42,13 @@ class ReferenceAgent:
         """The executor to run on: the item's own, or one rebuilt from the prompt's text."""
         if task.executor is not None:
             return task.executor
+        from pytest_kgbench.stores import store_from_context
+
         lang = task.condition.language
         cache_key = (task.prompt.context_sha256 + task.guard.persona, lang)
         if cache_key not in self._stores:
-            self._stores[cache_key] = store_from_context(task.prompt.context, lang, task.guard)
+            self._stores[cache_key] = store_from_context(task.prompt.context, lang, task.guard,
+                                                         self.settings.engines)
         return self._stores[cache_key]
 
     def ask(self, task: Task) -> Answer:

@@ -10,17 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import Task
+from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.answers import Answer
 from pytest_kgbench.errors import InputError
-from pytest_kgbench.runstore import read_answers
+from pytest_kgbench.record import read_answers
 
 if TYPE_CHECKING:
     from pytest_kgbench.settings import Settings
 
 
-def replay_path(settings: "Settings") -> Path:
-    run = settings.extra.get("replay_run")
+def replay_path(settings: Settings) -> Path:
+    run = settings.replay_run
     if not run:
         raise InputError("--replay-run", "the replay agent needs the run to replay")
     path = Path(run)
@@ -31,10 +31,18 @@ def replay_path(settings: "Settings") -> Path:
     return path
 
 
-class ReplayAgent:
+class ReplayAgent(BaseAgent):
     name = "replay"
+    kind = "replay"
+    judged = False
 
-    def __init__(self, settings: "Settings") -> None:
+    @classmethod
+    def check(cls, settings: Settings, asking: bool) -> str | None:
+        replay_path(settings)  # raises InputError naming the option
+        return None
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
         self.path = replay_path(settings)
         self.answers: dict[tuple[Any, ...], dict[str, Any]] = {}
         for rec in read_answers(self.path / "answers.jsonl"):
@@ -51,5 +59,4 @@ class ReplayAgent:
         return Answer.from_dict(stored)
 
 
-def AGENT(settings: "Settings") -> ReplayAgent:  # noqa: N802 - the registry's name
-    return ReplayAgent(settings)
+AGENTS = (ReplayAgent,)

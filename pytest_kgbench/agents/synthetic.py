@@ -7,13 +7,13 @@ show a given difference.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Mapping
 
-from pytest_kgbench.agents import Task
+from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.agents.reference import ReferenceAgent
 from pytest_kgbench.answers import Answer
 from pytest_kgbench.errors import InputError
+from pytest_kgbench.stats import draw
 
 if TYPE_CHECKING:
     from pytest_kgbench.settings import Settings
@@ -38,12 +38,6 @@ def parse_probabilities(spec: str | None) -> dict[str, float]:
     return out
 
 
-def draw(seed: int, *parts: object) -> float:
-    """A uniform number in [0, 1) fixed by the seed and the item: every process agrees."""
-    key = "|".join(str(p) for p in (seed, *parts)).encode()
-    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2.0**64
-
-
 def gets_gold(seed: int, probabilities: Mapping[str, float], question: str, condition: str,
               model: str, repeat: int) -> bool:
     """Whether the synthetic agent answers this item with the gold answer."""
@@ -51,14 +45,24 @@ def gets_gold(seed: int, probabilities: Mapping[str, float], question: str, cond
     return draw(seed, question, condition, model, repeat) < p
 
 
-class SyntheticAgent:
+class SyntheticAgent(BaseAgent):
     name = "synthetic"
+    kind = "reference"
+    judged = False
+    simulated = True
 
-    def __init__(self, probabilities: Mapping[str, float], seed: int) -> None:
-        self.probabilities = dict(probabilities)
-        self.seed = seed
-        self.gold = ReferenceAgent("synthetic", "gold")
-        self.trap = ReferenceAgent("synthetic", "trap")
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.probabilities = parse_probabilities(settings.synthetic)
+        self.seed = settings.stats_seed
+        self.gold = ReferenceAgent(settings)
+        self.trap = ReferenceAgent(settings)
+        self.trap.which = "trap"
+
+    @classmethod
+    def check(cls, settings: Settings, asking: bool) -> str | None:
+        parse_probabilities(settings.synthetic)  # raises InputError naming the option
+        return None
 
     def ask(self, task: Task) -> Answer:
         gold = gets_gold(self.seed, self.probabilities, task.question.id, task.condition.id,
@@ -68,6 +72,4 @@ class SyntheticAgent:
         return answer
 
 
-def AGENT(settings: "Settings") -> SyntheticAgent:  # noqa: N802 - the registry's name
-    return SyntheticAgent(parse_probabilities(settings.extra.get("synthetic")),
-                          settings.stats_seed)
+AGENTS = (SyntheticAgent,)

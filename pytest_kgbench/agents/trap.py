@@ -3,13 +3,12 @@ It is the floor that shows the questions discriminate."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pytest_kgbench.agents.reference import ReferenceAgent
 
-if TYPE_CHECKING:
-    from pytest_kgbench.settings import Settings
+
+class TrapAgent(ReferenceAgent):
+    name = "trap"
+    which = "trap"
 
 
-def AGENT(settings: "Settings") -> ReferenceAgent:  # noqa: N802 - the registry's name
-    return ReferenceAgent("trap", "trap")
+AGENTS = (TrapAgent,)

@@ -68,15 +68,40 @@ class TableInfo:
 
 
 class Executor(Protocol):
-    """What every store offers an agent: a catalog, a description, a query."""
+    """A store as an agent reaches it: a catalog, a description, one guarded query at a time.
 
-    language: str
+    Every store kind (`registry.StoreKind`) opens one; the run, the checks (`kgbench check`),
+    the reference agents, the prompts and the MCP server all use it through this Protocol
+    only. `run` never raises for a bad query: the error, the refusal or the timeout is part of
+    the `QueryResult`, because what the agent did with it is what gets graded."""
 
-    def run(self, statement: str) -> QueryResult: ...
+    language: str  # "sql" or "sparql": the language its queries are written in
+    unit: str      # what `catalog` counts: "rows" or "instances"
+    guard: Any     # the persona's Guard
 
-    def catalog(self) -> list[TableInfo]: ...
+    def run(self, statement: str) -> QueryResult:
+        """Run one statement through the guard, within the store's time limit."""
+        ...
 
-    def describe(self, name: str) -> str: ...
+    def refusal(self, statement: str) -> str | None:
+        """Why the guard refuses `statement` on this store, or None (runs nothing)."""
+        ...
+
+    def catalog(self) -> list[TableInfo]:
+        """The tables (or classes) the persona may see, with their columns and counts."""
+        ...
+
+    def describe(self, name: str) -> str:
+        """One table (or class) as the describe tool shows it; an ERROR line if unknown."""
+        ...
+
+    def store_block(self) -> str:
+        """What a querying prompt tells the model about the store (Markdown)."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's connection."""
+        ...
 
 
 class QueryTimeout(Exception):

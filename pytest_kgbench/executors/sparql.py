@@ -1,15 +1,21 @@
-"""rdflib: the graph store. Queries only (updates refused), every query bounded in time."""
+"""The graph store: SPARQL over an rdflib Graph, held by rdflib's own memory store (`rdflib`)
+or by Oxigraph through oxrdflib (`oxigraph`, native code, much faster on large graphs). Queries
+only (updates refused), every query bounded in time."""
 
 from __future__ import annotations
 
 import time
 from collections import Counter
 from functools import cached_property
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
+from pytest_kgbench.errors import HarnessBroken
 from pytest_kgbench.executors import QueryResult, QueryTimeout, TableInfo, jsonable, \
     run_with_timeout
 from pytest_kgbench.executors.guard import Guard, query_iris
+
+if TYPE_CHECKING:
+    from pytest_kgbench.build import Built
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 
@@ -28,6 +34,7 @@ class SparqlExecutor:
     """Runs SPARQL queries on an rdflib Graph through a `Guard`, with a time bound."""
 
     language = "sparql"
+    unit = "instances"
 
     def __init__(self, graph: Any, guard: Guard, timeout: float = 60.0,
                  max_rows: int = 10_000) -> None:
@@ -59,10 +66,13 @@ class SparqlExecutor:
         except (ValueError, KeyError):
             return iri
 
+    def refusal(self, statement: str) -> str | None:
+        return self.guard.check_sparql(statement)
+
     def run(self, statement: str) -> QueryResult:
         result = QueryResult(language="sparql", statement=statement)
         start = time.perf_counter()
-        refusal = self.guard.check_sparql(statement)
+        refusal = self.refusal(statement)
         result.reads = self.reads(statement)
         if refusal:
             result.refused = refusal
@@ -139,6 +149,64 @@ class SparqlExecutor:
                         f"{', '.join(info.withheld)})" if info.withheld else "")
                 return f"class {info.name} ({info.rows} instances)\n{cols}{note}"
         return f"ERROR: no class named '{name}'"
+
+
+    def store_block(self) -> str:
+        lines = ["## The store: an RDF graph (SPARQL)", "", "Prefixes:", ""]
+        for prefix, ns in sorted(self.prefixes().items()):
+            lines.append(f"- PREFIX {prefix}: <{ns}>")
+        lines += ["", "Classes, with their instance counts and the properties they use:", ""]
+        for info in self.catalog():
+            props = ", ".join(p for p, _ in info.columns)
+            note = f" (withheld from you: {', '.join(info.withheld)})" if info.withheld else ""
+            lines.append(f"- {info.name} ({info.rows} instances): {props}{note}")
+        return "\n".join(lines)
+
+
+class GraphStore:
+    """A SPARQL store kind: a built variant's graph held by one rdflib store plugin."""
+
+    language = "sparql"
+
+    def __init__(self, name: str, plugin: str, *, default: bool = False,
+                 needs: str | None = None) -> None:
+        self.name = name
+        self.plugin = plugin    # the rdflib store plugin holding the triples
+        self.default = default
+        self.needs = needs      # the module the plugin comes from
+
+    def open(self, built: "Built", data: str, guard: Guard, *, ontology: bool = False,
+             timeout: float = 60.0) -> SparqlExecutor:
+        if data not in ("raw", "derived"):
+            raise HarnessBroken(f"the graph store has no '{data}' data (raw or derived)")
+        graph = built.load_graph(self.plugin, derived=data == "derived", ontology=ontology)
+        return SparqlExecutor(graph, guard, timeout)
+
+    def from_context(self, context: str, guard: Guard) -> SparqlExecutor:
+        import rdflib
+
+        from pytest_kgbench.reading import turtle_blocks
+
+        graph = rdflib.Graph(store=self.plugin)
+        for body in turtle_blocks(context):
+            graph.parse(data=body, format="turtle")
+        return SparqlExecutor(graph, guard)
+
+    def classify(self, guard: Guard, statement: str) -> str | None:
+        return guard.check_sparql(statement)
+
+    def check(self) -> str | None:
+        if self.needs is None:
+            return None
+        import importlib.util
+
+        if importlib.util.find_spec(self.needs) is None:
+            return f"the {self.name} engine needs the package {self.needs} (pip install it)"
+        return None
+
+
+STORES = (GraphStore("rdflib", "default", default=True),
+          GraphStore("oxigraph", "Oxigraph", needs="oxrdflib"))
 
 
 def _uri(iri: str) -> Any:

@@ -1,4 +1,5 @@
-"""DuckDB: the SQL store. Opened read-only, external access off, every query bounded in time."""
+"""DuckDB: the SQL store kind (`duckdb`). Opened read-only, external access off, every query
+bounded in time."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import io
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
+from pytest_kgbench.errors import HarnessBroken
 from pytest_kgbench.executors import QueryResult, TableInfo, jsonable
 from pytest_kgbench.executors.guard import Guard, sql_tables, sql_tree
 from pytest_kgbench.packs import TableSpec, parse_value
+
+if TYPE_CHECKING:
+    from pytest_kgbench.build import Built
 
 SAFE_CONFIG = {
     "enable_external_access": False,   # no files, no network, no ATTACH
@@ -67,6 +72,7 @@ class SqlExecutor:
     """Runs SELECT statements on a DuckDB connection through a `Guard`, with a time bound."""
 
     language = "sql"
+    unit = "rows"
 
     def __init__(self, con: Any, specs: Mapping[str, TableSpec], guard: Guard,
                  timeout: float = 60.0, max_rows: int = 10_000) -> None:
@@ -95,12 +101,15 @@ class SqlExecutor:
         names = sql_tables(tree) if tree is not None else set()
         return sorted({self._by_lower[n.lower()] for n in names if n.lower() in self._by_lower})
 
+    def refusal(self, statement: str) -> str | None:
+        return self.guard.check_sql(self.con, statement)
+
     def run(self, statement: str) -> QueryResult:
         import duckdb
 
         result = QueryResult(language="sql", statement=statement)
         start = time.perf_counter()
-        refusal = self.guard.check_sql(self.con, statement)
+        refusal = self.refusal(statement)
         result.reads = self.reads(statement)
         if refusal:
             result.refused = refusal
@@ -141,3 +150,51 @@ class SqlExecutor:
                         f"{', '.join(info.withheld)})" if info.withheld else "")
                 return f"table {info.name} ({info.rows} rows)\n{cols}{note}"
         return f"ERROR: no table named '{name}'"
+
+    def store_block(self) -> str:
+        lines = ["## The store: DuckDB (SQL)", "", "Tables, with their columns and row counts:",
+                 ""]
+        for info in self.catalog():
+            cols = ", ".join(f"{c} {t}" for c, t in info.columns)
+            note = f" (withheld from you: {', '.join(info.withheld)})" if info.withheld else ""
+            lines.append(f"- {info.name} ({info.rows} rows): {cols}{note}")
+        return "\n".join(lines)
+
+
+class DuckDBStore:
+    """The `duckdb` store kind: a built variant's raw or executed tables."""
+
+    name = "duckdb"
+    language = "sql"
+    default = True
+
+    def open(self, built: "Built", data: str, guard: Guard, *, ontology: bool = False,
+             timeout: float = 60.0) -> SqlExecutor:
+        if data == "raw":
+            return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard, timeout)
+        if data == "executed":
+            return SqlExecutor.open(built.executed_duckdb_path, built.pack.executed_tables,
+                                    guard, timeout)
+        raise HarnessBroken(f"the DuckDB store has no '{data}' data (raw or executed)")
+
+    def from_context(self, context: str, guard: Guard) -> SqlExecutor:
+        from pytest_kgbench.reading import tables_from_text
+
+        tables = tables_from_text(context)
+        return SqlExecutor(database_from_csv_text(tables),
+                           {n: s for n, (s, _) in tables.items()}, guard)
+
+    def classify(self, guard: Guard, statement: str) -> str | None:
+        import duckdb
+
+        con = duckdb.connect(":memory:")
+        try:
+            return guard.check_sql(con, statement)
+        finally:
+            con.close()
+
+    def check(self) -> str | None:
+        return None
+
+
+STORES = (DuckDBStore(),)

@@ -1,0 +1,14 @@
+"""The metrics beside the grade: one file per metric (or per family of metrics sharing their
+inputs), each exposing `METRICS`; the registry finds them, and a plugin adds its own through
+`pytest_kgbench_metrics`. `base.py` has what every metric reads.
+
+Shipped: execution accuracy, the strict result set and the figure in the prose (execution.py),
+grounding and its exact form (grounding.py), semantic fidelity (fidelity.py), attribution and
+citations.
+"""
+
+from __future__ import annotations
+
+from pytest_kgbench.metrics.base import MetricInput, RateMetric, measure_all, summarise_all
+
+__all__ = ["MetricInput", "RateMetric", "measure_all", "summarise_all"]

@@ -1,0 +1,129 @@
+"""What every metric reads (`MetricInput`) and the shapes most metrics share (`RateMetric`).
+
+A metric is measured per item and summarised per arm; one that cannot be measured for an item
+is None there, never a guess. The inputs that several metrics share — the agent's last query,
+re-run when a stored run is rescored, and the gold query's result — are computed once per
+item, on first use. Pure module: no pytest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from pytest_kgbench.answers import Answer
+    from pytest_kgbench.conditions import Condition
+    from pytest_kgbench.executors import Executor, QueryResult
+    from pytest_kgbench.questions import Question
+
+
+@dataclass
+class MetricInput:
+    """One item as the metrics see it."""
+
+    question: Question
+    condition: Condition
+    answer: Answer
+    executor: Executor | None = None      # the item's store (querying conditions)
+    definitions_given: Sequence[str] = ()  # names (labels, CURIEs) of the definitions shown
+    key_records: Sequence[str] = ()        # the records the key depends on
+    canonical: Callable[[str], str] = str  # a record id as its entity's canonical id
+    evidence: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the pack's
+    rerun: bool = False                    # re-run the last statement (a rescore)
+    details: dict[str, Any] = field(default_factory=dict)  # what metrics noted beside values
+
+    @property
+    def block(self) -> Mapping[str, Any]:
+        return self.answer.block or {}
+
+    @property
+    def gold_statement(self) -> str | None:
+        return self.question.gold.get(self.condition.reference)
+
+    @property
+    def queried(self) -> bool:
+        """Whether the execution metrics apply: a querying condition, an answerable question
+        with a gold query for this store."""
+        return (self.condition.mode == "querying" and self.question.expect == "answer"
+                and bool(self.gold_statement) and self.executor is not None)
+
+    @cached_property
+    def ran(self) -> list[QueryResult]:
+        """The agent's statements, in order."""
+        return [q for q in self.answer.queries if q.statement]
+
+    @cached_property
+    def last(self) -> QueryResult | None:
+        """The agent's last statement's result (run again on a rescore); None if none ran."""
+        if not self.ran:
+            return None
+        if self.rerun and self.executor is not None:
+            return self.executor.run(self.ran[-1].statement)
+        return self.ran[-1]
+
+    @cached_property
+    def gold(self) -> QueryResult | None:
+        """The gold query's result on the item's store."""
+        if not self.queried or self.executor is None:
+            return None
+        if self.last is not None and self.last.statement == self.gold_statement:
+            return self.last
+        return self.executor.run(str(self.gold_statement))
+
+    @property
+    def tolerance(self) -> dict[str, float]:
+        fields = self.question.fields
+        return {"rel": max((f.rel_tol for f in fields), default=0.005),
+                "abs_tol": max((f.abs_tol for f in fields), default=0.0)}
+
+    @property
+    def ordered(self) -> bool:
+        return any(f.ordered for f in self.question.fields)
+
+
+class RateMetric:
+    """A yes/no metric: the arm's summary is the share of measured items where it held."""
+
+    name = ""
+    title = ""
+    help = ""
+    order = 100
+
+    def measure(self, item: MetricInput) -> Any:  # pragma: no cover - every subclass has one
+        raise NotImplementedError
+
+    def summarise(self, values: Sequence[Any]) -> dict[str, Any] | None:
+        if not values:
+            return None
+        return {"rate": round(sum(bool(v) for v in values) / len(values), 6), "n": len(values)}
+
+    def cell(self, summary: Mapping[str, Any]) -> str:
+        return f"{100 * summary['rate']:.1f}% ({summary['n']})"
+
+
+def measure_all(item: MetricInput, metrics: Sequence[Any]) -> dict[str, Any]:
+    """Every registered metric's value for one item (those measured), plus the details they
+    noted under "details"."""
+    out: dict[str, Any] = {}
+    for metric in metrics:
+        value = metric.measure(item)
+        if value is not None:
+            out[metric.name] = value
+    if item.details:
+        out["details"] = dict(item.details)
+    return out
+
+
+def summarise_all(records: Sequence[Mapping[str, Any]], metrics: Sequence[Any]
+                  ) -> dict[str, Any]:
+    """Each metric's summary over the items where it was measured."""
+    out: dict[str, Any] = {}
+    for metric in metrics:
+        values = [r["metrics"][metric.name] for r in records
+                  if (r.get("metrics") or {}).get(metric.name) is not None]
+        summary = metric.summarise(values) if values else None
+        if summary is not None:
+            out[metric.name] = summary
+    return out
