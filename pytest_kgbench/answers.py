@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_kgbench.executors import QueryResult
 from pytest_kgbench.questions import FieldSpec
@@ -36,7 +37,7 @@ class Answer:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Answer":
+    def from_dict(cls, data: Mapping[str, Any]) -> Answer:
         data = dict(data)
         data["queries"] = [QueryResult(**q) for q in data.get("queries") or []]
         return cls(**data)

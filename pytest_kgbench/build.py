@@ -12,14 +12,14 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_kgbench.errors import InputError
-from pytest_kgbench.packs import (Pack, Tables, check_tables, normalise_id, read_tables,
-                                  write_csv)
+from pytest_kgbench.packs import Pack, Tables, check_tables, normalise_id, read_tables, write_csv
 
 BUILD_FORMAT = 3  # bump when the layout of a built variant changes
 

@@ -5,8 +5,8 @@ Pure module: no pytest (collect.py turns cases into items).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from pytest_kgbench.conditions import Condition
 from pytest_kgbench.packs import Pack

@@ -1,7 +1,8 @@
 """The `kgbench` console script: the things one does beside a pytest run.
 
     kgbench build  --pack credit [--variant base] [--seed N]   build a variant, print where
-    kgbench check  --pack credit [--variant base] [--seed N]   key = gold SQL = gold SPARQL, traps bite
+    kgbench check  --pack credit [--variant base] [--seed N]   key = gold SQL = gold SPARQL,
+                                                                traps bite
     kgbench prompt --pack credit --question credit-Q10 --condition R5   print an item's prompt
     kgbench show   reports/<run-id>                             print a run's headline table
     kgbench power  --pack credit --tier L3 --effect 0.1 0.2 0.3 --repeats 3
@@ -19,8 +20,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pytest_kgbench.errors import KgbenchError
 
@@ -93,8 +95,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 def _runtime(args: argparse.Namespace) -> Any:
     """A Runtime over the repository at --root, outside pytest (prompt, mcp, estimate)."""
     from pytest_kgbench.runtime import Runtime
-    from pytest_kgbench.settings import DEFAULT_ALIASES, DEFAULT_PRICES, Settings, \
-        read_tool_config
+    from pytest_kgbench.settings import DEFAULT_ALIASES, DEFAULT_PRICES, Settings, read_tool_config
 
     root = Path(args.root).resolve()
     table = read_tool_config(root)
@@ -251,7 +252,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         ci = "—" if c.ci95 is None else f"{100 * c.ci95[0]:+.1f}..{100 * c.ci95[1]:+.1f}"
         diff = "—" if c.diff is None else f"{100 * c.diff:+.1f}"
         print(f"{c.a.split(':', 1)[1]:<28} {c.tier:<4} {c.n_questions:>3} {diff:>7} {ci:>15} "
-              f"{'+%d/-%d' % c.discordant:>8} {c.mcnemar_p:>10.4f} {c.holm_p or 1:>8.4f}")
+              f"{'+{}/-{}'.format(*c.discordant):>8} {c.mcnemar_p:>10.4f} {c.holm_p or 1:>8.4f}")
     if not comparisons:
         print("no condition and tier in common")
     return 0

@@ -7,8 +7,9 @@ the same list.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -27,13 +28,12 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
 
     item = request.node
     case: Case = item.stash[keys.CASE]
+    broken: str | None = None
     try:
         record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()))
     except HarnessBroken as exc:
         broken = f"kgbench: the harness is broken, the run halts: {exc}"
-    else:
-        broken = None
-    if broken:
+    if broken is not None:
         # stop after this item, in this process and (through xdist's shouldstop) in the whole
         # run; the controller banks what finished and exits 3 (RunStore.finish)
         item.session.shouldstop = broken

@@ -11,8 +11,9 @@ estimate counts.) Pure module: no pytest.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 CHARS_PER_TOKEN = 4
 QUERY_ROUNDS = 4
@@ -24,7 +25,8 @@ def tokens_of(text: str) -> int:
     return max(1, len(text) // CHARS_PER_TOKEN)
 
 
-def dollars(tokens: Mapping[str, int], price: Mapping[str, float] | None) -> dict[str, float] | None:
+def dollars(tokens: Mapping[str, int], price: Mapping[str, float] | None
+            ) -> dict[str, float] | None:
     """The cost of a token count, as billed (cache reads and writes at their prices) and as it
     would be without caching (every cached token billed as plain input)."""
     if not price:
@@ -102,9 +104,9 @@ def estimate_lines(estimates: Mapping[tuple[str, str], Estimate], aliases: Mappi
                                                       f"${cost['without_cache']:.2f}")
         lines.append(f"{cid:<10} {model_id:<22} {est.items:>6} {est.input + est.cache_write:>12,} "
                      f"{est.cache_read:>12,} {est.output:>10,} {cells[0]:>10} {cells[1]:>10}")
+    billed, uncached = f"${total['billed']:.2f}", f"${total['without_cache']:.2f}"
     lines.append(f"{'total':<10} {'':<22} {sum(e.items for e in estimates.values()):>6} "
-                 f"{'':>12} {'':>12} {'':>10} ${total['billed']:>9.2f} "
-                 f"${total['without_cache']:>9.2f}")
+                 f"{'':>12} {'':>12} {'':>10} {billed:>10} {uncached:>10}")
     return lines
 
 

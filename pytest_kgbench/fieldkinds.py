@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.packs import normalise_id
 

@@ -8,8 +8,9 @@ never in it (score None).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from pytest_kgbench.answers import Answer
 from pytest_kgbench.fieldkinds import f1, norm_number, norm_rating  # noqa: F401 - re-exported

@@ -29,7 +29,8 @@ This module imports pluggy only, never pytest, so the `kgbench` command can use 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 #: Cell colours of the question x condition grid; a mean score between two grades is blended.
 GRADE_COLOURS = {"correct": "#43a047", "partial": "#ffb300", "wrong": "#e53935",
                  "declined": "#9e9e9e", "missing": "#eceff1"}
-_RC = {"svg.fonttype": "none", "text.parse_math": False, "font.size": 9,
+_RC: Any = {"svg.fonttype": "none", "text.parse_math": False, "font.size": 9,
        "axes.spines.top": False, "axes.spines.right": False}
 _NO_METADATA = {"Creator": None, "Date": None, "Format": None, "Type": None}
 
@@ -202,10 +203,10 @@ def grid_cells(report: Mapping[str, Any]) -> tuple[list[str], list[str], list[li
 
 def grid_chart(report: Mapping[str, Any]) -> str:
     """The question x condition grid coloured by mean grade, as an inline SVG."""
+    import numpy as np
     from matplotlib.colors import to_rgb
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
-    import numpy as np
 
     rows, arms, grid = grid_cells(report)
     if not rows:

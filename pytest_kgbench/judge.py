@@ -7,7 +7,8 @@ makes each point of the question's checklist. Its verdicts are reported beside t
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pytest_kgbench.answers import extract_block
 

@@ -13,27 +13,27 @@ if TYPE_CHECKING:
     from pytest_kgbench.runstore import RunStore
     from pytest_kgbench.settings import Settings
 
-REGISTRY = pytest.StashKey["Registry"]()
+REGISTRY: pytest.StashKey[Registry] = pytest.StashKey()
 """The session's agents, stores, field kinds, metrics and conditions, on every process."""
 
-SETTINGS = pytest.StashKey["Settings"]()
+SETTINGS: pytest.StashKey[Settings] = pytest.StashKey()
 """The session's parsed options, on every process."""
 
-RUNSTORE = pytest.StashKey["RunStore"]()
+RUNSTORE: pytest.StashKey[RunStore] = pytest.StashKey()
 """The run folder writer: on the controller only."""
 
-CASE = pytest.StashKey["Case"]()
+CASE: pytest.StashKey[Case] = pytest.StashKey()
 """The item's question x condition x model x repeat, set at collection."""
 
-GROUP = pytest.StashKey["tuple[Any, ...]"]()
+GROUP: pytest.StashKey[tuple[Any, ...]] = pytest.StashKey()
 """Asked together: the selected questions of the item's session, in order (set after
 deselection, so `-k` and --resume shape the session)."""
 
-BROKEN = pytest.StashKey[str]()
+BROKEN: pytest.StashKey[str] = pytest.StashKey()
 """Why the harness broke during this item (HarnessBroken): the run halts after it."""
 
-ESTIMATE = pytest.StashKey["list[str]"]()
+ESTIMATE: pytest.StashKey[list[str]] = pytest.StashKey()
 """--estimate: the table of the selected items' estimated tokens and dollars."""
 
-RECORD = pytest.StashKey["ItemRecord | None"]()
+RECORD: pytest.StashKey[ItemRecord | None] = pytest.StashKey()
 """The item's banked record, set by the item's call and attached to its call report once."""

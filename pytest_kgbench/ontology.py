@@ -38,7 +38,7 @@ def concepts(ttl: str) -> list[dict[str, Any]]:
     from rdflib.namespace import SKOS
 
     graph = _graph(ttl)
-    out = []
+    out: list[dict[str, Any]] = []
     for concept in set(graph.subjects(RDF.type, SKOS.Concept)):
         if not isinstance(concept, URIRef):
             continue

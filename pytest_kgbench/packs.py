@@ -15,11 +15,12 @@ import datetime as dt
 import hashlib
 import importlib.util
 import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from pytest_kgbench.errors import InputError
 
@@ -175,7 +176,8 @@ def _parse_tables(spec_map: Any, where: str, field_name: str) -> dict[str, Table
     for tname, spec in (spec_map or {}).items():
         cols = spec.get("columns") if isinstance(spec, dict) else None
         if not isinstance(cols, dict) or not cols:
-            raise InputError(where, "must list columns with SQL types", field=f"{field_name}.{tname}")
+            raise InputError(where, "must list columns with SQL types",
+                             field=f"{field_name}.{tname}")
         for col, ctype in cols.items():
             if str(ctype).upper() not in SQL_TYPES:
                 raise InputError(where, f"type must be one of {', '.join(SQL_TYPES)}",

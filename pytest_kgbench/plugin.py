@@ -11,8 +11,9 @@ register through the hooks of `hookspecs.py`).
 from __future__ import annotations
 
 import json
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any, Generator
+from typing import Any
 
 import pytest
 
@@ -128,7 +129,8 @@ class XdistHooks:
         """Asked together: xdist's loadgroup scheduling, keyed by the together session."""
         from pytest_kgbench.cases import asks_together
 
-        if config.getoption("dist") != "loadgroup" or not asks_together(config.stash[keys.SETTINGS]):
+        settings = config.stash[keys.SETTINGS]
+        if config.getoption("dist") != "loadgroup" or not asks_together(settings):
             return None
         from xdist.scheduler import LoadGroupScheduling
 

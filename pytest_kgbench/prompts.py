@@ -101,12 +101,15 @@ def definitions_blocks(built: Built, cond: Condition) -> list[str]:
         elif kind == "decoy":
             out.append(_markdown("Definitions (Markdown)", read("decoy.md")))
         elif kind == "ontology":
-            out.append(_turtle("Definitions (SKOS, Turtle)", [("ontology.ttl", read("definitions.ttl"))]))
+            out.append(_turtle("Definitions (SKOS, Turtle)",
+                               [("ontology.ttl", read("definitions.ttl"))]))
         elif kind == "neutral":
-            out.append(_turtle("Definitions (SKOS, Turtle)", [("ontology.ttl", read("neutral.ttl"))]))
+            out.append(_turtle("Definitions (SKOS, Turtle)",
+                               [("ontology.ttl", read("neutral.ttl"))]))
         elif kind == "axioms":
             out.append(_turtle("Axioms and rules (OWL, SHACL; Turtle)",
-                               [("axioms.ttl", read("axioms.ttl")), ("shapes.ttl", read("shapes.ttl"))]))
+                               [("axioms.ttl", read("axioms.ttl")),
+                                ("shapes.ttl", read("shapes.ttl"))]))
         else:  # pragma: no cover - a condition naming an artefact this module cannot show
             raise ValueError(f"unknown definitions kind {kind!r}")
     return out

@@ -26,12 +26,13 @@ TriplesMap holds, read by 60 lines instead of an engine.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import quote
 
 from pytest_kgbench.errors import InputError
-from pytest_kgbench.packs import TableSpec, Tables
+from pytest_kgbench.packs import Tables, TableSpec
 
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_OF_SQL = {

@@ -10,7 +10,8 @@ from __future__ import annotations
 import csv
 import io
 import re
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.packs import TableSpec, format_value
 

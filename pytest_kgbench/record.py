@@ -8,8 +8,9 @@ Pure module: no pytest.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, TypedDict
+from typing import Any, TypedDict
 
 
 class DatasetRef(TypedDict):

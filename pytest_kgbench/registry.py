@@ -17,8 +17,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_kgbench.errors import InputError
 

@@ -9,11 +9,12 @@ question's mean over repeats (stats.py). A question here is one question on one 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from pytest_kgbench import stats
 from pytest_kgbench.questions import TIERS, set_fingerprint
-from pytest_kgbench.record import question_key
+from pytest_kgbench.record import BankedRecord, ItemRecord, question_key
 from pytest_kgbench.registry import current
 from pytest_kgbench.settings import Settings
 
@@ -23,18 +24,18 @@ ITEM_FIELDS = ("nodeid", "question", "tier", "pack", "variant", "condition", "co
                "outcome", "elapsed_s")
 
 
-def arm_of(rec: Mapping[str, Any], multi_model: bool) -> str:
+def arm_of(rec: ItemRecord, multi_model: bool) -> str:
     return f"{rec['condition']}/{rec['model']}" if multi_model else rec["condition"]
 
 
-def _scores(records: Iterable[Any]) -> dict[str, list[float | None]]:
+def _scores(records: Iterable[ItemRecord]) -> dict[str, list[float | None]]:
     out: dict[str, list[float | None]] = defaultdict(list)
     for rec in records:
         out[question_key(rec)].append(rec["score"])
     return dict(out)
 
 
-def arm_summary(records: list[Mapping[str, Any]], seed: int) -> dict[str, Any]:
+def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
     """Accuracy with its interval, pass rate with Wilson, and the same per tier."""
     est = stats.accuracy(_scores(records), seed=seed)
     declined = sorted({question_key(r) for r in records if r["grade"] == "declined"})
@@ -60,7 +61,7 @@ def arm_summary(records: list[Mapping[str, Any]], seed: int) -> dict[str, Any]:
     return out
 
 
-def summarise_judge(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+def summarise_judge(records: Sequence[BankedRecord]) -> dict[str, Any] | None:
     """The judge's agreement with itself over every judged checklist point of the run."""
     from pytest_kgbench.judge import summarise
 
@@ -68,7 +69,7 @@ def summarise_judge(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:
                       if (r.get("metrics") or {}).get("judge")])
 
 
-def arm_cost(records: list[Mapping[str, Any]], settings: Settings) -> dict[str, Any]:
+def arm_cost(records: Sequence[ItemRecord], settings: Settings) -> dict[str, Any]:
     """Tokens the arm's items used, and their cost at list prices (with and without caching)."""
     from pytest_kgbench.costs import dollars, usage_of
 
@@ -80,14 +81,14 @@ def arm_cost(records: list[Mapping[str, Any]], settings: Settings) -> dict[str, 
     return {"tokens": tokens, "cost_usd": dollars(tokens, price), "model_id": model_id}
 
 
-def metric_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def metric_summary(records: Iterable[ItemRecord]) -> dict[str, Any]:
     """Each registered metric's summary over the items where it was measured."""
     from pytest_kgbench.metrics import summarise_all
 
     return summarise_all(list(records), current().ordered_metrics())
 
 
-def fingerprint(records: list[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
+def fingerprint(records: Sequence[ItemRecord], meta: Mapping[str, Any]) -> dict[str, Any]:
     """What makes two runs comparable: the question set (hashed when read), the prompts, the
     grader and the datasets."""
     hashes: dict[str, str] = {}
@@ -109,11 +110,11 @@ def fingerprint(records: list[Mapping[str, Any]], meta: Mapping[str, Any]) -> di
     }
 
 
-def build_report(records: list[dict[str, Any]], settings: Settings, *,
+def build_report(records: Sequence[BankedRecord], settings: Settings, *,
                  missing: list[dict[str, str]], meta: Mapping[str, Any]) -> dict[str, Any]:
     """report.json as a dict: settings, fingerprint, items, per-arm accuracy, missing items."""
     multi_model = len({r["model"] for r in records}) > 1
-    arms: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    arms: dict[str, list[BankedRecord]] = defaultdict(list)
     for rec in records:
         arms[arm_of(rec, multi_model)].append(rec)
     conditions = {}
@@ -153,14 +154,14 @@ def build_report(records: list[dict[str, Any]], settings: Settings, *,
     }
 
 
-def arm_scores(records: Iterable[Mapping[str, Any]], condition: str, model: str, tier: str
+def arm_scores(records: Iterable[ItemRecord], condition: str, model: str, tier: str
                ) -> dict[str, list[float | None]]:
     """question -> repeat scores of one model under one condition, in one tier."""
     return _scores(r for r in records if r["condition"] == condition and r["model"] == model
                    and r["tier"] == tier)
 
 
-def build_comparisons(records: list[dict[str, Any]], settings: Settings,
+def build_comparisons(records: Sequence[ItemRecord], settings: Settings,
                       multi_model: bool) -> list[stats.Comparison]:
     """With --ablation: every pair of `conditions.ablation_pairs`, per model and per tier
     (never pooled), Holm-adjusted across the whole family."""
@@ -179,8 +180,8 @@ def build_comparisons(records: list[dict[str, Any]], settings: Settings,
                 sb = arm_scores(records, b, model, tier)
                 if not (set(sa) & set(sb)):
                     continue
-                label = (lambda c: f"{c}/{model}") if multi_model else (lambda c: c)
-                family.append(stats.compare(sa, sb, a=label(a), b=label(b), tier=tier,
+                suffix = f"/{model}" if multi_model else ""
+                family.append(stats.compare(sa, sb, a=a + suffix, b=b + suffix, tier=tier,
                                             seed=settings.stats_seed))
     return stats.holm_adjust(family)
 

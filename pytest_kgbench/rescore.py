@@ -48,8 +48,9 @@ def _questions(settings: Settings, records: list[BankedRecord]) -> dict[tuple[st
 
 def rescore(run_dir: Path, *, stamp: str | None = None) -> Rescored:
     """Regrade every banked item of a run; write grades-<stamp>.json and report-<stamp>.*."""
+    from pytest_kgbench.answer_key import compute_key
     from pytest_kgbench.report import build_report, render_markdown
-    from pytest_kgbench.runtime import Runtime, compute_key
+    from pytest_kgbench.runtime import Runtime
     from pytest_kgbench.stores import guard_for, store_from_context
 
     meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))

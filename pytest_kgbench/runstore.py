@@ -114,7 +114,8 @@ class RunStore:
         raw = props.get(RECORD_PROPERTY)
         if raw is None:
             if report.failed and report.nodeid not in self.records:
-                self.errors.setdefault(report.nodeid, f"{report.when}: {report.longreprtext[:2000]}")
+                self.errors.setdefault(report.nodeid,
+                                       f"{report.when}: {report.longreprtext[:2000]}")
             return
         record: BankedRecord = json.loads(str(raw))
         record["nodeid"] = report.nodeid

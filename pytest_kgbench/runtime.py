@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from pytest_kgbench.agents import Task
+from pytest_kgbench.answer_key import compute_key
 from pytest_kgbench.answers import Answer, prose
 from pytest_kgbench.build import Built, build_variant
 from pytest_kgbench.cases import Case, session_of
 from pytest_kgbench.conditions import Condition
-from pytest_kgbench.errors import HarnessBroken, InputError
-from pytest_kgbench.executors import Executor, jsonable
+from pytest_kgbench.errors import HarnessBroken
+from pytest_kgbench.executors import Executor
 from pytest_kgbench.grading import Grade, grade
 from pytest_kgbench.metrics import MetricInput, measure_all
 from pytest_kgbench.packs import Pack, find_pack, normalise_id
@@ -309,30 +311,6 @@ def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | 
     }
 
 
-def compute_key(question: Question, built: Built) -> dict[str, Any] | None:
-    """A question's key on a variant: the pack's key function over the built data, or the
-    hand-written key for a fixed pack without one; None for abstain/block questions."""
-    if question.expect != "answer":
-        return None
-    if question.key is None:
-        return dict(question.hand_key or {})
-    fn = built.pack.key_function(question.key, question=question.id)
-    try:
-        value = fn(built.tables, **dict(question.params))
-    except TypeError as exc:
-        raise InputError(question.file, f"key function '{question.key}' rejected the params: "
-                         f"{exc}", question=question.id, field="params") from exc
-    if not isinstance(value, Mapping):
-        raise InputError(question.file, f"key function '{question.key}' must return a mapping "
-                         "of answer fields", question=question.id, field="key")
-    value = {k: v for k, v in value.items() if k != "_records"}
-    missing = [f.name for f in question.fields if f.name not in value]
-    if missing:
-        raise InputError(question.file, f"key function '{question.key}' gives no value for "
-                         f"{missing}", question=question.id, field="key")
-    return {name: _plain(v) for name, v in value.items()}
-
-
 def _canonical(record: str, aliases: Mapping[str, Mapping[str, str]]) -> str:
     """A record id as its entity's canonical id when an alias table knows it."""
     norm = normalise_id(record)
@@ -340,10 +318,3 @@ def _canonical(record: str, aliases: Mapping[str, Mapping[str, str]]) -> str:
         if norm in table:
             return normalise_id(table[norm])
     return norm
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (list, tuple, set)):
-        items = [_plain(v) for v in value]
-        return sorted(items, key=str) if isinstance(value, set) else items
-    return jsonable(value)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pytest_kgbench.errors import InputError
 
@@ -183,10 +185,10 @@ def read_tool_config(root: Path) -> dict[str, Any]:
     path = root / "pyproject.toml"
     if not path.is_file():
         return {}
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, OSError) as exc:
@@ -354,9 +356,20 @@ def default_agent(models_named: bool) -> str:
 MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 
 
+def check_models(settings: Settings) -> None:
+    """Every model named is an alias of [tool.kgbench.models] or looks like a full model id
+    (a word with a digit or one of - . : / @ in it): a misspelt alias ("sonet") is caught
+    before a run, not at its first call."""
+    for model in settings.models:
+        if model not in settings.aliases and not (
+                MODEL_ID.fullmatch(model) and re.search(r"[-.:/@\d]", model)):
+            raise InputError("--model", f"'{model}' is neither an alias ("
+                             f"{', '.join(sorted(settings.aliases))}) nor a model id")
+
+
 def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
-    """What needs the registry: the agent, the engines, the model names, and whatever the
-    agent itself checks (its credential, the run it replays). `asking` is False when nothing
+    """What needs the registry: the agent, the engines, and whatever the agent itself checks
+    (the model names, its credential, the run it replays). `asking` is False when nothing
     will be asked (--collect-only, --estimate): credentials are not needed then."""
     agent = registry.agent(settings.agent)
     for language, name in settings.engines.items():
@@ -364,12 +377,6 @@ def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
         problem = kind.check()
         if problem:
             raise InputError(f"--{language}-engine", problem)
-    if agent.kind == "model":
-        for model in settings.models:
-            if model not in settings.aliases and not (
-                    MODEL_ID.fullmatch(model) and re.search(r"[-.:/@\d]", model)):
-                raise InputError("--model", f"'{model}' is neither an alias ("
-                                 f"{', '.join(sorted(settings.aliases))}) nor a model id")
     check = getattr(agent, "check", None)
     problem = check(settings, asking) if check else None
     if problem:

@@ -20,7 +20,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 __all__ = [
     "PASS_THRESHOLD",
@@ -40,7 +40,7 @@ __all__ = [
 #: A question passes in a condition when its mean score over repeats is >= this.
 PASS_THRESHOLD = 0.5
 
-Scores = Mapping[str, Sequence[Optional[float]]]
+Scores = Mapping[str, Sequence[float | None]]
 Interval = tuple[float, float]
 
 
@@ -158,7 +158,8 @@ def wilson(passes: int, n: int, confidence: float = 0.95) -> Interval | None:
         raise ValueError(f"need 0 <= passes <= n, got passes={passes}, n={n}")
     from scipy import stats
 
-    ci = stats.binomtest(int(passes), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    ci = stats.binomtest(int(passes), int(n)).proportion_ci(confidence_level=confidence,
+                                                             method="wilson")
     low, high = _finite(ci.low), _finite(ci.high)
     if low is None or high is None:  # pragma: no cover
         return None
@@ -235,7 +236,7 @@ def mcnemar_exact(a_only: int, b_only: int) -> float:
     return 1.0 if p is None else min(1.0, p)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def min_discordant_for_significance(alpha: float = 0.05) -> int:
     """Smallest number of discordant questions n such that an n-0 sweep has exact p < alpha.
 
@@ -295,8 +296,11 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     below the raw value and capped at 1.  ``None`` (and NaN) entries pass
     through as ``None`` and do not count in the family size.
     """
-    present = [(i, _finite(p)) for i, p in enumerate(pvalues)]
-    present = [(i, p) for i, p in present if p is not None]
+    present: list[tuple[int, float]] = []
+    for i, raw in enumerate(pvalues):
+        value = _finite(raw)
+        if value is not None:
+            present.append((i, value))
     for _, p in present:
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"p-values must be in [0, 1], got {p}")

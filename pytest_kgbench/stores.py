@@ -4,8 +4,9 @@ store kinds of the registry (`--sql-engine`, `--sparql-engine` pick among them).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.executors.guard import Guard
 from pytest_kgbench.registry import StoreKind, current

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_kgbench.answers import Answer, extract_block, prose
 

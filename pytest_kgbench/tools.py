@@ -6,7 +6,8 @@ returns the text the model sees plus the `QueryResult` when a query ran.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_kgbench.executors import QueryResult
 from pytest_kgbench.together import serves

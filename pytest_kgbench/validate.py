@@ -7,15 +7,16 @@ Used by the pack tests, the seed-property tests and `kgbench check`. No pytest h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
+from pytest_kgbench.answer_key import compute_key
 from pytest_kgbench.answers import fields_from_rows
 from pytest_kgbench.build import Built
 from pytest_kgbench.executors import Executor
 from pytest_kgbench.grading import grade_field
 from pytest_kgbench.questions import Question
-from pytest_kgbench.runtime import compute_key
 from pytest_kgbench.stores import open_store
 
 

@@ -91,10 +91,14 @@ def test_gold_run_scores_every_item_correct_and_writes_the_run_folder(project) -
     assert set(report["conditions"]["R1"]["by_tier"]) == {"L1", "L2", "L3", "L4", "L5"}
     fp = report["fingerprint"]
     assert fp["questions_count"] == 7 and len(fp["questions_sha256"]) == 64
-    item = report["items"][0]
-    for field in ("question", "tier", "pack", "variant", "condition", "model", "repeat",
-                  "grade", "score", "status"):
-        assert field in item
+    item = next(i for i in report["items"]
+                if i["nodeid"] == "questions/credit.yaml::credit-Q06[R1-gold-r1]")
+    assert {k: item[k] for k in ("question", "tier", "pack", "variant", "condition", "model",
+                                 "agent", "agent_kind", "repeat", "grade", "score", "status",
+                                 "letter")} == {
+        "question": "credit-Q06", "tier": "L2", "pack": "credit", "variant": "base",
+        "condition": "R1", "model": "gold", "agent": "gold", "agent_kind": "reference",
+        "repeat": 1, "grade": "correct", "score": 1.0, "status": "answered", "letter": "C"}
     lines = (folder / "answers.jsonl").read_text().splitlines()
     assert len(lines) == 28
     meta = json.loads((folder / "meta.json").read_text())
@@ -102,7 +106,9 @@ def test_gold_run_scores_every_item_correct_and_writes_the_run_folder(project) -
     assert meta["packages"]["duckdb"] and meta["grader_sha256"]
     prompts = list((folder / "prompts").glob("*.md"))
     assert {f.name.split("-")[0] for f in prompts} == {"R1", "R2", "D1", "D4"}
-    assert "|" in (folder / "report.md").read_text()
+    md = (folder / "report.md").read_text()
+    assert "| R1 csv | 100.0% | 100.0–100.0 | 7 |" in md
+    assert "| D4 sparql | 100.0% | 100.0–100.0 | 7 |" in md
 
 
 def test_reading_prompts_withhold_personal_data(project) -> None:
@@ -119,8 +125,11 @@ def test_trap_run_records_wrong_answers_as_passed_items(project) -> None:
     p = project()
     result = p.runpytest("questions", "--agent", "trap", "-k", "L3", "--condition", "R1,D4")
     result.assert_outcomes(passed=2 * sum(q.tier == "L3" for q in _questions()))
-    assert "W" in result.stdout.str()
     report = report_of(p)
+    letters = "".join(line.split(" ", 1)[1].split(" ")[0] for line in result.stdout.lines
+                      if line.startswith("questions/credit.yaml "))
+    assert sorted(letters) == sorted(i["letter"] for i in report["items"])
+    assert letters.count("W") == sum(i["grade"] == "wrong" for i in report["items"]) > 0
     assert all(c["accuracy"] < 0.5 for c in report["conditions"].values())
 
 

@@ -72,15 +72,32 @@ def test_a_together_session_counts_its_context_once_and_all_its_questions() -> N
     assert querying.cache_write == 1000 + 19 * 450  # 20 rounds in one conversation
 
 
+def credit_base_questions() -> list:
+    from pytest_kgbench.questions import load_questions
+
+    return [q for q in load_questions(REPO / "questions" / "credit.yaml").questions
+            if q.variants is None or "base" in q.variants]
+
+
 def test_kgbench_estimate_prints_a_table_per_condition() -> None:
     done = subprocess.run([sys.executable, "-m", "pytest_kgbench.cli", "estimate", "--model",
                            "sonnet", "--condition", "R1,D1", "--repeats", "2", "--pack", "credit",
                            "--root", str(REPO)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert any(line.startswith("R1 ") and "$" in line for line in lines)
-    assert any(line.startswith("D1 ") and "$" in line for line in lines)
-    assert lines[-1].startswith("total")
+    rows = {line.split()[0]: line.split() for line in lines[2:]}
+    assert sorted(rows) == ["D1", "R1", "total"]
+    n = len(credit_base_questions())
+    for cid in ("R1", "D1"):
+        _, model_id, items, written, cached, output, cost, uncached = rows[cid]
+        assert model_id == "claude-sonnet-5-5" and int(items) == 2 * n
+        # every item after the first reads the shared data block from the cache
+        assert int(cached.replace(",", "")) > int(written.replace(",", "")) > 0
+        assert 0 < float(cost.lstrip("$")) < float(uncached.lstrip("$"))
+    total = rows["total"]
+    assert int(total[1]) == 4 * n
+    assert abs(float(total[2].lstrip("$")) - sum(float(rows[c][6].lstrip("$"))
+                                                 for c in ("R1", "D1"))) <= 0.011
 
 
 def test_pytest_estimate_prices_the_selected_items_and_asks_nothing(project, monkeypatch) -> None:

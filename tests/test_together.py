@@ -274,7 +274,7 @@ def _session_model(keys: dict[str, dict]):
 
 
 def _keys(credit_base) -> dict[str, dict]:
-    from pytest_kgbench.runtime import compute_key
+    from pytest_kgbench.answer_key import compute_key
 
     return {qid: compute_key(credit_question(qid), credit_base) for qid in IDS}
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
+from pytest_kgbench.settings import check_models
 from pytest_kgbench.tools import call_tool, tools_for
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class AnthropicAgent(BaseAgent):
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
+        check_models(settings)
         if asking and not has_credential():
             return ("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment: the "
                     "anthropic agent cannot call the API")

@@ -27,6 +27,7 @@ from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
 from pytest_kgbench.executors import QueryResult
+from pytest_kgbench.settings import check_models
 from pytest_kgbench.tools import TOOL_NAMES
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class ClaudeCliAgent(BaseAgent):
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
+        check_models(settings)
         if asking and find_claude(settings.rootdir) is None:
             return MISSING
         return None
@@ -110,7 +112,8 @@ class ClaudeCliAgent(BaseAgent):
             try:
                 done = subprocess.run(cmd, cwd=workdir, input=f"{task.prompt.context}\n\n"
                                       f"{task.prompt.question}", capture_output=True, text=True,
-                                      timeout=self.item_timeout * task.share, env={**os.environ, **QUIET})
+                                      timeout=self.item_timeout * task.share,
+                                      env={**os.environ, **QUIET})
             except subprocess.TimeoutExpired:
                 answer = Answer(status="timeout", error="the CLI ran past --item-timeout")
                 answer.latency_s = round(time.monotonic() - start, 4)

@@ -7,7 +7,8 @@ show a given difference.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.agents.reference import ReferenceAgent

@@ -9,9 +9,10 @@ from __future__ import annotations
 import ctypes
 import datetime as dt
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -52,7 +53,8 @@ class QueryResult:
             lines.append(" | ".join("" if v is None else str(v) for v in row))
         more = len(self.rows) - limit
         if more > 0 or self.truncated:
-            lines.append(f"... {max(more, 0)} more rows{' (result truncated)' if self.truncated else ''}")
+            cut = " (result truncated)" if self.truncated else ""
+            lines.append(f"... {max(more, 0)} more rows{cut}")
         lines.append(f"({len(self.rows)} rows)")
         return "\n".join(lines)
 

@@ -6,9 +6,10 @@ as well, so a statement the guard misjudged still cannot write.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 
 @dataclass(frozen=True)

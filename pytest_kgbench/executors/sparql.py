@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.errors import HarnessBroken
-from pytest_kgbench.executors import QueryResult, QueryTimeout, TableInfo, jsonable, \
-    run_with_timeout
+from pytest_kgbench.executors import (
+    QueryResult,
+    QueryTimeout,
+    TableInfo,
+    jsonable,
+    run_with_timeout,
+)
 from pytest_kgbench.executors.guard import Guard, query_iris
 
 if TYPE_CHECKING:
@@ -175,7 +181,7 @@ class GraphStore:
         self.default = default
         self.needs = needs      # the module the plugin comes from
 
-    def open(self, built: "Built", data: str, guard: Guard, *, ontology: bool = False,
+    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> SparqlExecutor:
         if data not in ("raw", "derived"):
             raise HarnessBroken(f"the graph store has no '{data}' data (raw or derived)")
@@ -215,7 +221,8 @@ def _uri(iri: str) -> Any:
     return URIRef(iri)
 
 
-def personal_predicates(personal: Mapping[str, frozenset[str]], rdf: Mapping[str, Any]) -> frozenset[str]:
+def personal_predicates(personal: Mapping[str, frozenset[str]], rdf: Mapping[str, Any]
+                        ) -> frozenset[str]:
     """The predicate IRIs that personal columns map to under a pack's RDF mapping."""
     from pytest_kgbench.rdfmap import camel, expand
 

@@ -7,8 +7,9 @@ import csv
 import io
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.errors import HarnessBroken
 from pytest_kgbench.executors import QueryResult, TableInfo, jsonable
@@ -85,7 +86,7 @@ class SqlExecutor:
 
     @classmethod
     def open(cls, path: Path, specs: Mapping[str, TableSpec], guard: Guard,
-             timeout: float = 60.0) -> "SqlExecutor":
+             timeout: float = 60.0) -> SqlExecutor:
         """Open a built database file read-only, with external access disabled."""
         import duckdb
 
@@ -168,7 +169,7 @@ class DuckDBStore:
     language = "sql"
     default = True
 
-    def open(self, built: "Built", data: str, guard: Guard, *, ontology: bool = False,
+    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> SqlExecutor:
         if data == "raw":
             return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard, timeout)

@@ -3,7 +3,8 @@ true — a claim is true only when the condition gave a definition of that name.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from pytest_kgbench.metrics.base import MetricInput
 

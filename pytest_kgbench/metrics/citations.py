@@ -3,7 +3,8 @@ records its key depends on."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from pytest_kgbench.metrics.base import MetricInput
 

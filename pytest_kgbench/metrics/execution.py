@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pytest_kgbench.fieldkinds import norm_number
 from pytest_kgbench.metrics.base import MetricInput, RateMetric
-
 
 # --- cells ---------------------------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ that definition).
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_kgbench.metrics.base import MetricInput, RateMetric
 
@@ -27,7 +28,8 @@ def fidelity(needs: Sequence[str], statement: str, reference: str,
         elif rule is True:
             out[concept] = True
         else:
-            out[concept] = re.search(str(rule), statement or "", re.IGNORECASE | re.DOTALL) is not None
+            found = re.search(str(rule), statement or "", re.IGNORECASE | re.DOTALL)
+            out[concept] = found is not None
     return out
 
 

@@ -3,7 +3,7 @@ gold query reads; equality is reported as grounding (exact)."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from pytest_kgbench.metrics.base import MetricInput, RateMetric
 

@@ -1,0 +1,181 @@
+"""The seams: settings checked once, before anything runs; pure modules free of pytest; the
+registry refusing a name twice; and a third-party plugin adding an agent, a metric and a field
+kind with no edit to the plugin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import REPO, run_records
+
+BAD_OPTIONS = [
+    (["--agent", "nosuch"], "ERROR: --agent: unknown agent 'nosuch' (known: anthropic, "
+                            "claude-cli, gold, replay, synthetic, trap)"),
+    (["--agent", "synthetic", "--synthetic", "D1=1.5"],
+     "ERROR: --synthetic: 'D1=1.5' is not CONDITION=PROBABILITY (0 to 1)"),
+    (["--sparql-engine", "jena"], "ERROR: --sparql-engine: unknown sparql engine 'jena' "
+                                  "(known: rdflib, oxigraph)"),
+    (["--agent", "replay"], "ERROR: --replay-run: the replay agent needs the run to replay"),
+    (["--agent", "replay", "--replay-run", "never-ran"],
+     "ERROR: --replay-run: {reports}/never-ran holds no answers.jsonl"),
+    (["--query-timeout", "-5"], "ERROR: --query-timeout: must be more than 0, got -5"),
+    (["--item-timeout", "0"], "ERROR: --item-timeout: must be more than 0, got 0"),
+    (["--max-rounds", "0"], "ERROR: --max-rounds: must be at least 1, got 0"),
+    (["--model-reruns", "-1"], "ERROR: --model-reruns: must be at least 0, got -1"),
+    (["--repeats", "two"], "ERROR: --repeats: 'two' is not a whole number"),
+    (["--max-tokens", "lots"], "ERROR: --max-tokens: 'lots' is not a whole number"),
+    (["--dataset-seed", "1.5"], "ERROR: --dataset-seed: '1.5' is not a whole number"),
+    (["--ask", "sometimes"], "ERROR: --ask: 'sometimes' is neither 'apart' nor 'together'"),
+    (["--condition", "R99"], "ERROR: --condition: unknown condition 'R99' (known: R1, R2, R3, "
+                             "R4, R5, R6, R7, R8, R9, R10, D1, D2, D3, D4, D5, D6, all, "
+                             "reading, querying)"),
+    (["--resume", "no-such-run"], "ERROR: --resume: no run 'no-such-run' under {reports} "
+                                  "(nothing to resume; leave --resume out to start a new run)"),
+    (["--model", "sonet", "--agent", "anthropic"],
+     "ERROR: --model: 'sonet' is neither an alias (haiku, opus, sonnet) nor a model id"),
+]
+
+
+@pytest.mark.parametrize(("args", "line"), BAD_OPTIONS, ids=[" ".join(a) for a, _ in BAD_OPTIONS])
+def test_a_bad_option_is_one_line_and_exit_4_before_anything_runs(project, args, line,
+                                                                  monkeypatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")  # the credential is not what is bad
+    p = project()
+    result = p.runpytest("questions", "--condition", "R1", "-k", "Q01", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    expected = line.format(reports=p.path / "reports")
+    assert result.stderr.str().strip() == expected
+    assert "collected" not in result.stdout.str() and "Traceback" not in result.stdout.str()
+    assert not (p.path / "reports").exists()  # no run folder was made
+
+
+def test_an_unknown_key_function_is_caught_by_collect_only(project) -> None:
+    text = (REPO / "questions" / "credit.yaml").read_text(encoding="utf-8")
+    p = project(text.replace("key: keys.rating_on\n", "key: keys.rating_of_nothing\n", 1))
+    result = p.runpytest("questions", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*pack.yaml: question credit-Q*: field 'key': keys module has "
+                                 "no function 'rating_of_nothing'*"])
+
+
+PURE = ("questions", "grading", "fieldkinds", "metrics", "stats", "report", "costs", "settings",
+        "registry", "record", "cases", "conditions", "answers", "together", "judge", "power",
+        "html_report", "runtime", "rescore", "validate", "stores", "prompts", "cli")
+
+
+def test_pure_modules_import_no_pytest() -> None:
+    code = textwrap.dedent(f"""
+        import importlib, sys
+        for name in {PURE!r}:
+            importlib.import_module("pytest_kgbench." + name)
+        from pytest_kgbench.registry import Registry
+        Registry.shipped()  # finding the shipped pieces imports every agent and engine module
+        print(sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest",
+                                                                    "xdist")))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_name_registered_twice_is_refused() -> None:
+    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.registry import Registry
+
+    reg = Registry.shipped()
+    gold = reg.agents["gold"]
+    with pytest.raises(InputError, match="registers agent 'gold', which "
+                                         "pytest_kgbench.agents.gold registered already"):
+        reg.add("agents", gold, "plugin other")
+
+
+PLUGIN = '''
+"""A tiny third-party plugin: an agent, a field kind and a metric, none of them known to
+pytest_kgbench."""
+from pytest_kgbench.agents import BaseAgent
+from pytest_kgbench.answers import Answer, answer_text
+from pytest_kgbench.metrics import RateMetric
+
+SYNONYMS = {"crimson": "red", "scarlet": "red", "navy": "blue"}
+
+
+class ColourKind:
+    name = "colour"
+    is_list = False
+
+    def describe(self, spec):
+        return "a colour name"
+
+    def compare(self, spec, expected, got, aliases):
+        norm = lambda v: SYNONYMS.get(str(v).strip().lower(), str(v).strip().lower())
+        return norm(expected) == norm(got), None
+
+
+class PoetAgent(BaseAgent):
+    name = "poet"
+    kind = "model"
+    judged = False
+
+    def ask(self, task):
+        fields = {f.name: "Crimson" for f in task.question.fields}
+        return Answer(text=answer_text(fields, "The sky at dusk is crimson."), block=fields)
+
+
+class SaysColour(RateMetric):
+    name = "says_colour"
+    title = "says a colour"
+    help = "the prose names a colour"
+    order = 5
+
+    def measure(self, item):
+        return any(w in item.answer.text.lower() for w in ("crimson", "red", "blue"))
+
+
+def pytest_kgbench_agents():
+    return [PoetAgent]
+
+
+def pytest_kgbench_field_kinds():
+    return [ColourKind()]
+
+
+def pytest_kgbench_metrics():
+    return [SaysColour()]
+'''
+
+COLOUR_QUESTION = '''
+- id: credit-Q90
+  tier: L1
+  text: What colour is the sky at dusk in this data's world?
+  answer: {colour: {kind: colour}}
+  hand_key: {colour: red}
+  gold: {sql: "SELECT 'red' AS colour"}
+'''
+
+
+def test_a_third_party_plugin_adds_an_agent_a_metric_and_a_field_kind(project) -> None:
+    p = project(COLOUR_QUESTION)
+    p.makepyfile(kgbench_poet=PLUGIN)
+    p.syspathinsert()
+    result = p.runpytest_subprocess("-p", "kgbench_poet", "questions", "--agent", "poet",
+                                    "--condition", "R1,D1", "-n", "2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    records = run_records(p)
+    # the field kind graded "Crimson" as the key's "red"; the metric measured each item
+    assert {(r["condition"], r["grade"], r["metrics"]["says_colour"]) for r in records} == \
+        {("R1", "correct", True), ("D1", "correct", True)}
+    assert {r["agent_kind"] for r in records} == {"model"}
+    run = next((p.path / "reports").iterdir())
+    report = json.loads((run / "report.json").read_text())
+    assert report["conditions"]["R1"]["metrics"]["says_colour"] == {"rate": 1.0, "n": 1}
+    md = (run / "report.md").read_text()
+    assert "| arm | says a colour |" in md and "| R1 | 100.0% (1) |" in md
+    assert "- says a colour: the prose names a colour" in md
+    # the prompt describes the field as the plugin's kind says
+    assert '- "colour": a colour name' in records[0]["prompt"]["question"]
