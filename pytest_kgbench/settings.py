@@ -163,7 +163,8 @@ class Settings:
         reports/, .kgbench-cache/ under `root`): the `kgbench` command's, and tests'."""
         base = Path(root).resolve()
         defaults: dict[str, Any] = {
-            "condition_ids": (), "agent": "gold", "models": ("gold",), "rootdir": str(base),
+            "condition_ids": (), "agent": default_agent(False), "models": (),
+            "rootdir": str(base),
             "datasets_dir": str(base / "datasets"), "ontology_dir": str(base / "ontology"),
             "reports_dir": str(base / "reports"), "cache_dir": str(base / ".kgbench-cache")}
         return cls(**{**defaults, **values})
@@ -276,7 +277,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
     agent = str(given("kgbench_agent", stored.get("agent")) or
                 default_agent(bool(models))).strip()
     replay_run = given("kgbench_replay_run", stored.get("replay_run"))
-    if not stored and agent == "replay" and replay_run:
+    if not stored and replay_run and _replays(agent):
         stored = stored_settings(find_run(root, reports, str(replay_run)))
     if not models:
         models = tuple(stored.get("models") or ()) or (agent,)
@@ -339,6 +340,14 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
         prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
     )
+
+
+def _replays(agent: str) -> bool:
+    """Whether the agent answers from a stored run (its settings are then the run's)."""
+    from pytest_kgbench.registry import current
+
+    cls = current().agents.get(agent)
+    return cls is not None and cls.kind == "replay"
 
 
 def default_agent(models_named: bool) -> str:
