@@ -36,7 +36,10 @@ if TYPE_CHECKING:
 SERVER = "kgbench"
 MCP_TOOLS = tuple(f"mcp__{SERVER}__{name}" for name in TOOL_NAMES)
 QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
-         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_ERROR_REPORTING": "1"}
+         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_ERROR_REPORTING": "1",
+         # print mode reports stdio MCP servers as "pending" at init and never refreshes unless
+         # told to wait for them (a regression of Claude Code since 2.1.162)
+         "MCP_CONNECTION_NONBLOCKING": "false"}
 
 
 MISSING = ("the claude CLI was not found (PATH, .tools/node_modules/.bin, KGBENCH_CLAUDE); "
