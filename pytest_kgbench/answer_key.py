@@ -20,7 +20,13 @@ def compute_key(question: Question, built: Built) -> dict[str, Any] | None:
     if question.expect != "answer":
         return None
     if question.key is None:
-        return dict(question.hand_key or {})
+        hand = dict(question.hand_key or {})
+        null = [f.name for f in question.fields if hand.get(f.name) is None]
+        if null:
+            raise InputError(question.file, f"hand_key gives no value for {null}: a key states "
+                             "its answer (e.g. 'unrated', 0, [])", question=question.id,
+                             field="hand_key")
+        return hand
     fn = built.pack.key_function(question.key, question=question.id)
     try:
         value = fn(built.tables, **dict(question.params))
@@ -35,6 +41,12 @@ def compute_key(question: Question, built: Built) -> dict[str, Any] | None:
     if missing:
         raise InputError(question.file, f"key function '{question.key}' gives no value for "
                          f"{missing}", question=question.id, field="key")
+    null = [f.name for f in question.fields if value[f.name] is None]
+    if null:
+        raise InputError(question.file, f"key function '{question.key}' gives null for {null} "
+                         "on this variant: a key states its answer (e.g. 'unrated', 0, []); "
+                         "null is what a model writes when it cannot determine a value",
+                         question=question.id, field="key")
     return {name: _plain(v) for name, v in value.items()}
 
 

@@ -43,25 +43,60 @@ class Answer:
         return cls(**data)
 
 
-_FENCE = re.compile(r"```(?:json)?\s*\n(.*?)\n?```", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
+_MAX_OBJECT_STARTS = 2000  # '{' positions tried when no fenced block parses
+
+
+def _object(text: str) -> dict[str, Any] | None:
+    """`text` as a JSON object, or None: never raises, whatever a model wrote (a 5,000-digit
+    integer is a ValueError in Python, deep nesting a RecursionError)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def locate_block(text: str) -> tuple[int, int, dict[str, Any]] | None:
+    """Where the closing answer block is: the last fenced block (any fence tag, or none) whose
+    body is one JSON object; else the last balanced top-level JSON object in the text. Its
+    (start, end) span in `text` and the object, or None."""
+    text = text or ""
+    for m in reversed(list(_FENCE.finditer(text))):
+        value = _object(m.group(1).strip())
+        if value is not None:
+            return m.start(), m.end(), value
+    decoder = json.JSONDecoder()
+    found: tuple[int, int, dict[str, Any]] | None = None
+    pos, tries = text.find("{"), 0
+    while pos >= 0 and tries < _MAX_OBJECT_STARTS:
+        tries += 1
+        try:
+            value, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(value, dict):
+            found = (pos, end, value)
+        pos = text.find("{", end)  # top level only: skip what this object holds
+    return found
 
 
 def extract_block(text: str) -> dict[str, Any] | None:
-    """The last fenced JSON object in a text (the closing answer block), or None."""
-    for body in reversed(_FENCE.findall(text or "")):
-        try:
-            value = json.loads(body)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
+    """The closing JSON answer block of a text (`locate_block`), or None."""
+    found = locate_block(text)
+    return None if found is None else found[2]
 
 
 def prose(text: str) -> str:
-    """An answer's text without its closing JSON block (everything before the last fence)."""
-    fence = (text or "").rfind("```json")
-    return text if fence < 0 else text[:fence]
+    """An answer's text without its closing JSON block: what leaks, figures and the judge
+    read (the block's values are not prose stating them)."""
+    text = text or ""
+    found = locate_block(text)
+    if found is None:
+        return text
+    start, end, _ = found
+    return (text[:start] + text[end:]).strip()
 
 
 def fields_from_rows(specs: tuple[FieldSpec, ...], columns: list[str],
@@ -98,6 +133,13 @@ def fields_from_rows(specs: tuple[FieldSpec, ...], columns: list[str],
 
 
 def answer_text(fields: Mapping[str, Any], sentence: str) -> str:
-    """A plain answer: one sentence and the closing JSON block."""
+    """A plain answer: a sentence stating every field's value in prose (what the metrics read),
+    and the closing JSON block."""
+    def said(value: Any) -> str:
+        if isinstance(value, (list, tuple)):
+            return ", ".join(str(v) for v in value) or "none"
+        return "none" if value is None else str(value)
+
+    stated = "; ".join(f"{name}: {said(value)}" for name, value in fields.items())
     block = json.dumps(dict(fields), indent=2, ensure_ascii=False, default=str)
-    return f"{sentence}\n\n```json\n{block}\n```\n"
+    return f"{sentence} {stated}.\n\n```json\n{block}\n```\n"

@@ -241,18 +241,20 @@ def cmd_power(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from pytest_kgbench.report import discordant_text, p_text
     from pytest_kgbench.rescore import compare_runs
 
     a = json.loads((Path(args.run_a) / "report.json").read_text(encoding="utf-8"))
     b = json.loads((Path(args.run_b) / "report.json").read_text(encoding="utf-8"))
     comparisons = compare_runs(a, b, seed=args.seed, force=args.force)
-    print(f"{'arm':<28} {'tier':<4} {'n':>3} {'diff':>7} {'95% CI':>15} {'+a/-b':>8} "
+    print(f"{'arm':<28} {'tier':<4} {'n':>3} {'diff':>7} {'95% CI':>15} {'+b / −a':>10} "
           f"{'McNemar p':>10} {'Holm p':>8}")
     for c in comparisons:
         ci = "—" if c.ci95 is None else f"{100 * c.ci95[0]:+.1f}..{100 * c.ci95[1]:+.1f}"
         diff = "—" if c.diff is None else f"{100 * c.diff:+.1f}"
         print(f"{c.a.split(':', 1)[1]:<28} {c.tier:<4} {c.n_questions:>3} {diff:>7} {ci:>15} "
-              f"{'+{}/-{}'.format(*c.discordant):>8} {c.mcnemar_p:>10.4f} {c.holm_p or 1:>8.4f}")
+              f"{discordant_text(c.discordant):>10} {p_text(c.mcnemar_p):>10} "
+              f"{p_text(c.holm_p):>8}")
     if not comparisons:
         print("no condition and tier in common")
     return 0

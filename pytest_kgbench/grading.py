@@ -29,6 +29,7 @@ class FieldGrade:
     got: Any
     ok: bool
     f1: float | None = None
+    absent: bool = False  # the block has no such field: wrong, whatever the key (never null)
 
 
 @dataclass
@@ -46,8 +47,12 @@ class Grade:
 
 def grade_field(spec: FieldSpec, expected: Any, got: Any,
                 aliases: Mapping[str, Mapping[str, str]]) -> FieldGrade:
-    """One field, compared with the key by its kind (fieldkinds.py, or a plugin's)."""
-    ok, score = current().field_kind(spec.kind).compare(spec, expected, got, aliases)
+    """One field, compared with the key by its kind (fieldkinds.py, or a plugin's). A kind
+    that raises on a value grades it wrong: any value a model writes gets a grade."""
+    try:
+        ok, score = current().field_kind(spec.kind).compare(spec, expected, got, aliases)
+    except (ValueError, TypeError, ArithmeticError, RecursionError, KeyError, IndexError):
+        ok, score = False, None
     return FieldGrade(spec.name, expected, got, bool(ok), score)
 
 
@@ -122,7 +127,9 @@ def grade(question: Question, key: Mapping[str, Any] | None, answer: Answer,
     if how in ("abstained", "declined") and not any(f.name in block for f in question.fields):
         return done("wrong", f"{how} on an answerable question")
     key = key or {}
-    fields = [grade_field(spec, key.get(spec.name), block.get(spec.name), aliases)
+    fields = [grade_field(spec, key.get(spec.name), block[spec.name], aliases)
+              if spec.name in block else
+              FieldGrade(spec.name, key.get(spec.name), None, False, absent=True)
               for spec in question.fields]
     right = sum(f.ok for f in fields)
     if right == len(fields):

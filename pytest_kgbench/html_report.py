@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
+from pytest_kgbench.report import ci_text, discordant_text, p_text, pct
+
 #: Cell colours of the question x condition grid; a mean score between two grades is blended.
 GRADE_COLOURS = {"correct": "#43a047", "partial": "#ffb300", "wrong": "#e53935",
                  "declined": "#9e9e9e", "missing": "#eceff1"}
@@ -42,22 +44,6 @@ tr.dim td{color:#9e9e9e}
 
 def _e(value: Any) -> str:
     return escape("" if value is None else str(value))
-
-
-def _pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.1f}%"
-
-
-def _ci(ci: Sequence[float | None] | None, scale: float = 100) -> str:
-    if not ci or ci[0] is None or ci[1] is None:
-        return "—"
-    return f"{scale * ci[0]:.1f} … {scale * ci[1]:.1f}"
-
-
-def _p(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return "<0.001" if value < 0.001 else f"{value:.3f}"
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]], *,
@@ -307,14 +293,14 @@ def _headline(report: Mapping[str, Any]) -> str:
     header = ["arm", "accuracy", "95% CI", "n", "passes", "declined", *tiers]
     rows = []
     for arm, c in conds.items():
-        cells = [_arm_name(arm, c), _pct(c.get("accuracy")),
-                 _ci(c.get("ci95")), str(c.get("n_questions", "")),
-                 f"{c.get('passes', '—')} ({_pct(c.get('pass_rate'))})",
+        cells = [_arm_name(arm, c), pct(c.get("accuracy")),
+                 ci_text(c.get("ci95")), str(c.get("n_questions", "")),
+                 f"{c.get('passes', '—')} ({pct(c.get('pass_rate'))})",
                  str(c.get("declined", 0))]
         for t in tiers:
             bt = c.get("by_tier", {}).get(t)
             cells.append("—" if not bt else
-                         f"{_pct(bt.get('accuracy'))} (n={bt.get('n_questions')})")
+                         f"{pct(bt.get('accuracy'))} (n={bt.get('n_questions')})")
         rows.append(cells)
     return _table(header, rows, num=range(1, len(header)))
 
@@ -325,16 +311,16 @@ def _comparisons(report: Mapping[str, Any]) -> str:
         return '<p class="muted">No comparisons in this report.</p>'
     rows, dim = [], []
     for c in comps:
-        d = c.get("discordant") or [None, None]
         diff = c.get("diff")
         rows.append([str(c.get("a")), str(c.get("b")), str(c.get("tier")),
                      str(c.get("n_questions")),
-                     "—" if diff is None else f"{100 * diff:+.1f} [{_ci(c.get('ci95'))}]",
-                     f"+{d[0]} / +{d[1]}", _p(c.get("mcnemar_p")), _p(c.get("holm_p")),
+                     "—" if diff is None else f"{100 * diff:+.1f} [{ci_text(c.get('ci95'))}]",
+                     discordant_text(c.get("discordant")), p_text(c.get("mcnemar_p")),
+                     p_text(c.get("holm_p")),
                      "yes" if c.get("can_reach_significance") else "no"])
         dim.append("" if c.get("can_reach_significance") else "dim")
     table = _table(["a", "b", "tier", "n", "diff b − a, pts [95% CI]",
-                    "discordant a only / b only", "McNemar p", "Holm p", "can reach p<0.05"],
+                    "discordant +b / −a", "McNemar p", "Holm p", "can reach p<0.05"],
                    rows, num=(3, 4, 5, 6, 7), row_class=dim)
     return table + forest_chart(comps)
 

@@ -44,7 +44,7 @@ def simulate(n_questions: int, *, baseline: float, effect: float, repeats: int,
         for q in range(n_questions):
             score_a = sum(draw(seed, sim, q, "A", r) < p_a for r in range(repeats)) / repeats
             score_b = sum(draw(seed, sim, q, "B", r) < p_b for r in range(repeats)) / repeats
-            pass_a, pass_b = score_a >= stats.PASS_THRESHOLD, score_b >= stats.PASS_THRESHOLD
+            pass_a, pass_b = stats.passes(score_a), stats.passes(score_b)
             a_only += pass_a and not pass_b
             b_only += pass_b and not pass_a
         if stats.mcnemar_exact(a_only, b_only) < alpha:

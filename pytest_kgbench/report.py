@@ -191,16 +191,30 @@ def _arm_order(arm: str) -> tuple[int, int, str]:
     return (cond[0] != "R", int(cond[1:]) if cond[1:].isdigit() else 0, arm)
 
 
-def _pct(value: float | None) -> str:
+def pct(value: float | None) -> str:
+    """A share as every view prints it."""
     return "—" if value is None else f"{100 * value:.1f}%"
 
 
-def _p(p: float | None) -> str:
+def discordant_text(discordant: Any) -> str:
+    """The discordant questions of a comparison as every view shows them: "+b / −a", the
+    questions passing only under b (they raise b − a) and only under a (they lower it), so
+    the signs agree with the difference's."""
+    a_only, b_only = discordant or (0, 0)
+    return f"+{b_only} / −{a_only}"
+
+
+def p_text(p: float | None) -> str:
+    """A p-value as every view prints it: four decimals, or two significant digits below
+    0.0001 (never 0.0)."""
     return "—" if p is None else (f"{p:.4f}" if p >= 0.0001 else f"{p:.1e}")
 
 
-def _ci(ci: list[float] | None) -> str:
-    return "—" if not ci else f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
+def ci_text(ci: Sequence[float | None] | None) -> str:
+    """An interval of shares, in percentage points, as every view prints it."""
+    if not ci or ci[0] is None or ci[1] is None:
+        return "—"
+    return f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
 
 
 def headline_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -208,11 +222,11 @@ def headline_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]
     header = ["arm", "accuracy", "95% CI", "n", *tiers]
     rows = []
     for arm, c in report["conditions"].items():
-        cells = [arm + (f" {c['label']}" if "/" not in arm else ""), _pct(c["accuracy"]),
-                 _ci(c["ci95"]), str(c["n_questions"])]
+        cells = [arm + (f" {c['label']}" if "/" not in arm else ""), pct(c["accuracy"]),
+                 ci_text(c["ci95"]), str(c["n_questions"])]
         for t in tiers:
             bt = c["by_tier"].get(t)
-            cells.append("—" if not bt else f"{_pct(bt['accuracy'])} ({bt['n_questions']})")
+            cells.append("—" if not bt else f"{pct(bt['accuracy'])} ({bt['n_questions']})")
         rows.append(cells)
     return header, rows
 
@@ -265,18 +279,19 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report["comparisons"]:
         lines += ["## Paired comparisons", "",
                   "Per tier, paired question by question: diff = accuracy(b) − accuracy(a) with a "
-                  "paired bootstrap 95% interval; +a/−b = questions passing only under a / only "
-                  "under b; exact McNemar p, Holm-adjusted across all comparisons of the run; "
+                  "paired bootstrap 95% interval; +b / −a = the discordant questions: those "
+                  "passing only under b (which raise the difference) / only under a (which "
+                  "lower it); exact McNemar p, Holm-adjusted across all comparisons of the run; "
                   "'could reach' says whether that many discordant questions could give "
                   "p < 0.05 at all.", ""]
         rows = []
         for c in report["comparisons"]:
-            a_only, b_only = c["discordant"]
             rows.append([c["a"], c["b"], c["tier"], str(c["n_questions"]),
                          "—" if c["diff"] is None else f"{100 * c['diff']:+.1f}",
-                         _ci(c["ci95"]), f"+{a_only} / −{b_only}", _p(c["mcnemar_p"]),
-                         _p(c["holm_p"]), "yes" if c["can_reach_significance"] else "no"])
-        lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+a / −b",
+                         ci_text(c["ci95"]), discordant_text(c["discordant"]),
+                         p_text(c["mcnemar_p"]), p_text(c["holm_p"]),
+                         "yes" if c["can_reach_significance"] else "no"])
+        lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+b / −a",
                          "McNemar p", "Holm p", "could reach p<0.05"], rows) + [""]
     lines += judge_lines(report.get("judge"))
     if report["missing"]:
@@ -325,8 +340,8 @@ def judge_lines(judge: Mapping[str, Any] | None) -> list[str]:
                 judge["unreadable"] else "")
              + (f"; {judge['no_prose']} answers with no prose, not judged" if
                 judge.get("no_prose") else "") + ").",
-             f"Points made (first pass): {_pct(judge['made'])}; agreement between passes: "
-             f"{_pct(judge['agreement'])}; Cohen's kappa: {kappa}; judge tokens: "
+             f"Points made (first pass): {pct(judge['made'])}; agreement between passes: "
+             f"{pct(judge['agreement'])}; Cohen's kappa: {kappa}; judge tokens: "
              f"{judge['tokens']['input']} in, {judge['tokens']['output']} out.", ""]
     if judge["disagreements"]:
         lines += ["Points the two passes disagreed on:", ""]

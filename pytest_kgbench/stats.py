@@ -24,6 +24,7 @@ from typing import Any
 
 __all__ = [
     "PASS_THRESHOLD",
+    "passes",
     "draw",
     "Estimate",
     "Comparison",
@@ -37,8 +38,14 @@ __all__ = [
     "holm_adjust",
 ]
 
-#: A question passes in a condition when its mean score over repeats is >= this.
+#: A question passes in a condition when its mean score over repeats is MORE than this: a
+#: partial answer alone (½) is not a pass.
 PASS_THRESHOLD = 0.5
+
+
+def passes(mean: float) -> bool:
+    """Whether a question's mean score over repeats is a pass (more than ½)."""
+    return mean > PASS_THRESHOLD
 
 Scores = Mapping[str, Sequence[float | None]]
 Interval = tuple[float, float]
@@ -68,6 +75,13 @@ def _r(x: float | None) -> float | None:
     """Round to 6 decimals for serialisation; -0.0 becomes 0.0, NaN becomes None."""
     f = _finite(x)
     return None if f is None else round(f, 6) + 0.0
+
+
+def _r_p(p: float | None) -> float | None:
+    """A p-value for serialisation: six significant digits, never rounded to 0 (1.9e-9 stays
+    1.9e-9)."""
+    f = _finite(p)
+    return None if f is None else float(f"{f:.6g}") + 0.0
 
 
 def _r_interval(ci: Interval | None) -> list[float | None] | None:
@@ -120,7 +134,7 @@ class Estimate:
     value: float | None  # mean over questions of each question's mean over repeats
     ci95: Interval | None  # 95% bootstrap interval over questions
     n_questions: int
-    passes: int  # questions with mean >= PASS_THRESHOLD
+    passes: int  # questions with mean > PASS_THRESHOLD
     pass_rate: float | None
     pass_ci95: Interval | None  # Wilson interval on passes / n_questions
 
@@ -169,20 +183,26 @@ def wilson(passes: int, n: int, confidence: float = 0.95) -> Interval | None:
 def accuracy(scores: Scores, *, seed: int, n_resamples: int = 9999) -> Estimate:
     """Accuracy of one condition: mean of per-question means, with intervals.
 
-    ``ci95`` is a percentile bootstrap over questions (seeded, reproducible);
+    ``ci95`` is a percentile bootstrap over questions (seeded, reproducible), or, when every
+    question scored 1 (or every one 0), the Wilson interval of that share;
     ``pass_ci95`` is the Wilson interval on the share of questions whose mean
-    is >= ``PASS_THRESHOLD``.
+    is more than ``PASS_THRESHOLD``.
     """
     means = list(question_means(scores).values())
     n = len(means)
-    passes = sum(1 for m in means if m >= PASS_THRESHOLD)
+    n_pass = sum(1 for m in means if passes(m))
+    ci = _bootstrap_mean_ci(means, seed, n_resamples)
+    if ci is not None and ci[0] == ci[1] in (0.0, 1.0):
+        # every question right (or every one wrong): a bootstrap has zero width there, which
+        # would draw 9 of 9 as certain; the Wilson interval of the share says what n allows
+        ci = wilson(round(ci[0] * n), n)
     return Estimate(
         value=_mean(means),
-        ci95=_bootstrap_mean_ci(means, seed, n_resamples),
+        ci95=ci,
         n_questions=n,
-        passes=passes,
-        pass_rate=passes / n if n else None,
-        pass_ci95=wilson(passes, n),
+        passes=n_pass,
+        pass_rate=n_pass / n if n else None,
+        pass_ci95=wilson(n_pass, n),
     )
 
 
@@ -214,8 +234,8 @@ class Comparison:
             "diff": _r(self.diff),
             "ci95": _r_interval(self.ci95),
             "discordant": [int(self.discordant[0]), int(self.discordant[1])],
-            "mcnemar_p": _r(self.mcnemar_p),
-            "holm_p": _r(self.holm_p),
+            "mcnemar_p": _r_p(self.mcnemar_p),
+            "holm_p": _r_p(self.holm_p),
             "can_reach_significance": bool(self.can_reach_significance),
         }
 
@@ -265,13 +285,13 @@ def compare(
     ``diff`` is mean(b) - mean(a) of the per-question means ("what b adds over
     a"); ``ci95`` is the paired bootstrap interval of that difference
     (questions resampled with their pairs kept); ``discordant`` and
-    ``mcnemar_p`` come from passing (mean >= PASS_THRESHOLD) per question.
+    ``mcnemar_p`` come from passing (mean > PASS_THRESHOLD) per question.
     """
     ma, mb = question_means(a_scores), question_means(b_scores)
     ids = sorted(ma.keys() & mb.keys())
     diffs = [mb[q] - ma[q] for q in ids]
-    a_only = sum(1 for q in ids if ma[q] >= PASS_THRESHOLD and not mb[q] >= PASS_THRESHOLD)
-    b_only = sum(1 for q in ids if mb[q] >= PASS_THRESHOLD and not ma[q] >= PASS_THRESHOLD)
+    a_only = sum(1 for q in ids if passes(ma[q]) and not passes(mb[q]))
+    b_only = sum(1 for q in ids if passes(mb[q]) and not passes(ma[q]))
     return Comparison(
         a=a,
         b=b,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Callable
 
@@ -43,12 +44,16 @@ def run_records(p: pytest.Pytester) -> list[dict]:
     return [json.loads(x) for x in (only_run(p) / "answers.jsonl").read_text().splitlines()]
 
 
-def credit_question(qid: str):
-    """One question of the repository's credit question file."""
+@functools.lru_cache(maxsize=None)
+def _credit_questions():
     from pytest_kgbench.questions import load_questions
 
-    return next(q for q in load_questions(REPO / "questions" / "credit.yaml").questions
-                if q.id == qid)
+    return load_questions(REPO / "questions" / "credit.yaml").questions
+
+
+def credit_question(qid: str):
+    """One question of the repository's credit question file (read once per process)."""
+    return next(q for q in _credit_questions() if q.id == qid)
 
 
 @pytest.fixture(scope="session")

@@ -91,7 +91,7 @@ def test_the_report_can_be_recomputed_from_its_own_items_with_scipy(synthetic_ru
             tm = means(cond, tier)
             values = np.array([tm[q] for q in sorted(tm)])
             assert t["accuracy"] == pytest.approx(values.mean(), abs=1e-6)
-            passes = int((values >= 0.5).sum())
+            passes = int((values > 0.5).sum())
             assert t["passes"] == passes
             ci = binomtest(passes, len(values)).proportion_ci(method="wilson")
             assert t["pass_ci95"] == pytest.approx([ci.low, ci.high], abs=1e-6)
@@ -108,8 +108,8 @@ def test_the_report_can_be_recomputed_from_its_own_items_with_scipy(synthetic_ru
         qs = sorted(set(a) & set(b))
         diff = np.mean([b[q] - a[q] for q in qs])
         assert c["diff"] == pytest.approx(diff, abs=1e-6)
-        a_only = sum(a[q] >= 0.5 > b[q] for q in qs)
-        b_only = sum(b[q] >= 0.5 > a[q] for q in qs)
+        a_only = sum(a[q] > 0.5 >= b[q] for q in qs)
+        b_only = sum(b[q] > 0.5 >= a[q] for q in qs)
         assert c["discordant"] == [a_only, b_only]
         p = binomtest(a_only, a_only + b_only, 0.5).pvalue if a_only + b_only else 1.0
         assert c["mcnemar_p"] == pytest.approx(p, abs=1e-6)

@@ -30,7 +30,9 @@ def answer(block, **kw) -> Answer:
 
 @pytest.mark.parametrize(("a", "b", "same"), [
     ("BBB-", "bbb-", True), ("BBB\u2212", "BBB-", True), (" A+ ", "A+", True),
-    ("unrated", None, True), ("NR", None, True), ("AA", "AA-", False), ("A-", "A", False),
+    ("unrated", "NR", True), ("withdrawn", "Not rated", True), ("unrated", None, False),
+    ("AA", "AA-", False), ("A-", "A", False), ("AA- (negative outlook)", "AA-", True),
+    ("BBB+/Stable", "BBB+", True), ("AA- or A+", "AA-", False),
 ])
 def test_ratings_normalise(a, b, same) -> None:
     assert (norm_rating(a) == norm_rating(b)) is same

@@ -157,7 +157,7 @@ def test_comparisons_table(full_page: str, partial_page: str) -> None:
     assert row, "a comparison that cannot reach significance is dimmed"
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
     assert cells[:4] == ["R1", "D1", "L3", "2"]
-    assert cells[4].startswith("+50.0") and cells[5] == "+0 / +2" and cells[-1] == "no"
+    assert cells[4].startswith("+50.0") and cells[5] == "+2 / −0" and cells[-1] == "no"
     assert "No comparisons" in partial_page and "No comparisons" not in full_page
 
 

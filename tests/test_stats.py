@@ -168,7 +168,7 @@ def test_accuracy_is_mean_of_question_means(scores, seed):
     lo, hi = est.ci95
     assert lo - 1e-9 <= est.value <= hi + 1e-9
     assert 0.0 <= lo <= hi <= 1.0
-    assert est.passes == sum(m >= PASS_THRESHOLD for m in per_q)
+    assert est.passes == sum(m > PASS_THRESHOLD for m in per_q)
     assert est.pass_rate == pytest.approx(est.passes / est.n_questions)
     assert est.pass_ci95 == wilson(est.passes, est.n_questions)
     assert accuracy(scores, seed=seed, n_resamples=FAST) == est  # reproducible
@@ -185,9 +185,10 @@ def test_accuracy_partial_and_none():
     assert est.pass_rate == 0.5
 
 
-def test_question_means_exactly_half_passes():
-    est = accuracy({"q": [1.0, 0.0], "r": [0.5]}, seed=0, n_resamples=FAST)
-    assert est.passes == 2
+def test_a_mean_of_exactly_half_is_not_a_pass():
+    # a partial answer alone (½), or one right and one wrong repeat, is not a pass
+    est = accuracy({"q": [1.0, 0.0], "r": [0.5], "s": [1.0, 0.5]}, seed=0, n_resamples=FAST)
+    assert est.passes == 1
 
 
 def test_accuracy_degenerate():
@@ -201,6 +202,13 @@ def test_accuracy_degenerate():
         assert one.value == 0.75 and one.ci95 == (0.75, 0.75)
         same = accuracy({f"q{i}": [0.5] for i in range(10)}, seed=0, n_resamples=FAST)
         assert same.value == 0.5 and same.ci95 == (0.5, 0.5)
+
+
+def test_all_right_or_all_wrong_gets_the_wilson_interval_not_zero_width():
+    right = accuracy({f"q{i}": [1.0] for i in range(9)}, seed=0, n_resamples=FAST)
+    wrong = accuracy({f"q{i}": [0.0, 0.0] for i in range(9)}, seed=0, n_resamples=FAST)
+    assert right.ci95 == wilson(9, 9) and right.ci95[0] < 0.75 and right.ci95[1] == 1.0
+    assert wrong.ci95 == wilson(0, 9) and wrong.ci95[0] == 0.0 and wrong.ci95[1] > 0.25
 
 
 def test_accuracy_seeds():
@@ -233,8 +241,8 @@ def test_compare_diff_is_paired_mean_difference(a_scores, b_scores, seed):
         assert c.diff == pytest.approx(_mean(mb) - _mean(ma))
         lo, hi = c.ci95
         assert lo - 1e-9 <= c.diff <= hi + 1e-9
-        a_only = sum(x >= 0.5 and y < 0.5 for x, y in zip(ma, mb))
-        b_only = sum(y >= 0.5 and x < 0.5 for x, y in zip(ma, mb))
+        a_only = sum(x > 0.5 and y <= 0.5 for x, y in zip(ma, mb))
+        b_only = sum(y > 0.5 and x <= 0.5 for x, y in zip(ma, mb))
         assert c.discordant == (a_only, b_only)
         assert c.mcnemar_p == pytest.approx(mcnemar_exact(a_only, b_only))
     assert c.holm_p is None
@@ -244,15 +252,15 @@ def test_compare_diff_is_paired_mean_difference(a_scores, b_scores, seed):
 
 def test_compare_ignores_unpaired_and_direction():
     a_scores = {"q1": [0.0, 0.0], "q2": [1.0], "only_a": [1.0, 1.0]}
-    b_scores = {"q1": [1.0, 0.0], "q2": [1.0], "only_b": [0.0], "unscored": [None]}
+    b_scores = {"q1": [1.0, 1.0], "q2": [1.0], "only_b": [0.0], "unscored": [None]}
     a_scores["unscored"] = [1.0]
     c = compare(a_scores, b_scores, a="base", b="kg", tier="t1", seed=3, n_resamples=FAST)
     assert c.n_questions == 2
-    assert c.diff == pytest.approx(0.25)  # b minus a
-    assert c.discordant == (0, 1)  # q1: a mean 0 fails, b mean exactly 0.5 passes
+    assert c.diff == pytest.approx(0.5)  # b minus a
+    assert c.discordant == (0, 1)  # q1: a mean 0 fails, b mean 1 passes
     assert (c.a, c.b, c.tier) == ("base", "kg", "t1")
     rev = compare(b_scores, a_scores, a="kg", b="base", tier="t1", seed=3, n_resamples=FAST)
-    assert rev.diff == pytest.approx(-0.25)
+    assert rev.diff == pytest.approx(-0.5)
     assert rev.discordant == (1, 0)
 
 

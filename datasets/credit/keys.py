@@ -84,7 +84,9 @@ def sovereign_of_issuer(tables: Tables, *, name: str) -> Fields:
 
 def rating_on(tables: Tables, *, name: str, date: Any) -> Fields:
     c = credit(tables)
-    return {"rating": c.rating_on(c.lei_by_name(name), _date(date))}
+    # an entity with no rating on the date (never rated, or withdrawn) is stated as unrated:
+    # a key is never null, so "I cannot determine" (null) never matches it
+    return {"rating": c.rating_on(c.lei_by_name(name), _date(date)) or "unrated"}
 
 
 def investment_grade_throughout(tables: Tables, *, start: Any, end: Any) -> Fields:

@@ -9,14 +9,18 @@ from typing import Any
 from pytest_kgbench.metrics.base import MetricInput
 
 
+def _name(text: str) -> str:
+    return " ".join(text.strip().strip("`'\"").split()).casefold()
+
+
 def attribution(claims: Any, given: Iterable[str]) -> dict[str, Any] | None:
-    """The claims an answer makes (`definitions_used`) and how many name a definition the
-    condition gave (label or CURIE)."""
+    """The claims an answer makes (`definitions_used`) and how many are true: a claim is true
+    only when it IS the id, CURIE or label of a definition the condition gave (ignoring case
+    and surrounding space) — never a part of one ("e", "credit:") or a name it contains."""
     if not isinstance(claims, list) or not claims:
         return None
-    names = [n.casefold() for n in given]
-    true = [c for c in claims if isinstance(c, str) and any(
-        c.casefold().strip() in n or n in c.casefold() for n in names if n)]
+    names = {_name(n) for n in given if n and _name(n)}
+    true = [c for c in claims if isinstance(c, str) and _name(c) in names]
     return {"claims": len(claims), "true": len(true)}
 
 

@@ -66,12 +66,25 @@ class MetricInput:
 
     @cached_property
     def gold(self) -> QueryResult | None:
-        """The gold query's result on the item's store."""
+        """The gold query's result on the item's store: None when execution cannot be
+        measured — no gold query here, or one that returned no non-null value (then any
+        query, `SELECT NULL` included, would "carry" it). A gold query that fails is the
+        harness failing, never a pass or a miss: it raises HarnessBroken."""
         if not self.queried or self.executor is None:
             return None
         if self.last is not None and self.last.statement == self.gold_statement:
-            return self.last
-        return self.executor.run(str(self.gold_statement))
+            result = self.last
+        else:
+            result = self.executor.run(str(self.gold_statement))
+        if not result.ok:
+            from pytest_kgbench.errors import HarnessBroken
+
+            raise HarnessBroken(f"the gold query of {self.question.id} failed under "
+                                f"{self.condition.id}: {result.refused or result.error}")
+        if not any(v is not None for row in result.rows for v in row):
+            self.details["note"] = "the gold query returned no value: execution is undefined"
+            return None
+        return result
 
     @property
     def tolerance(self) -> dict[str, float]:

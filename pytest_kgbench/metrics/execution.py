@@ -3,8 +3,10 @@ gold figure), the strict result set beside it, and the figure in the prose."""
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,16 +19,24 @@ def _same_number(a: float, b: float, rel: float, abs_tol: float) -> bool:
     return math.isclose(a, b, rel_tol=rel, abs_tol=max(abs_tol, 1e-9))
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def same_cell(gold: Any, got: Any, *, rel: float = 0.005, abs_tol: float = 0.0) -> bool:
-    """Two cells agree: numbers within tolerance — a proportion and its percentage only when one
-    side is a proper fraction (0.045 ~ 4.5, but never 4.5 million ~ 450 million) — else text
-    compared case-insensitively."""
+    """Two cells agree: a count (an integer gold value) exactly; other numbers within the
+    tolerance — a proportion and its percentage only when one side is a proper fraction
+    (0.045 ~ 4.5, but never 4.5 million ~ 450 million); anything else as text, ignoring case."""
     if gold is None or got is None:
         return gold is None and got is None
-    g, o = norm_number(gold), norm_number(got)
     if isinstance(gold, bool) or isinstance(got, bool):
         return str(gold).casefold() == str(got).casefold()
+    g, o = norm_number(gold), norm_number(got)
     if g is not None and o is not None:
+        if not (math.isfinite(g) and math.isfinite(o)):
+            return False
+        if _is_count(gold):
+            return o == g
         if _same_number(g, o, rel, abs_tol):
             return True
         if abs(g) < 1 and _same_number(100 * g, o, rel, abs_tol):
@@ -42,28 +52,57 @@ def carries(gold_row: Sequence[Any], row: Sequence[Any], *, rel: float = 0.005,
     return all(any(same_cell(g, v, rel=rel, abs_tol=abs_tol) for v in row) for g in gold_row)
 
 
+def _row_key(row: Sequence[Any]) -> tuple[str, ...]:
+    return tuple(json.dumps(c, sort_keys=True, default=str) for c in row)
+
+
 def rows_carried(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
                  ordered: bool = False, rel: float = 0.005, abs_tol: float = 0.0) -> bool:
-    """Each gold row is carried by a distinct returned row (extra rows allowed); with `ordered`,
-    the carrying rows appear in the gold order."""
+    """Each gold row is carried by a distinct returned row (extra rows allowed; see
+    `too_many_rows`); with `ordered`, the carrying rows appear in the gold order.
+
+    Unordered, it is a maximum flow (scipy): identical rows are grouped with their counts, so
+    1,200 identical rows are one pair of nodes, and nothing recurses."""
     if ordered:
         i = 0
         for row in got:
             if i < len(gold) and carries(gold[i], row, rel=rel, abs_tol=abs_tol):
                 i += 1
         return i == len(gold)
-    match: dict[int, int] = {}  # returned row -> gold row (bipartite matching, augmenting paths)
-
-    def assign(g: int, seen: set[int]) -> bool:
-        for r, row in enumerate(got):
-            if r not in seen and carries(gold[g], row, rel=rel, abs_tol=abs_tol):
-                seen.add(r)
-                if r not in match or assign(match[r], seen):
-                    match[r] = g
-                    return True
+    if not gold:
+        return True
+    if len(got) < len(gold):
         return False
+    gold_groups = Counter(_row_key(r) for r in gold)
+    got_groups = Counter(_row_key(r) for r in got)
+    gold_rows = {_row_key(r): r for r in gold}
+    got_rows = {_row_key(r): r for r in got}
+    gkeys, rkeys = list(gold_groups), list(got_groups)
+    sink = 1 + len(gkeys) + len(rkeys)
+    edges: list[tuple[int, int, int]] = []
+    for i, gk in enumerate(gkeys):
+        edges.append((0, 1 + i, gold_groups[gk]))
+        for j, rk in enumerate(rkeys):
+            if carries(gold_rows[gk], got_rows[rk], rel=rel, abs_tol=abs_tol):
+                edges.append((1 + i, 1 + len(gkeys) + j, len(gold)))
+    for j, rk in enumerate(rkeys):
+        edges.append((1 + len(gkeys) + j, sink, got_groups[rk]))
+    import numpy as np
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import maximum_flow
 
-    return all(assign(g, set()) for g in range(len(gold)))
+    tails, heads, caps = zip(*edges)
+    graph = csr_matrix((np.asarray(caps, dtype=np.int32), (tails, heads)),
+                       shape=(sink + 1, sink + 1))
+    return bool(maximum_flow(graph, 0, sink).flow_value == len(gold))
+
+
+def too_many_rows(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]]) -> bool:
+    """Whether a result returns too much to count as answering: more than twice the gold
+    rows (and more than one row beyond them). Carrying the gold rows among extra ones is
+    allowed, but a query listing every issuer, or `range(10000)`, carries every list by
+    listing everything."""
+    return len(got) > max(2 * len(gold), len(gold) + 1)
 
 
 def result_set_exact(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
@@ -75,18 +114,34 @@ def result_set_exact(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]]
             and rows_carried(got, gold, rel=rel, abs_tol=abs_tol))
 
 
-_NUMBER = re.compile(r"[-+]?\d[\d,_]*(?:\.\d+)?")
+_NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?\d[\d,_]*(?:\.(\d+))?(?:[eE][-+]?\d+)?%?")
+
+
+def _stated(text: str) -> list[tuple[float, float]]:
+    """Every number the prose states, with half a unit of its last stated digit (what
+    rounding to its precision allows)."""
+    out: list[tuple[float, float]] = []
+    for m in _NUMBER.finditer(text or ""):
+        n = norm_number(m.group(0))
+        if n is None or not math.isfinite(n):
+            continue
+        decimals = len(m.group(1) or "") + (2 if m.group(0).endswith("%") else 0)
+        out.append((n, 0.5 * 10.0 ** -decimals))
+    return out
 
 
 def states_figure(text: str, gold: Sequence[Sequence[Any]], *, rel: float = 0.005) -> bool | None:
-    """Whether the prose states at least one gold value (numbers allow rounding to the text's
-    precision and rescaling by 100 or 1000; other values by case-insensitive inclusion).
-    None when the gold result holds no value to state."""
+    """Whether the prose (the answer without its closing block) states a gold value: a count
+    exactly; another number when it agrees to the precision stated (within half a unit of its
+    last digit, or the relative tolerance) and keeps the value's magnitude (off by at most
+    half of it; a stated zero states only zero, so "0" never states 0.4); a proportion as its
+    percentage or back (never by 1000); other values by inclusion, ignoring case. None when
+    the gold result holds no value to state."""
     values = [v for row in gold for v in row if v is not None]
     if not values:
         return None
     lowered = (text or "").casefold()
-    numbers = [n for n in (norm_number(m) for m in _NUMBER.findall(text or "")) if n is not None]
+    numbers = _stated(text)
     for value in values:
         if isinstance(value, bool):
             words = ("yes", "true") if value else ("no", "false", "not")
@@ -95,11 +150,25 @@ def states_figure(text: str, gold: Sequence[Sequence[Any]], *, rel: float = 0.00
             continue
         g = norm_number(value)
         if g is not None and not isinstance(value, str):
-            for n in numbers:
-                for scale in (1, 100, 0.01, 1000, 0.001):
-                    target = g * scale
-                    digits = 0 if n == int(n) else len(str(n).split(".")[1])
-                    if abs(round(target, digits) - n) <= max(rel * abs(target), 0.5 * 10**-digits):
+            if not math.isfinite(g):
+                continue
+            for n, half_unit in numbers:
+                if _is_count(value):
+                    if n == g:
+                        return True
+                    continue
+                targets = [g]
+                if abs(g) < 1:
+                    targets.append(100 * g)   # a proportion stated as its percentage
+                elif abs(n) < 1:
+                    targets.append(g / 100)   # a percentage stated as its proportion
+                for target in targets:
+                    if target == 0 or n == 0:
+                        if target == n:
+                            return True
+                        continue
+                    error = abs(n - target)
+                    if error <= max(rel * abs(target), half_unit) and error <= 0.5 * abs(target):
                         return True
             continue
         if str(value).casefold() in lowered:
@@ -114,13 +183,17 @@ def _carried(item: MetricInput) -> bool | None:
     if last is None or gold is None:
         return None
     item.details.update({"rows_returned": len(last.rows), "gold_rows": len(gold.rows)})
-    return last.ok and rows_carried(gold.rows, last.rows, ordered=item.ordered, **item.tolerance)
+    if not last.ok or too_many_rows(gold.rows, last.rows):
+        return False
+    return rows_carried(gold.rows, last.rows, ordered=item.ordered, **item.tolerance)
 
 
 def _figure(item: MetricInput) -> bool | None:
     if item.gold is None or item.last is None:
         return None
-    return states_figure(item.answer.text, item.gold.rows, rel=item.tolerance["rel"])
+    from pytest_kgbench.answers import prose
+
+    return states_figure(prose(item.answer.text), item.gold.rows, rel=item.tolerance["rel"])
 
 
 class Execution(RateMetric):
@@ -131,7 +204,7 @@ class Execution(RateMetric):
     order = 10
 
     def measure(self, item: MetricInput) -> bool | None:
-        if not item.queried:
+        if not item.queried or item.gold is None:
             return None
         if not item.ran:
             item.details["note"] = "no query ran"
