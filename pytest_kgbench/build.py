@@ -21,7 +21,7 @@ from typing import Any
 from pytest_kgbench.errors import InputError
 from pytest_kgbench.packs import Pack, Tables, check_tables, normalise_id, read_tables, write_csv
 
-BUILD_FORMAT = 3  # bump when the layout of a built variant changes
+BUILD_FORMAT = 4  # bump when a variant's layout or an artefact's form changes (4: id prefixes)
 
 
 @dataclass

@@ -59,6 +59,8 @@ def cases_for(qset: QuestionSet, pack: Pack, settings: Settings) -> Iterator[Cas
             if variant not in pack.variants or (q.variants and variant not in q.variants):
                 continue
             for cond in conds:
+                if cond.mode not in q.modes:
+                    continue
                 for model in settings.models:
                     for repeat in range(1, settings.repeats + 1):
                         yield Case(q, cond, variant, model, settings.agent, repeat)

@@ -61,10 +61,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from pytest_kgbench.build import build_variant
     from pytest_kgbench.questions import load_questions
-    from pytest_kgbench.validate import check_questions
+    from pytest_kgbench.validate import check_needs, check_questions
 
-    _, built, _ = _built(args)
+    pack, built, _ = _built(args)
     qset = load_questions(Path(args.root) / "questions" / f"{args.pack}.yaml")
     checks = check_questions(list(qset.questions), built, engines=_engines(args))
     bad = 0
@@ -76,7 +77,19 @@ def cmd_check(args: argparse.Namespace) -> int:
         bad += not c.ok
     print(f"{len(checks) - bad} of {len(checks)} questions check out on "
           f"{built.pack.name}/{built.variant} (seed {built.seed})")
-    return 1 if bad else 0
+    if args.no_needs:
+        return 1 if bad else 0
+    cache = Path(args.cache or Path(args.root) / ".kgbench-cache")
+    builts = [build_variant(pack, v, cache, seed=args.seed) for v in pack.variants]
+    needs = check_needs(list(qset.questions), builts)
+    idle = [n for n in needs if n.exercised is False]
+    for n in needs:
+        mark = {True: "ok ", False: "BAD", None: " - "}[n.exercised]
+        print(f"{mark} {n.question} needs {n.need}: {n.why}")
+    print(f"needs: {sum(n.exercised is True for n in needs)} exercised by the data, "
+          f"{len(idle)} never exercised, {sum(n.exercised is None for n in needs)} not testable "
+          f"by taking their evidence out (across {', '.join(pack.variants)})")
+    return 1 if bad or idle else 0
 
 
 def _engines(args: argparse.Namespace) -> dict[str, str]:
@@ -224,20 +237,59 @@ def cmd_power(args: argparse.Namespace) -> int:
     from pytest_kgbench.questions import load_questions
 
     qset = load_questions(Path(args.root) / "questions" / f"{args.pack}.yaml")
-    n = sum(1 for q in qset.questions if q.tier == args.tier
-            and (q.variants is None or args.variant in q.variants))
-    if n == 0:
+    questions = [q for q in qset.questions if q.tier == args.tier
+                 and (q.variants is None or args.variant in q.variants)]
+    if not questions:
         raise KgbenchError(f"pack {args.pack} has no {args.tier} question on {args.variant}")
+    n = len(questions)
+    trap_right: tuple[list[bool], list[bool]] = ([], [])
+    if args.condition:
+        trap_right = _trap_right(args, questions)
+        note = (f"the trap answer is right for {sum(trap_right[0])} of them under "
+                f"{args.condition[0]} and {sum(trap_right[1])} under {args.condition[1]}")
+    else:
+        note = "the trap answer taken as wrong everywhere (--condition A B uses its grades)"
     print(f"{args.pack}/{args.variant} {args.tier}: {n} questions x {args.repeats} repeats; "
           f"baseline accuracy {args.baseline:.2f}; {args.simulations} simulated runs of the "
-          f"synthetic agent per effect; exact McNemar at p < 0.05")
+          f"synthetic agent per effect; exact McNemar at p < 0.05; {note}")
     print(f"{'effect':>8}  {'detection probability':>22}  {'95% CI':>13}")
     for effect in args.effect:
         res = simulate(n, baseline=args.baseline, effect=effect, repeats=args.repeats,
-                       simulations=args.simulations, seed=args.seed)
+                       simulations=args.simulations, seed=args.seed, trap_right=trap_right)
         lo, hi = res.ci95 or (0.0, 0.0)
         print(f"{effect:>8.2f}  {res.probability:>22.3f}  {lo:>6.3f}–{hi:<6.3f}")
     return 0
+
+
+def _trap_right(args: argparse.Namespace, questions: list[Any]) -> tuple[list[bool], list[bool]]:
+    """Whether each question's trap (naive) answer is graded correct under each of the two
+    conditions, on the variant: the answer the synthetic agent gives when it misses."""
+    from pytest_kgbench import conditions
+    from pytest_kgbench.agents import Task
+    from pytest_kgbench.agents.reference import ReferenceAgent
+    from pytest_kgbench.stores import guard_for
+
+    # --seed is the simulation's here: the data is the pack's own
+    runtime = _runtime(argparse.Namespace(**{**vars(args), "seed": None}))
+    naive = ReferenceAgent(runtime.settings)
+    naive.which = "trap"
+    built = runtime.built(args.pack, args.variant)
+    out: tuple[list[bool], list[bool]] = ([], [])
+    try:
+        for side, cid in enumerate(args.condition):
+            cond = conditions.by_id(cid)
+            for q in questions:
+                executor = (runtime.executor(built, cond, q.persona)
+                            if cond.mode == "querying" else None)
+                prompt = runtime.prompt(cond, built, q, executor)
+                answer = naive.ask(Task(question=q, condition=cond, prompt=prompt,
+                                        guard=guard_for(built, q.persona), built=built,
+                                        model="trap", repeat=1, executor=executor))
+                graded = runtime.grade(q, cond, built, runtime.key(q, built), answer)
+                out[side].append(graded.grade == "correct")
+    finally:
+        runtime.close()
+    return out
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -281,9 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="build (or load) a pack variant and print its tables")
     _pack_args(p)
     p.set_defaults(func=cmd_build)
-    p = sub.add_parser("check", help="check every question's key, gold queries and trap")
+    p = sub.add_parser("check", help="check every question's key, gold queries and trap, and "
+                       "that the data exercises every question's needs")
     _pack_args(p)
     _engine_args(p)
+    p.add_argument("--no-needs", action="store_true",
+                   help="skip the needs check (it builds every variant of the pack)")
     p.set_defaults(func=cmd_check)
     p = sub.add_parser("prompt", help="print the prompt one item would get")
     _pack_args(p)
@@ -336,7 +391,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--simulations", type=int, default=2000)
     p.add_argument("--seed", type=int, default=20261129)
+    p.add_argument("--condition", nargs=2, default=None, metavar=("A", "B"),
+                   help="the two conditions compared: the trap answer's actual grade under "
+                        "each is used")
     p.add_argument("--root", default=".")
+    p.add_argument("--cache", default=None)
+    p.add_argument("--datasets", default=None)
+    p.add_argument("--ontology", default=None)
     p.set_defaults(func=cmd_power)
     p = sub.add_parser("compare", help="pair two runs question by question")
     p.add_argument("run_a")
@@ -351,8 +412,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import signal
+
     from pytest_kgbench.registry import activate, deactivate, installed
 
+    if hasattr(signal, "SIGPIPE"):  # `kgbench prompt ... | head` ends quietly
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
     try:
         registry = installed()  # the pieces installed plugins register, as a run sees them

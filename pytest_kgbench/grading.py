@@ -137,3 +137,43 @@ def grade(question: Question, key: Mapping[str, Any] | None, answer: Answer,
     if right:
         return done("partial", f"{right} of {len(fields)} fields match the key", fields)
     return done("wrong", "no field matches the key", fields)
+
+
+# --- which grader graded ---------------------------------------------------------------------
+
+GRADER_MODULES = ("grading.py", "answers.py", "questions.py", "fieldkinds.py", "answer_key.py",
+                  "runtime.py", "together.py", "judge.py", "evidence.py", "metrics")
+"""Every module (or package) of the plugin that decides a grade or a metric."""
+
+
+def grader_files() -> list[str]:
+    """The files whose code decides a grade or a metric: the plugin's own (GRADER_MODULES) and
+    the modules of every registered field kind and metric, plugins' included, sorted."""
+    import inspect
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    files: set[Path] = set()
+    for name in GRADER_MODULES:
+        path = here / name
+        files.update(sorted(path.glob("*.py")) if path.is_dir() else [path])
+    reg = current()
+    for piece in [*reg.field_kinds.values(), *reg.metrics.values()]:
+        source = inspect.getsourcefile(type(piece))
+        if source:
+            files.add(Path(source))
+    return sorted(str(f.resolve()) for f in files)
+
+
+def grader_sha256() -> str:
+    """SHA-256 of the grader's code (`grader_files`, by name and content), so a report says
+    which grader produced it and a rescore whether the grader changed."""
+    import hashlib
+    from pathlib import Path
+
+    digest = hashlib.sha256()
+    for name in grader_files():
+        path = Path(name)
+        digest.update(f"{path.parent.name}/{path.name}".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

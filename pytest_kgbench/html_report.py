@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from pytest_kgbench.report import ci_text, discordant_text, p_text, pct
+from pytest_kgbench.report import ci_text, discordant_text, headline_rows, p_text
 
 #: Cell colours of the question x condition grid; a mean score between two grades is blended.
 GRADE_COLOURS = {"correct": "#43a047", "partial": "#ffb300", "wrong": "#e53935",
@@ -289,19 +289,8 @@ def _header(report: Mapping[str, Any]) -> str:
 
 
 def _headline(report: Mapping[str, Any]) -> str:
-    conds, tiers = report.get("conditions", {}), _tiers(report)
-    header = ["arm", "accuracy", "95% CI", "n", "passes", "declined", *tiers]
-    rows = []
-    for arm, c in conds.items():
-        cells = [_arm_name(arm, c), pct(c.get("accuracy")),
-                 ci_text(c.get("ci95")), str(c.get("n_questions", "")),
-                 f"{c.get('passes', '—')} ({pct(c.get('pass_rate'))})",
-                 str(c.get("declined", 0))]
-        for t in tiers:
-            bt = c.get("by_tier", {}).get(t)
-            cells.append("—" if not bt else
-                         f"{pct(bt.get('accuracy'))} (n={bt.get('n_questions')})")
-        rows.append(cells)
+    """The same per-tier table report.md leads with (report.headline_rows)."""
+    header, rows = headline_rows(report)
     return _table(header, rows, num=range(1, len(header)))
 
 
@@ -368,7 +357,9 @@ def render_html(report: Mapping[str, Any]) -> str:
               if report.get("synthetic") else "")
     body = [
         banner, _header(report),
-        "<h2>1. Accuracy by condition, per tier</h2>",
+        "<h2>1. Accuracy per tier</h2>", _headline(report),
+        '<p class="muted">Never pooled across tiers; L3 first, where the meaning of the data '
+        "decides. Prompt ≈ tokens: the median size of the arm's prompts.</p>",
         '<p class="muted">Bars: mean over questions of each question\'s mean over repeats '
         "(correct 1, partial ½); whiskers: 95% bootstrap interval over questions; "
         "n: questions in the tier.</p>", accuracy_chart(report),
@@ -377,8 +368,7 @@ def render_html(report: Mapping[str, Any]) -> str:
         "red wrong; blends for mixed repeats), grey declined, pale with – when never "
         "banked.</p>", grid_chart(report),
         "<h2>3. Comparisons</h2>", _comparisons(report),
-        "<h2>4. Accuracy per arm and tier</h2>", _headline(report),
-        "<h2>5. Fingerprints</h2>", _fingerprints(report),
+        "<h2>4. Fingerprints</h2>", _fingerprints(report),
         _lists(report),
     ]
     title = _e(f"kgbench {report.get('run_id')}")

@@ -220,6 +220,18 @@ def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
         for pname, spec in (manifest.get("personas") or {"analyst": {}}).items()
     }
     variants = manifest.get("variants") or {"base": {}}
+    from pytest_kgbench.evidence import spec_problem
+
+    for concept, kinds in (manifest.get("evidence") or {}).items():
+        for kind, spec in (kinds or {}).items():
+            if kind == "ablate":
+                if not isinstance(spec, list) or not all(isinstance(c, str) for c in spec):
+                    raise InputError(where, "must list the columns whose filters are the "
+                                     "definition", field=f"evidence.{concept}.ablate")
+                continue
+            problem = spec_problem(spec)
+            if problem:
+                raise InputError(where, problem, field=f"evidence.{concept}.{kind}")
     return Pack(
         name=name, dir=pack_dir, ontology_dir=ontology_dir / name, manifest=manifest,
         tables=tables, executed_tables=executed_tables, personal=personal, personas=personas,

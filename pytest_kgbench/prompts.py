@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.conditions import Condition
@@ -22,6 +23,8 @@ from pytest_kgbench.stores import guard_for
 
 if TYPE_CHECKING:
     from pytest_kgbench.build import Built
+
+RENDERED = "<rendered>"  # an artefact the build renders: the Markdown form of definitions.ttl
 
 ANSWER_RULES = """\
 End your answer with exactly one fenced ```json block holding one object with these fields:
@@ -38,14 +41,35 @@ End your answer with one fenced ```json block holding one object with these fiel
 SYSTEM_FLOOR = "Answer the question about this data."
 
 SYSTEM_READING = """\
-You are a careful data analyst. The data you need is below, in full. Work the answer out from it
-yourself; answer the question in a sentence or two, citing the records you used."""
+You are a careful data analyst. The data you need is below, in full{withheld}. Work the answer
+out from it yourself; answer the question in a sentence or two, citing the records you used."""
+WITHHELD_NOTE = " (but for the columns withheld from you, named under each table)"
 
 SYSTEM_QUERYING = """\
 You are a careful data analyst. You cannot see the data: you reach it only through the tools,
 which list and describe what the store holds and run your {language} queries (read-only). You
-have at most {rounds} rounds of tool calls; a query running past the time limit fails. Answer
-the question in a sentence or two, citing the records you used."""
+have {budget}; a query running past {timeout} is stopped and reported as failed. Answer the
+question in a sentence or two, citing the records you used."""
+
+
+def _wrap(text: str) -> str:
+    """A system text as one paragraph wrapped at 96 columns (its parts are filled in)."""
+    import textwrap
+
+    return textwrap.fill(" ".join(text.split()), width=96)
+
+
+def _seconds(timeout: float) -> str:
+    return f"{timeout:g} seconds" if timeout != 1 else "1 second"
+
+
+def _budget(max_rounds: int, questions: int) -> str:
+    """The tool budget as the model is told it: per question, and in all when asked together
+    (a question keeps its budget either way)."""
+    if questions <= 1:
+        return f"at most {max_rounds} rounds of tool calls"
+    return (f"at most {max_rounds} rounds of tool calls per question, {max_rounds * questions} "
+            f"in all for the {questions} questions")
 
 
 @dataclass(frozen=True)
@@ -79,40 +103,97 @@ def _markdown(title: str, text: str) -> str:
     return f"## {title}\n\n{body}"
 
 
-def definitions_blocks(built: Built, cond: Condition) -> list[str]:
-    """The definition artefacts a condition shows, each as one section of the prompt.
+@dataclass(frozen=True)
+class Artefact:
+    """A kind of definitions a condition may show: its section title, its files (the name the
+    prompt shows, and where it comes from: a file of the pack's ontology folder, or the
+    variant's rendered `definitions.md`), and their form."""
 
-    The decoy glossary (R3) is shown exactly as the Markdown definitions are (R4), so the two
-    conditions differ in content only.
-    """
+    title: str
+    files: tuple[tuple[str, str], ...]
+    form: str  # "markdown" | "turtle"
+
+
+ARTEFACTS: dict[str, Artefact] = {
+    "markdown": Artefact("Definitions (Markdown)", (("definitions.md", RENDERED),), "markdown"),
+    # the decoy is shown exactly as the Markdown definitions are: R3 and R4 differ in content
+    "decoy": Artefact("Definitions (Markdown)", (("definitions.md", "decoy.md"),), "markdown"),
+    "ontology": Artefact("Definitions (SKOS, Turtle)", (("ontology.ttl", "definitions.ttl"),),
+                         "turtle"),
+    "neutral": Artefact("Definitions (SKOS, Turtle)", (("ontology.ttl", "neutral.ttl"),),
+                        "turtle"),
+    "axioms": Artefact("Axioms and rules (OWL, SHACL; Turtle)",
+                       (("axioms.ttl", "axioms.ttl"), ("shapes.ttl", "shapes.ttl")), "turtle"),
+}
+
+
+def _substance(form: str, text: str) -> bool:
+    """Whether an artefact says anything: Turtle with at least one triple, Markdown with a
+    line that is not a heading. A definitions file cut to its prefixes would otherwise run a
+    condition that shows nothing while calling it "with definitions"."""
+    if form == "turtle":
+        import rdflib
+
+        try:
+            return len(rdflib.Graph().parse(data=text, format="turtle")) > 0
+        except Exception:  # noqa: BLE001 - an unreadable artefact is not substance
+            return False
+    return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
+
+
+def artefact_texts(built: Built, cond: Condition) -> list[tuple[str, str, str]]:
+    """(kind, shown name, text) of every artefact a condition shows; HarnessBroken when one
+    is missing or says nothing."""
     pack = built.pack
-
-    def read(name: str) -> str:
-        path = pack.ontology_file(name)
-        if path is None:
-            raise HarnessBroken(f"condition {cond.id} needs ontology/{pack.name}/{name}")
-        return path.read_text(encoding="utf-8")
-
     out = []
     for kind in cond.definitions:
-        if kind == "markdown":
-            out.append(_markdown("Definitions (Markdown)",
-                                 built.definitions_md.read_text(encoding="utf-8")))
-        elif kind == "decoy":
-            out.append(_markdown("Definitions (Markdown)", read("decoy.md")))
-        elif kind == "ontology":
-            out.append(_turtle("Definitions (SKOS, Turtle)",
-                               [("ontology.ttl", read("definitions.ttl"))]))
-        elif kind == "neutral":
-            out.append(_turtle("Definitions (SKOS, Turtle)",
-                               [("ontology.ttl", read("neutral.ttl"))]))
-        elif kind == "axioms":
-            out.append(_turtle("Axioms and rules (OWL, SHACL; Turtle)",
-                               [("axioms.ttl", read("axioms.ttl")),
-                                ("shapes.ttl", read("shapes.ttl"))]))
-        else:  # pragma: no cover - a condition naming an artefact this module cannot show
-            raise ValueError(f"unknown definitions kind {kind!r}")
+        art = ARTEFACTS.get(kind)
+        if art is None:
+            raise HarnessBroken(f"condition {cond.id} shows '{kind}', which no artefact is")
+        for shown, source in art.files:
+            if source == RENDERED:
+                path: Path | None = built.definitions_md
+            else:
+                path = pack.ontology_file(source)
+            if path is None or not path.is_file():
+                raise HarnessBroken(f"condition {cond.id} needs ontology/{pack.name}/{source}")
+            text = path.read_text(encoding="utf-8")
+            if not _substance(art.form, text):
+                where = "ontology/" + pack.name + "/" + (
+                    "definitions.ttl (rendered to Markdown)" if source == RENDERED else source)
+                raise HarnessBroken(f"condition {cond.id} would show {where}, which holds no "
+                                    "definition: the condition would measure nothing")
+            out.append((kind, shown, text))
     return out
+
+
+def definitions_blocks(built: Built, cond: Condition) -> list[str]:
+    """The definition artefacts a condition shows, each as one section of the prompt."""
+    out = []
+    for kind in cond.definitions:
+        art = ARTEFACTS[kind]
+        files = [(shown, text) for k, shown, text in artefact_texts(built, cond) if k == kind]
+        if art.form == "markdown":
+            out += [_markdown(art.title, text) for _, text in files]
+        else:
+            out.append(_turtle(art.title, files))
+    return out
+
+
+def contrast_problem(built: Built, cond: Condition, other: Condition) -> str | None:
+    """Why a comparison of two conditions would measure nothing: they show the same data the
+    same way and artefacts of the same text (a neutral file identical to the definitions, a
+    decoy identical to them). None when they differ as they should."""
+    same_data = (cond.mode, cond.language, cond.data, cond.load_ontology) == \
+        (other.mode, other.language, other.data, other.load_ontology)
+    if not same_data:
+        return None
+    mine = [t for _, _, t in artefact_texts(built, cond)]
+    theirs = [t for _, _, t in artefact_texts(built, other)]
+    if mine == theirs:
+        return (f"conditions {other.id} and {cond.id} would show the same prompt on "
+                f"{built.pack.name}/{built.variant}: their comparison measures nothing")
+    return None
 
 
 def question_block(question: Question, *, floor: bool = False) -> str:
@@ -161,14 +242,18 @@ def together_block(questions: list[Question] | tuple[Question, ...], *, floor: b
 
 
 def build_prompt(cond: Condition, built: Built, question: Question, *, executor: Any = None,
-                 max_rounds: int = 8, floor: bool = False,
+                 max_rounds: int = 8, floor: bool = False, query_timeout: float = 60.0,
                  together: tuple[Question, ...] = ()) -> Prompt:
     """The prompt of one item (or, with `together`, of a session asking all those questions).
     Querying conditions need the executor (for the catalog). `floor`: the minimal instruction
-    of the floor arm, nothing about checking or citing."""
+    of the floor arm, nothing about checking or citing. What the prompt says of the data, the
+    budget and the time limit is what the run enforces."""
     guard = guard_for(built, question.persona)
     if cond.mode == "reading":
-        system = SYSTEM_READING
+        specs = built.pack.executed_tables if cond.data == "executed" else built.pack.tables
+        hidden = any(guard.withheld_columns(name) for name in specs) or (
+            cond.data == "rdf" and bool(guard.withheld_predicates()))
+        system = _wrap(SYSTEM_READING.format(withheld=WITHHELD_NOTE if hidden else ""))
         if cond.data == "rdf":
             data = rdf_block(built, guard)
         elif cond.data == "executed":
@@ -177,8 +262,9 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
             data = csv_block(built.pack.tables, built.tables, guard)
     else:
         # asked together, a question keeps its budget: the session gets every question's rounds
-        rounds = max_rounds * max(1, len(together))
-        system = SYSTEM_QUERYING.format(language=cond.language.upper(), rounds=rounds)
+        system = _wrap(SYSTEM_QUERYING.format(language=cond.language.upper(),
+                                              budget=_budget(max_rounds, len(together)),
+                                              timeout=_seconds(query_timeout)))
         data = executor.store_block()
     context = "\n\n".join([f"# {built.pack.title} — {built.variant}", data,
                            *definitions_blocks(built, cond)])

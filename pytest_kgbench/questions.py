@@ -22,8 +22,9 @@ REFERENCE_KEYS = ("sql", "sparql", "executed")  # executed: SQL over the execute
 RESERVED_FIELDS = ("abstain", "declined", "definitions_used", "records_used")
 _TOP_KEYS = {
     "id", "tier", "variants", "text", "answer", "key", "params", "hand_key", "gold", "trap",
-    "why", "needs", "expect", "persona", "must_not_contain", "checklist",
+    "why", "needs", "expect", "persona", "must_not_contain", "checklist", "modes", "inverted",
 }
+MODES = ("reading", "querying")
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class Question:
     persona: str = "analyst"
     must_not_contain: tuple[str, ...] = ()
     checklist: tuple[str, ...] = ()
+    modes: tuple[str, ...] = MODES  # the kinds of condition the question is asked under
+    inverted: bool = False  # the naive reading is right here; the trap is an over-correction
     sha256: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
 
@@ -255,12 +258,23 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
     persona = entry.get("persona") or "analyst"
     if not isinstance(persona, str):
         raise InputError(where, "must be a persona name", question=qid, field="persona")
+    modes = _str_list(entry, "modes", where, qid) or MODES
+    if not set(modes) <= set(MODES):
+        raise InputError(where, f"must list {' and/or '.join(MODES)}", question=qid,
+                         field="modes")
+    must_not = _str_list(entry, "must_not_contain", where, qid)
+    if expect == "block" and not must_not and "reading" in modes:
+        raise InputError(where, "a write request can only be refused where there is a store to "
+                         "write to: set modes: [querying] (in a reading condition no model "
+                         "runs a query, so none could be refused)", question=qid, field="modes")
     sha = canonical_sha256(entry)
     return Question(
         id=qid, tier=tier, text=text, fields=fields, expect=expect, file=where, index=index,
         variants=variants, key=key.split(".", 1)[-1] if key else None, params=params,
         hand_key=hand_key, gold=dict(gold), trap=dict(trap),
         why=(entry.get("why") or None), needs=_str_list(entry, "needs", where, qid),
-        persona=persona, must_not_contain=_str_list(entry, "must_not_contain", where, qid),
-        checklist=_str_list(entry, "checklist", where, qid), sha256=sha, raw=entry,
+        persona=persona, must_not_contain=must_not,
+        checklist=_str_list(entry, "checklist", where, qid), modes=tuple(modes),
+        inverted=bool(entry.get("inverted", False)), sha256=sha,
+        raw=entry,
     )

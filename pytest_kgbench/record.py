@@ -28,6 +28,7 @@ class PromptRef(TypedDict, total=False):
     sha256: str
     context_sha256: str
     question: str
+    chars: int          # the whole prompt's length: system, context and question
     context: str
     context_file: str
 
@@ -95,8 +96,10 @@ def read_answers(path: Path) -> list[BankedRecord]:
 
 
 def question_key(rec: ItemRecord) -> str:
-    """The unit of the statistics: one question on one variant."""
-    return f"{rec['pack']}/{rec['variant']}/{rec['question']}"
+    """The unit of the statistics: one question of one pack. A question asked on two variants
+    is one question (its score the mean over variants and repeats), never two independent
+    pairs in a comparison."""
+    return f"{rec['pack']}/{rec['question']}"
 
 
 def questions_json(records: Iterable[ItemRecord]) -> list[dict[str, Any]]:

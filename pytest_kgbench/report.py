@@ -2,8 +2,9 @@
 and the terminal's headline. Pure functions over banked records.
 
 An *arm* is one model under one condition; its accuracy is the mean over questions of each
-question's mean over repeats (stats.py). A question here is one question on one variant
-(`pack/variant/question`), so the same text on two datasets counts as two questions.
+question's mean over repeats (stats.py). A question is one question of one pack
+(`pack/question`): asked on two variants, its score is the mean over both, so the same question
+never counts as two in an interval or as two pairs in a comparison.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def _scores(records: Iterable[ItemRecord]) -> dict[str, list[float | None]]:
 
 
 def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
-    """Accuracy with its interval, pass rate with Wilson, and the same per tier."""
+    """Accuracy with its interval, pass rate with Wilson, and the same per tier; the arm's
+    median prompt size. (`accuracy` itself pools the tiers; the report shows it per tier.)"""
     est = stats.accuracy(_scores(records), seed=seed)
     declined = sorted({question_key(r) for r in records if r["grade"] == "declined"})
     out: dict[str, Any] = {
@@ -45,6 +47,7 @@ def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
         "passes": est.passes, "pass_rate": est.pass_rate,
         "pass_ci95": list(est.pass_ci95) if est.pass_ci95 else None,
         "declined": len(declined), "metrics": metric_summary(records), "by_tier": {},
+        "prompt_tokens": prompt_tokens(records),
     }
     for tier in TIERS:
         rows = [r for r in records if r["tier"] == tier]
@@ -59,6 +62,18 @@ def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
             "declined": len({question_key(r) for r in rows if r["grade"] == "declined"}),
         }
     return out
+
+
+def prompt_tokens(records: Sequence[ItemRecord]) -> int | None:
+    """The median size of an arm's prompts in tokens (about four characters a token), so a
+    reader sees when two arms differ in length as well as in meaning."""
+    from statistics import median
+
+    from pytest_kgbench.costs import CHARS_PER_TOKEN
+
+    sizes = [r["prompt"].get("chars") for r in records]
+    known = [int(c) for c in sizes if isinstance(c, int)]
+    return int(median(known)) // CHARS_PER_TOKEN if known else None
 
 
 def summarise_judge(records: Sequence[BankedRecord]) -> dict[str, Any] | None:
@@ -217,16 +232,24 @@ def ci_text(ci: Sequence[float | None] | None) -> str:
     return f"{100 * ci[0]:.1f}–{100 * ci[1]:.1f}"
 
 
+TIER_ORDER = ("L3", "L1", "L2", "L4", "L5")
+"""How the per-tier tables lead: L3, the tier where the meaning of the data decides."""
+
+
 def headline_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    tiers = [t for t in TIERS if any(t in c["by_tier"] for c in report["conditions"].values())]
-    header = ["arm", "accuracy", "95% CI", "n", *tiers]
+    """The headline: every arm's accuracy per tier (never pooled across tiers; L3 first) with
+    its 95% interval and number of questions, and the arm's prompt size."""
+    tiers = [t for t in TIER_ORDER if any(t in c["by_tier"] for c in report["conditions"].values())]
+    header = ["arm", *tiers, "prompt ≈ tokens"]
     rows = []
     for arm, c in report["conditions"].items():
-        cells = [arm + (f" {c['label']}" if "/" not in arm else ""), pct(c["accuracy"]),
-                 ci_text(c["ci95"]), str(c["n_questions"])]
+        cells = [arm + (f" {c['label']}" if "/" not in arm else "")]
         for t in tiers:
             bt = c["by_tier"].get(t)
-            cells.append("—" if not bt else f"{pct(bt['accuracy'])} ({bt['n_questions']})")
+            cells.append("—" if not bt else
+                         f"{pct(bt['accuracy'])} [{ci_text(bt['ci95'])}] n={bt['n_questions']}")
+        tokens = c.get("prompt_tokens")
+        cells.append("—" if tokens is None else f"{tokens:,}")
         rows.append(cells)
     return header, rows
 
@@ -255,10 +278,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              + ("" if report["complete"] else " — **INCOMPLETE**"),
              f"- started {report['started']}, finished {report['finished']}; commit "
              f"{report.get('commit') or 'unknown'}", "",
-             "## Accuracy per arm and tier", "",
-             "Accuracy = mean over questions of the mean over repeats (correct 1, partial ½); "
-             "95% bootstrap interval over questions; per tier in parentheses the number of "
-             "questions. Tiers are never pooled in comparisons.", ""]
+             "## Accuracy per tier", "",
+             "Per tier, never pooled: accuracy = mean over questions of the mean over repeats "
+             "(and variants) of each question (correct 1, partial ½), with its 95% bootstrap "
+             "interval over questions (the Wilson interval when every question scored 1, or "
+             "every one 0) and n, the number of questions. Prompt ≈ tokens: the median size "
+             "of the arm's prompts, at about four characters a token.", ""]
     header, rows = headline_rows(report)
     lines += _table(header, rows) + [""]
     lines += metric_lines(report)

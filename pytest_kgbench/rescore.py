@@ -137,7 +137,7 @@ def compare_runs(a: dict[str, Any], b: dict[str, Any], *, seed: int, force: bool
         out: dict[str, list[float | None]] = {}
         for item in report["items"]:
             if item["condition"] == cond and item["tier"] == tier:
-                key = f"{item['pack']}/{item['variant']}/{item['question']}"
+                key = f"{item['pack']}/{item['question']}"  # record.question_key
                 out.setdefault(key, []).append(item["score"])
         return out
 

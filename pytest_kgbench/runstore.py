@@ -10,7 +10,6 @@ collected item was banked; otherwise the report lists what is missing and the ru
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_kgbench.grading import grader_files, grader_sha256
 from pytest_kgbench.record import BankedRecord, grades_json, questions_json, read_answers
 from pytest_kgbench.settings import Settings
 
@@ -30,20 +30,10 @@ BROKEN_PROPERTY = "kgbench_broken"
 HARNESS_BROKEN = 3  # the exit status of a run the harness could not finish
 PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
             "anthropic", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
-GRADER_MODULES = ("grading.py", "answers.py", "questions.py", "fieldkinds.py")
 
 
 def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def grader_sha256() -> str:
-    """SHA-256 of the grader's code, so a report says which grader produced it."""
-    here = Path(__file__).parent
-    digest = hashlib.sha256()
-    for name in GRADER_MODULES:
-        digest.update((here / name).read_bytes())
-    return digest.hexdigest()
 
 
 def git_commit(root: str) -> dict[str, Any]:
@@ -93,6 +83,7 @@ class RunStore:
             "packages": package_versions(), "models": list(settings.models),
             "agent": settings.agent, "effort": settings.effort,
             "grader_sha256": grader_sha256(),
+            "grader_files": grader_files(),
         }
         self._write_json("meta.json", self.meta)
 

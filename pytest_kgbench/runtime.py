@@ -42,6 +42,7 @@ class Runtime:
         self._keys: dict[tuple[str, str, str], dict[str, Any] | None] = {}
         self._agents: dict[str, Agent] = {}
         self._given: dict[tuple[str, str], list[str]] = {}
+        self._contrasted: set[tuple[str, str]] = set()
         self._sessions: dict[tuple[str, tuple[str, ...]], tuple[Prompt, dict[str, Answer]]] = {}
 
     def pack(self, name: str) -> Pack:
@@ -73,20 +74,45 @@ class Runtime:
         key = (cond.id, str(built.dir), question.persona)
         cached = self._prompts.get(key)
         if cached is None:
+            self.check_contrasts(cond, built)
             cached = build_prompt(cond, built, question, executor=executor,
-                                  max_rounds=self.settings.max_rounds, floor=floor)
+                                  max_rounds=self.settings.max_rounds, floor=floor,
+                                  query_timeout=self.settings.query_timeout)
             self._prompts[key] = cached
             return cached
         from pytest_kgbench.prompts import question_block
 
         return Prompt(cached.system, cached.context, question_block(question, floor=floor))
 
+    def check_contrasts(self, cond: Condition, built: Built) -> None:
+        """A condition whose prompt would be the same as a condition it is compared with is a
+        broken harness (prompts.contrast_problem): checked once per condition and variant."""
+        key = (cond.id, str(built.dir))
+        if key in self._contrasted:
+            return
+        from pytest_kgbench.cases import pack_conditions
+        from pytest_kgbench.conditions import DESIGN_PAIRS, registered
+        from pytest_kgbench.prompts import contrast_problem
+
+        known = registered()
+        for a, b in DESIGN_PAIRS:
+            if cond.id not in (a, b):
+                continue
+            other = known.get(b if a == cond.id else a)
+            if other is None or not pack_conditions(built.pack, (other,)):
+                continue
+            problem = contrast_problem(built, cond, other)
+            if problem:
+                raise HarnessBroken(problem)
+        self._contrasted.add(key)
+
     def together_prompt(self, cond: Condition, built: Built, group: tuple[Question, ...],
                         executor: Executor | None) -> Prompt:
         """The prompt of a together session asking every question of `group`."""
+        self.check_contrasts(cond, built)
         return build_prompt(cond, built, group[0], executor=executor,
                             max_rounds=self.settings.max_rounds, floor=self.settings.floor,
-                            together=group)
+                            query_timeout=self.settings.query_timeout, together=group)
 
     def key(self, question: Question, built: Built) -> dict[str, Any] | None:
         """The key of a question on a variant, computed by the pack's key function."""
@@ -215,7 +241,8 @@ class Runtime:
             definitions_given=self.definitions_given(built, cond),
             key_records=self.key_records(q, built),
             canonical=lambda r: _canonical(r, aliases),
-            evidence=built.pack.manifest.get("evidence") or {}, rerun=rerun)
+            evidence=built.pack.manifest.get("evidence") or {},
+            prefixes=dict(built.pack.rdf.get("prefixes") or {}), rerun=rerun)
         return measure_all(item, current().ordered_metrics())
 
     def definitions_given(self, built: Built, cond: Condition) -> list[str]:
@@ -300,7 +327,7 @@ def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | 
         "dataset": {"seed": built.seed, "build": built.dir.name,
                     "pack_sha256": built.manifest.get("pack_sha256")},
         "prompt": {"sha256": prompt.sha256, "context_sha256": prompt.context_sha256,
-                   "question": prompt.question,
+                   "question": prompt.question, "chars": len(prompt.text),
                    "context": f"{prompt.system}\n\n{prompt.context}"},
         "key": key,
         "answer": answer.to_dict(),

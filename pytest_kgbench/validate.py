@@ -7,7 +7,8 @@ Used by the pack tests, the seed-property tests and `kgbench check`. No pytest h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,3 +126,138 @@ def check_questions(questions: list[Question], built: Built, *, timeout: float =
                 if q.variants is None or built.variant in q.variants]
     finally:
         stores.close()
+
+
+# --- needs the data exercises --------------------------------------------------------------
+
+_TRUE = {"class": "CONSTANT", "type": "VALUE_CONSTANT", "alias": "",
+         "literal": {"kind": "BOOLEAN", "text": "true"}}
+
+
+@dataclass
+class NeedCheck:
+    """Whether one need of one question changes its answer: its evidence taken out of the gold
+    SQL query, the answer differs from the key on some variant (`exercised`), on none (a need
+    the data never exercises: a correct query that omits it would be marked unfaithful), or
+    it cannot be tested that way (`why`)."""
+
+    question: str
+    need: str
+    exercised: bool | None
+    why: str
+
+
+def _ablation(evidence: Mapping[str, Any], need: str) -> set[str]:
+    """The columns whose filters ARE the need, as the pack declares them (`ablate:` beside the
+    need's evidence): taking those filters out of the gold SQL is the naive reading."""
+    return {str(c).lower() for c in ((evidence.get(need) or {}).get("ablate") or [])}
+
+
+def without_filters(statement: str, columns: set[str]) -> str | None:
+    """The SQL statement with every filter on a constant that reads one of `columns` replaced by
+    TRUE (a comparison of such a column with a constant, in WHERE, ON or HAVING, or an
+    IN/IS test of it); None when it has no such filter. DuckDB's parser and its
+    json_deserialize_sql do the surgery, never text editing."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    try:
+        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()[0])
+        if tree.get("error"):
+            return None
+        removed = [0]
+
+        def reads(node: Any) -> bool:
+            found = False
+            for n in _nodes(node):
+                if n.get("class") == "COLUMN_REF" and n.get("column_names") and \
+                        str(n["column_names"][-1]).lower() in columns:
+                    found = True
+                if n.get("class") == "COLUMN_REF" and n.get("column_names") and \
+                        str(n["column_names"][-1]).lower() not in columns:
+                    return False  # a filter relating two columns is a join, not a filter
+            return found
+
+        def prune(node: Any) -> Any:
+            if isinstance(node, list):
+                return [prune(v) for v in node]
+            if not isinstance(node, dict):
+                return node
+            if node.get("class") in ("COMPARISON", "OPERATOR") and reads(node):
+                removed[0] += 1
+                return dict(_TRUE)
+            return {k: prune(v) for k, v in node.items()}
+
+        pruned = prune(tree)
+        if not removed[0]:
+            return None
+        row = con.execute("SELECT json_deserialize_sql(?)", [json.dumps(pruned)]).fetchone()
+        return str(row[0]) if row and row[0] else None
+    except (duckdb.Error, ValueError, RecursionError):
+        return None
+    finally:
+        con.close()
+
+
+def _nodes(node: Any) -> Iterator[dict[str, Any]]:
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _nodes(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _nodes(value)
+
+
+def check_needs(questions: list[Question], builts: list[Built], *,
+                timeout: float = 60.0) -> list[NeedCheck]:
+    """For each answerable question and each of its needs: does taking the need's evidence out
+    of the gold SQL query change the answer on some of the built variants?"""
+    out: list[NeedCheck] = []
+    stores = {b.variant: Stores(b, timeout) for b in builts}
+    try:
+        for q in questions:
+            if q.expect != "answer" or "sql" not in q.gold:
+                continue
+            evidence = builts[0].pack.manifest.get("evidence") or {}
+            for need in q.needs:
+                if q.inverted:
+                    out.append(NeedCheck(q.id, need, None, "an inverted question: the naive "
+                                         "reading is right here by design, so taking the need "
+                                         "out is expected to keep the key"))
+                    continue
+                columns = _ablation(evidence, need)
+                if not columns:
+                    out.append(NeedCheck(q.id, need, None, "the pack declares no ablation for "
+                                         "it (evidence.<need>.ablate: the columns whose filters "
+                                         "are the definition)"))
+                    continue
+                reduced = without_filters(q.gold["sql"], columns)
+                if reduced is None:
+                    out.append(NeedCheck(q.id, need, None, "the gold SQL has no filter on "
+                                         f"{', '.join(sorted(columns))} to take out"))
+                    continue
+                moved, failed = [], ""
+                for built in builts:
+                    if q.variants is not None and built.variant not in q.variants:
+                        continue
+                    key = compute_key(q, built)
+                    got = run_fields(q, stores[built.variant], "sql", reduced)
+                    if "error" in got or "refused" in got:
+                        failed = str(got.get("error") or got.get("refused"))
+                    elif same_fields(q, key, got, built.aliases):
+                        moved.append(built.variant)
+                if failed and not moved:
+                    out.append(NeedCheck(q.id, need, None, "the gold SQL without its filter "
+                                         f"does not run: {failed[:120]}"))
+                elif moved:
+                    out.append(NeedCheck(q.id, need, True, "the answer changes without it on "
+                                         + ", ".join(moved)))
+                else:
+                    out.append(NeedCheck(q.id, need, False, "the gold SQL without its filter "
+                                         f"on {', '.join(sorted(columns))} gives the key on "
+                                         "every variant: the data never exercises it"))
+    finally:
+        for s in stores.values():
+            s.close()
+    return out

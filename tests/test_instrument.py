@@ -220,3 +220,72 @@ def test_attribution_needs_the_exact_id_of_a_given_definition() -> None:
         {"claims": 4, "true": 0}
     assert attribution([" credit:ratingondate ", "Rating on a date"], given) == \
         {"claims": 2, "true": 2}
+
+
+# --- 6. semantic fidelity from the parsed query --------------------------------------------------
+
+def test_fidelity_reads_the_parse_not_the_text(credit_pack) -> None:
+    from pytest_kgbench.metrics.fidelity import fidelity
+
+    evidence, prefixes = credit_pack.manifest["evidence"], credit_pack.rdf["prefixes"]
+    needs = ["credit:TestRecord", "credit:RatingOnDate"]
+    commented = ("SELECT rating FROM rating_actions -- source_system not used\n"
+                 "WHERE issue_date <= DATE '2024-06-30'")
+    assert fidelity(needs, commented, "sql", evidence) == \
+        {"credit:TestRecord": False, "credit:RatingOnDate": False}
+    applied = ("SELECT rating FROM rating_actions a JOIN issuers i ON a.entity_id = i.issuer_id "
+               "WHERE i.source_system <> 'sandbox' AND DATE '2024-06-30' >= a.action_date")
+    assert fidelity(needs, applied, "sql", evidence) == \
+        {"credit:TestRecord": True, "credit:RatingOnDate": True}
+    sparql = ('PREFIX cr: <https://kgbench.example/credit/def#>\n'
+              'SELECT ?r WHERE { ?a cr:rating ?r } # cr:actionDate cr:sourceSystem')
+    assert fidelity(needs, sparql, "sparql", evidence, prefixes) == \
+        {"credit:TestRecord": False, "credit:RatingOnDate": False}
+
+
+def test_a_text_pattern_as_evidence_is_refused_with_the_field(tmp_path) -> None:
+    import shutil
+
+    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.packs import find_pack
+
+    from conftest import REPO
+
+    shutil.copytree(REPO / "datasets" / "credit", tmp_path / "credit")
+    manifest = tmp_path / "credit" / "pack.yaml"
+    text = manifest.read_text().replace('credit:Outlook: {sql: {column: outlook}',
+                                        "credit:Outlook: {sql: 'outlook'", 1)
+    manifest.write_text(text)
+    with pytest.raises(InputError, match="field 'evidence.credit:Outlook.sql': is a text "
+                                         "pattern"):
+        find_pack("credit", tmp_path, REPO / "ontology")
+
+
+# --- 7. needs the data exercises ----------------------------------------------------------------
+
+def test_a_need_the_data_never_exercises_is_caught(credit_pack, credit_base) -> None:
+    import dataclasses
+
+    from pytest_kgbench.validate import check_needs
+
+    q14 = credit_question("credit-Q14")  # TestRecord was dropped: no sandbox issuer is counted
+    vacuous = dataclasses.replace(q14, needs=(*q14.needs, "credit:TestRecord"))
+    found = {(c.need, c.exercised) for c in check_needs([vacuous], [credit_base])}
+    assert ("credit:TestRecord", False) in found
+    q12 = credit_question("credit-Q12")  # here a sandbox record would be counted
+    assert ("credit:TestRecord", True) in {(c.need, c.exercised)
+                                           for c in check_needs([q12], [credit_base])}
+
+
+def test_every_shipped_need_is_exercised_or_says_why(credit_pack, research_pack, kg_cache,
+                                                     credit_questions, research_questions
+                                                     ) -> None:
+    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.validate import check_needs
+
+    for pack, qset in ((credit_pack, credit_questions), (research_pack, research_questions)):
+        builts = [build_variant(pack, v, kg_cache) for v in pack.variants]
+        checks = check_needs(list(qset.questions), builts)
+        assert [c for c in checks if c.exercised is False] == []
+        assert all(c.why for c in checks if c.exercised is None)
+        assert sum(c.exercised is True for c in checks) >= 5

@@ -61,9 +61,14 @@ def test_grounding_requires_a_superset_of_the_gold_tables() -> None:
 
 
 def test_fidelity_per_definition() -> None:
-    evidence = {"x:Period": {"sql": r"valid_to", "executed": True}}
+    evidence = {"x:Period": {"sql": {"column": "valid_to"}, "executed": True}}
     assert fidelity(["x:Period"], "SELECT valid_to FROM t", "sql", evidence) == {"x:Period": True}
     assert fidelity(["x:Period"], "SELECT max(d) FROM t", "sql", evidence) == {"x:Period": False}
+    # read from the parse: a comment or a string naming the column is not evidence
+    assert fidelity(["x:Period"], "SELECT max(d) FROM t -- valid_to not used", "sql",
+                    evidence) == {"x:Period": False}
+    assert fidelity(["x:Period"], "SELECT 'valid_to' FROM t", "sql", evidence) == \
+        {"x:Period": False}
     assert fidelity(["x:Period"], "SELECT 1", "executed", evidence) == {"x:Period": True}
     assert fidelity(["x:Period", "x:Other"], "", "sparql", evidence) == \
         {"x:Period": None, "x:Other": None}

@@ -105,7 +105,7 @@ def test_gold_queries_show_the_evidence_of_the_definitions_they_need(research_pa
         if q.expect != "answer":
             continue
         for lang in ("sql", "sparql", "executed"):
-            found = fidelity(q.needs, q.gold[lang], lang, evidence)
+            found = fidelity(q.needs, q.gold[lang], lang, evidence, research_pack.rdf["prefixes"])
             assert all(found.values()), (q.id, lang, found)
 
 

@@ -216,7 +216,8 @@ def test_the_together_prompt_asks_every_question_with_every_budget(credit_base,
         assert "each question" in together.system and "the question" not in together.system
         assert all(f"### {q.id}\n\n{q.text.strip()}" in together.question for q in every)
         assert ("run_query's \"question\"" in together.question) == (cid == "D1")
-    assert f"at most {8 * len(every)} rounds" in together.system
+    assert (f"at most 8 rounds of tool calls per question, {8 * len(every)} in all for the "
+            f"{len(every)} questions") in together.system
     assert "at most 8 rounds" in apart.system
 
 

@@ -32,6 +32,7 @@ class MetricInput:
     key_records: Sequence[str] = ()        # the records the key depends on
     canonical: Callable[[str], str] = str  # a record id as its entity's canonical id
     evidence: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # the pack's
+    prefixes: Mapping[str, str] = field(default_factory=dict)  # the pack's RDF prefixes
     rerun: bool = False                    # re-run the last statement (a rescore)
     details: dict[str, Any] = field(default_factory=dict)  # what metrics noted beside values
 
