@@ -162,8 +162,9 @@ def without_filters(statement: str, columns: set[str]) -> str | None:
 
     con = duckdb.connect(":memory:")
     try:
-        tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()[0])
-        if tree.get("error"):
+        parsed = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
+        tree = json.loads(parsed[0]) if parsed and parsed[0] else {}
+        if not tree or tree.get("error"):
             return None
         removed = [0]
 
