@@ -253,7 +253,7 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
         specs = built.pack.executed_tables if cond.data == "executed" else built.pack.tables
         hidden = any(guard.withheld_columns(name) for name in specs) or (
             cond.data == "rdf" and bool(guard.withheld_predicates()))
-        system = _wrap(SYSTEM_READING.format(withheld=WITHHELD_NOTE if hidden else ""))
+        system = SYSTEM_READING.format(withheld=WITHHELD_NOTE if hidden else "")
         if cond.data == "rdf":
             data = rdf_block(built, guard)
         elif cond.data == "executed":
@@ -262,9 +262,9 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
             data = csv_block(built.pack.tables, built.tables, guard)
     else:
         # asked together, a question keeps its budget: the session gets every question's rounds
-        system = _wrap(SYSTEM_QUERYING.format(language=cond.language.upper(),
-                                              budget=_budget(max_rounds, len(together)),
-                                              timeout=_seconds(query_timeout)))
+        system = SYSTEM_QUERYING.format(language=cond.language.upper(),
+                                        budget=_budget(max_rounds, len(together)),
+                                        timeout=_seconds(query_timeout))
         data = executor.store_block()
     context = "\n\n".join([f"# {built.pack.title} — {built.variant}", data,
                            *definitions_blocks(built, cond)])
@@ -272,6 +272,8 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
         system = SYSTEM_FLOOR
     if together:
         system = re.sub(r"([Aa]nswer)(\s+)the(\s+)question", r"\1\2each\3question", system)
+    system = _wrap(system) if not floor else system
+    if together:
         return Prompt(system=system, context=context,
                       question=together_block(together, floor=floor,
                                               querying=cond.mode == "querying"))

@@ -9,6 +9,7 @@ never counts as two in an interval or as two pairs in a comparison.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -374,6 +375,39 @@ def judge_lines(judge: Mapping[str, Any] | None) -> list[str]:
                   + (f" ({d['text']})" if d.get("text") else "")
                   + f": first {d['first']}, second {d['second']}" for d in judge["disagreements"]]
         lines.append("")
+    return lines
+
+
+def moved_lines(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What a change of the instrument moved, old beside new: each arm's accuracy and passes
+    per tier, and each metric's rate or summary, where either report has it."""
+    lines = ["| arm | tier | accuracy before | after | passes before | after |",
+             "|---|---|---|---|---|---|"]
+    for arm, after in new.get("conditions", {}).items():
+        before = (old.get("conditions") or {}).get(arm) or {}
+        for tier in TIER_ORDER:
+            a, b = (before.get("by_tier") or {}).get(tier), (after.get("by_tier") or {}).get(tier)
+            if not a and not b:
+                continue
+            a, b = a or {}, b or {}
+            lines.append(f"| {arm} | {tier} | {pct(a.get('accuracy'))} | {pct(b.get('accuracy'))} "
+                         f"| {a.get('passes', '—')} | {b.get('passes', '—')} |")
+    lines += ["", "| arm | metric | before | after |", "|---|---|---|---|"]
+    for arm, after in new.get("conditions", {}).items():
+        before = ((old.get("conditions") or {}).get(arm) or {}).get("metrics") or {}
+        now = after.get("metrics") or {}
+        for name in sorted(set(before) | set(now)):
+            def said(summary: Any) -> str:
+                if not summary:
+                    return "—"
+                if "rate" in summary:
+                    return f"{pct(summary['rate'])}" + (f" ({summary['n']})" if "n" in summary
+                                                          else "")
+                return json.dumps(summary, sort_keys=True)
+
+            if said(before.get(name)) != said(now.get(name)):
+                lines.append(f"| {arm} | {name} | {said(before.get(name))} | "
+                             f"{said(now.get(name))} |")
     return lines
 
 

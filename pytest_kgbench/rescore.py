@@ -49,6 +49,7 @@ def _questions(settings: Settings, records: list[BankedRecord]) -> dict[tuple[st
 def rescore(run_dir: Path, *, stamp: str | None = None) -> Rescored:
     """Regrade every banked item of a run; write grades-<stamp>.json and report-<stamp>.*."""
     from pytest_kgbench.answer_key import compute_key
+    from pytest_kgbench.grading import grader_sha256
     from pytest_kgbench.report import build_report, render_markdown
     from pytest_kgbench.runtime import Runtime
     from pytest_kgbench.stores import guard_for, store_from_context
@@ -102,7 +103,7 @@ def rescore(run_dir: Path, *, stamp: str | None = None) -> Rescored:
     finally:
         runtime.close()
     stamp = stamp or dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    meta = dict(meta, rescored=stamp)
+    meta = dict(meta, rescored=stamp, grader_sha256=grader_sha256())
     report = build_report(new_records, settings, missing=[], meta=meta)
     report["rescored"] = {"stamp": stamp, "moved": [list(m) for m in moved],
                           "questions_changed_since_run": sorted(changed)}
@@ -114,6 +115,16 @@ def rescore(run_dir: Path, *, stamp: str | None = None) -> Rescored:
     paths[0].write_text(json.dumps(grades_json(new_records), indent=2) + "\n", encoding="utf-8")
     paths[1].write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     md = render_markdown(report)
+    old_report = run_dir / "report.json"
+    if old_report.is_file():
+        from pytest_kgbench.report import moved_lines
+
+        before = json.loads(old_report.read_text(encoding="utf-8"))
+        md += ("\n## The instrument, before and after\n\nThe stored report (its grader "
+               f"`{str(before.get('fingerprint', {}).get('grader_sha256'))[:12]}`) beside this "
+               f"rescore (`{str(report['fingerprint'].get('grader_sha256'))[:12]}`); metrics "
+               "listed only where they moved.\n\n")
+        md += "\n".join(moved_lines(before, report)) + "\n"
     if moved:
         md += "\n## What moved in this rescore\n\n| item | before | after |\n|---|---|---|\n"
         md += "".join(f"| `{n}` | {a} | {b} |\n" for n, a, b in moved)

@@ -289,3 +289,166 @@ def test_every_shipped_need_is_exercised_or_says_why(credit_pack, research_pack,
         assert [c for c in checks if c.exercised is False] == []
         assert all(c.why for c in checks if c.exercised is None)
         assert sum(c.exercised is True for c in checks) >= 5
+
+
+# --- 10. write requests only where there is a store --------------------------------------------
+
+def test_a_write_request_must_be_asked_under_querying_conditions_only() -> None:
+    from pytest_kgbench.errors import InputError
+
+    entry = {"id": "t-Q9", "tier": "L5", "text": "Delete every issuer.",
+             "gold": {"sql": "DELETE FROM issuers"}}
+    with pytest.raises(InputError, match="field 'modes': a write request can only be refused"):
+        parse_question(entry, where="t.yaml", index=0)
+    q = parse_question({**entry, "modes": ["querying"]}, where="t.yaml", index=0)
+    assert q.modes == ("querying",)
+    assert credit_question("credit-Q29").modes == ("querying",)
+
+
+# --- 12. and 13. what the prompt says, and how long it is ---------------------------------------
+
+def test_rdf_uses_prefixes_for_the_ids(credit_base) -> None:
+    from pytest_kgbench.prompts import build_prompt
+
+    q = credit_question("credit-Q01")
+    rdf = build_prompt(BY_ID["R2"], credit_base, q).context
+    csv = build_prompt(BY_ID["R1"], credit_base, q).context
+    assert "@prefix issuer: <https://kgbench.example/credit/id/issuer/>" in rdf
+    assert rdf.count("<https://kgbench.example/credit/id/issuer/") == 1  # the @prefix line
+    assert len(rdf) < 4 * len(csv)  # was 5x with a full IRI per subject
+
+
+def test_the_prompt_says_what_the_run_enforces(credit_base) -> None:
+    from pytest_kgbench.prompts import build_prompt
+    from pytest_kgbench.stores import open_store
+
+    q = credit_question("credit-Q01")
+    reading = build_prompt(BY_ID["R1"], credit_base, q)
+    assert "in full (but for the columns withheld from you" in " ".join(reading.system.split())
+    executor = open_store(credit_base, BY_ID["D1"], q.persona)
+    querying = build_prompt(BY_ID["D1"], credit_base, q, executor=executor, max_rounds=5,
+                            query_timeout=12.5)
+    text = " ".join(querying.system.split())
+    assert "at most 5 rounds of tool calls" in text and "running past 12.5 seconds" in text
+    group = (q, credit_question("credit-Q03"))
+    together = build_prompt(BY_ID["D1"], credit_base, q, executor=executor, max_rounds=5,
+                            together=group)
+    assert ("at most 5 rounds of tool calls per question, 10 in all for the 2 questions"
+            in " ".join(together.system.split()))
+    decoy = build_prompt(BY_ID["R3"], credit_base, q).context
+    assert "say nothing about" not in decoy and "### Bond markets: what the terms mean" in decoy
+    assert "needs:" not in build_prompt(BY_ID["R5"], credit_base, q).context
+
+
+# --- 14. never pooled, and a question is one unit ----------------------------------------------
+
+def _record(question: str, variant: str, condition: str, score: float, tier: str = "L3"):
+    return {"question": question, "pack": "p", "variant": variant, "condition": condition,
+            "condition_label": condition, "model": "m", "agent": "a", "agent_kind": "model",
+            "repeat": 1, "tier": tier, "score": score, "grade": "correct" if score else "wrong",
+            "metrics": {}, "prompt": {"chars": 4000, "context_sha256": condition}, "answer": {},
+            "question_sha256": question,
+            "dataset": {"seed": 1, "build": variant}}
+
+
+def test_a_question_on_two_variants_is_one_question() -> None:
+    from pytest_kgbench.report import arm_summary, build_comparisons
+    from pytest_kgbench.settings import Settings
+
+    records = [_record("Q1", v, c, s) for v in ("base", "large")
+               for c, s in (("D1", 0.0), ("D2", 1.0))]
+    assert arm_summary([r for r in records if r["condition"] == "D1"], 0)["n_questions"] == 1
+    settings = Settings.at(".", condition_ids=("D1", "D2"), ablation=True)
+    (comparison,) = build_comparisons(records, settings, False)
+    assert comparison.n_questions == 1 and comparison.discordant == (0, 1)
+
+
+def test_the_headline_is_per_tier_with_l3_first() -> None:
+    from pytest_kgbench.report import build_report, headline_rows
+    from pytest_kgbench.settings import Settings
+
+    records = [_record(f"Q{i}", "base", "D1", i % 2, tier) for i, tier in
+               enumerate(["L1", "L1", "L3", "L3", "L3", "L5"])]
+    report = build_report(records, Settings.at(".", condition_ids=("D1",)), missing=[],
+                          meta={})
+    header, rows = headline_rows(report)
+    assert header == ["arm", "L3", "L1", "L5", "prompt ≈ tokens"]
+    assert rows[0][1].startswith("33.3% [") and rows[0][1].endswith("n=3")  # Q2, Q3, Q4: 0 1 0
+    assert rows[0][-1] == "1,000"  # 4,000 characters at about four a token
+
+
+# --- 17. an empty or identical artefact halts ---------------------------------------------------
+
+def test_an_empty_or_identical_artefact_halts(tmp_path, kg_cache) -> None:
+    import shutil
+
+    from conftest import REPO
+    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.packs import find_pack
+    from pytest_kgbench.runtime import Runtime
+    from pytest_kgbench.settings import Settings
+
+    ontology = tmp_path / "ontology"
+    shutil.copytree(REPO / "ontology" / "credit", ontology / "credit")
+    defs = ontology / "credit" / "definitions.ttl"
+    shutil.copy(defs, ontology / "credit" / "neutral.ttl")  # R7 would be R5
+    runtime = Runtime(Settings.at(REPO, ontology_dir=str(ontology), cache_dir=str(kg_cache)))
+    built = build_variant(find_pack("credit", REPO / "datasets", ontology), "base", kg_cache)
+    q = credit_question("credit-Q01")
+    runtime.prompt(BY_ID["R4"], built, q, None)  # a real difference: fine
+    with pytest.raises(HarnessBroken, match="R5 and R7 would show the same prompt"):
+        runtime.prompt(BY_ID["R7"], built, q, None)
+    defs.write_text("\n".join(line for line in defs.read_text().splitlines()
+                              if line.startswith("@prefix")) + "\n")
+    cut = build_variant(find_pack("credit", REPO / "datasets", ontology), "base", kg_cache)
+    with pytest.raises(HarnessBroken, match="holds no definition"):
+        Runtime(runtime.settings).prompt(BY_ID["D2"], cut, q, None)
+
+
+# --- 18. the grader's fingerprint, and power with the trap's actual grade ------------------------
+
+def test_the_grader_fingerprint_covers_metrics_and_the_runtime() -> None:
+    from pytest_kgbench.grading import grader_files
+
+    names = {p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in grader_files()}
+    assert {"metrics/execution.py", "pytest_kgbench/runtime.py", "pytest_kgbench/fieldkinds.py",
+            "pytest_kgbench/evidence.py", "metrics/fidelity.py"} <= names
+
+
+def test_power_counts_a_trap_answer_that_is_right() -> None:
+    from pytest_kgbench.power import simulate
+
+    plain = simulate(20, baseline=0.3, effect=0.5, repeats=1, simulations=200, seed=1)
+    # under b the naive answer is right anyway for every question: b always passes
+    right = simulate(20, baseline=0.3, effect=0.0, repeats=1, simulations=200, seed=1,
+                     trap_right=([False] * 20, [True] * 20))
+    assert plain.probability > 0.5 and right.probability > 0.9
+    none = simulate(20, baseline=0.3, effect=0.5, repeats=1, simulations=200, seed=1,
+                    trap_right=([True] * 20, [True] * 20))
+    assert none.detected == 0  # both always right: nothing to detect
+
+
+# --- 11. questions that do not give away their answers ------------------------------------------
+
+def test_r5_and_r7_differ_in_the_outlook_sentence_only(credit_pack) -> None:
+    from pytest_kgbench.ontology import concepts
+
+    slanted = {c["curie"]: c for c in concepts(credit_pack.definitions_ttl.read_text())}
+    neutral = {c["curie"]: c for c in concepts(
+        (credit_pack.ontology_dir / "neutral.ttl").read_text())}
+    assert slanted.keys() == neutral.keys()
+    differ = [k for k in slanted if slanted[k] != neutral[k]]
+    assert differ == ["credit:Outlook"]
+    assert "means that a downgrade is coming" in slanted["credit:Outlook"]["definition"]
+    assert "signals that a downgrade is possible" in neutral["credit:Outlook"]["definition"]
+    assert "recorded in the rating actions" in credit_question("credit-Q32").text
+
+
+@pytest.mark.parametrize(("qid", "leak"), [
+    ("research-Q30", "only once"), ("research-Q33", "not count"), ("research-Q33", "name the"),
+    ("research-Q28", "is a preprint"), ("credit-Q21", "itself"),
+    ("credit-Q33", "across all source systems")])
+def test_questions_do_not_give_their_answer_away(research_questions, qid, leak) -> None:
+    questions = {q.id: q for q in research_questions.questions}
+    q = questions.get(qid) or credit_question(qid)
+    assert leak not in q.text

@@ -82,6 +82,7 @@ def test_expectations_default_by_tier(tmp_path: Path) -> None:
   tier: L5
   text: Delete it.
   gold: {sql: DELETE FROM t}
+  modes: [querying]
 """
     q4, q5 = load_questions(write(tmp_path, text)).questions
     assert (q4.expect, q5.expect) == ("abstain", "block")

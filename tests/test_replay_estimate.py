@@ -87,15 +87,17 @@ def test_kgbench_estimate_prints_a_table_per_condition() -> None:
     lines = done.stdout.splitlines()
     rows = {line.split()[0]: line.split() for line in lines[2:]}
     assert sorted(rows) == ["D1", "R1", "total"]
-    n = len(credit_base_questions())
-    for cid in ("R1", "D1"):
+    asked = {mode: sum(mode in q.modes for q in credit_base_questions())
+             for mode in ("reading", "querying")}
+    n = asked["reading"] + asked["querying"]
+    for cid, mode in (("R1", "reading"), ("D1", "querying")):
         _, model_id, items, written, cached, output, cost, uncached = rows[cid]
-        assert model_id == "claude-sonnet-5-5" and int(items) == 2 * n
+        assert model_id == "claude-sonnet-5-5" and int(items) == 2 * asked[mode]
         # every item after the first reads the shared data block from the cache
         assert int(cached.replace(",", "")) > int(written.replace(",", "")) > 0
         assert 0 < float(cost.lstrip("$")) < float(uncached.lstrip("$"))
     total = rows["total"]
-    assert int(total[1]) == 4 * n
+    assert int(total[1]) == 2 * n
     assert abs(float(total[2].lstrip("$")) - sum(float(rows[c][6].lstrip("$"))
                                                  for c in ("R1", "D1"))) <= 0.011
 

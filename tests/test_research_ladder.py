@@ -207,7 +207,7 @@ def test_prompts_of_r3_r8_r9_r10_read_as_a_person_expects(research_base,
     r3, r4, r8, r9, r10 = (_prompt(research_base, c, q) for c in ("R3", "R4", "R8", "R9", "R10"))
     definition = "Author records that share an ORCID are one person"
     assert definition in r4 and definition not in r3
-    assert "Scholarly publishing: a glossary" in r3 and "pub:ImpactFactor" in r3
+    assert "Scholarly publishing: what the terms mean" in r3 and "pub:ImpactFactor" in r3
     assert "owl:hasKey" in r8 and "sh:rule" in r8 and "sh:SPARQLRule" in r8
     assert definition not in r8 and "skos:definition" not in r8 and "rdfs:comment" not in r8
     assert "owl:hasKey" in r9 and definition in r9
