@@ -36,10 +36,14 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     if broken is not None:
         # stop after this item, in this process and (through xdist's shouldstop) in the whole
         # run; the controller banks what finished and exits 3 (RunStore.finish)
-        item.session.shouldstop = broken
-        item.stash[keys.BROKEN] = broken
+        _halt(item, broken)
         pytest.fail(broken, pytrace=False)
     item.stash[keys.RECORD] = record
+    if kgbench_runtime.broken is not None:  # the item was answered, then the harness broke
+        _halt(item, f"kgbench: the harness is broken, the run halts: {kgbench_runtime.broken}")
+        kgbench_runtime.broken = None
+    if record["grade"] == "skipped":  # it could not be asked: banked with the reason, no grade
+        pytest.skip(record["reason"])
     settings: Settings = kgbench_runtime.settings
     must_pass = settings.strict or current().agent(settings.agent).must_pass
     if must_pass and record["grade"] != "correct":
@@ -52,6 +56,11 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
         pytest.fail(f"{why}: graded {record['grade']} ({record['reason']})"
                     + (f"\n  fields: {fields}" if fields else "")
                     + (f"\n  query: {errors}" if errors else ""), pytrace=False)
+
+
+def _halt(item: pytest.Item, why: str) -> None:
+    item.session.shouldstop = why
+    item.stash[keys.BROKEN] = why
 
 
 def assign_sessions(items: list[pytest.Item]) -> None:
