@@ -146,7 +146,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         serve(runtime=runtime, pack=args.pack, variant=args.variant, condition=args.condition,
               persona=args.persona, log=Path(args.log) if args.log else None,
               together=args.together,
-              questions=tuple(q for q in (args.questions or "").split(",") if q))
+              questions=tuple(q for q in (args.questions or "").split(",") if q),
+              closed=Path(args.closed_when) if args.closed_when else None,
+              instructions=not args.no_instructions)
     finally:
         runtime.close()
     return 0
@@ -304,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions", default=None,
                    help="with --together: the session's question ids (comma list); a query "
                         "must name one of them")
+    p.add_argument("--closed-when", default=None,
+                   help="refuse every call once this file exists (the rounds are used up)")
+    p.add_argument("--no-instructions", action="store_true",
+                   help="send no store description as the server's instructions (the client's "
+                        "prompt already holds it)")
     p.set_defaults(func=cmd_mcp)
     p = sub.add_parser("estimate", help="tokens and dollars a run would take, before any call")
     p.add_argument("--model", action="append", default=None, required=True)

@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
-from conftest import only_run, run_records
 from fake_api import (
     FakeMessagesAPI,
     bad_request,
@@ -21,6 +19,8 @@ from fake_api import (
     tool_use,
     truncated,
 )
+
+from conftest import only_run, run_records
 
 A_PLUS = "Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+LAST_ROUND = "You have used your last round of tools. Answer now, from what you have."
+"""What a model is told with the results of its last round of tools (every backend)."""
+
 if TYPE_CHECKING:
     from pytest_kgbench.answers import Answer
     from pytest_kgbench.build import Built

@@ -10,7 +10,7 @@ One deadline per item: --item-timeout bounds the whole item — every round and 
 not each attempt. Each call is given only the time left, and the retries the SDK would make
 (429, 529, 5xx, a reset, a timeout; honouring retry-after) are made here, within that deadline.
 
-Faults are classified, never confused (DESIGN §3):
+Faults are classified, never confused (DESIGN §3; the table is agents/faults.py):
 - a rejected or missing credential, an exhausted credit balance, an unknown model, or a request
   the API refuses as malformed is `HarnessBroken`: the run halts;
 - what is still failing after the retries (rate limit, overload, 5xx, reset) is a
@@ -28,41 +28,23 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import BaseAgent, Completion, Task
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
-from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
+from pytest_kgbench.errors import HarnessBroken, TransientModelError
 from pytest_kgbench.settings import check_models
 from pytest_kgbench.tools import call_tool, tools_for
 
 if TYPE_CHECKING:
     from pytest_kgbench.settings import Settings
 
-LAST_ROUND = "You have used your last round of tools. Answer now, from what you have."
 ATTEMPTS = 3  # one call and two retries (the SDK's own default), all within the item's deadline
 RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would retry
-TOO_LONG = "prompt is too long"
-BILLING = ("credit balance is too low", "billing")
 
 
 def has_credential() -> bool:
     """Whether the environment holds what the SDK authenticates with."""
     return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
-
-
-def classify_status(status: int | None, message: str) -> Exception:
-    """What an API error status and message mean for the run (both backends use this)."""
-    low = message.lower()
-    if status in (401, 403) or "not logged in" in low or "invalid api key" in low:
-        return HarnessBroken(f"the API rejected the credential ({status}): {message}")
-    if status == 402 or any(b in low for b in BILLING):
-        return HarnessBroken(f"the account cannot pay for the call ({status}): {message}")
-    if TOO_LONG in low or status == 413:
-        return ItemSkipped(f"the prompt is longer than the model accepts ({status}): {message}")
-    if status == 404:
-        return HarnessBroken(f"the API does not know this model or endpoint (404): {message}")
-    if status in (400, 422):
-        return HarnessBroken(f"the API refused the request as malformed ({status}): {message}")
-    return TransientModelError(f"the API call failed ({status}) after the retries: {message}")
 
 
 def classify(exc: Exception) -> Exception:
