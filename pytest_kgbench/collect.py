@@ -7,7 +7,7 @@ the same list.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,36 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
 def _halt(item: pytest.Item, why: str) -> None:
     item.session.shouldstop = why
     item.stash[keys.BROKEN] = why
+
+
+def resume_split(items: list[pytest.Item], banked: Sequence[Mapping[str, Any]]
+                 ) -> tuple[list[pytest.Item], list[str]]:
+    """Resuming: (the items already banked, which are not asked again; the banked items whose
+    question was edited since, which are asked again and never graded against the old
+    answer)."""
+    records = {r.get("nodeid"): r for r in banked}
+    done: list[pytest.Item] = []
+    again: list[str] = []
+    for item in items:
+        rec = records.get(item.nodeid)
+        case = item.stash.get(keys.CASE, None)
+        if rec is None:
+            continue
+        if case is not None and rec.get("question_sha256") != case.question.sha256:
+            again.append(item.nodeid)
+        else:
+            done.append(item)
+    return done, again
+
+
+def not_answerable(items: list[pytest.Item], settings: Settings) -> list[pytest.Item]:
+    """The items the session's agent cannot answer and so does not ask (a replay answers only
+    what its stored run asked): the agent class's `selects(settings)`, when it has one."""
+    selects = getattr(current().agent(settings.agent), "selects", None)
+    keep = selects(settings) if selects is not None else None
+    if keep is None:
+        return []
+    return [i for i in items if keys.CASE in i.stash and not keep(i.stash[keys.CASE])]
 
 
 def assign_sessions(items: list[pytest.Item]) -> None:

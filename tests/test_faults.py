@@ -154,3 +154,41 @@ def test_a_judge_failure_never_reasks_the_model(project, api) -> None:
     assert "529" in rec["metrics"]["judge"]["failed"]
     report = json.loads((only_run(p) / "report.json").read_text())
     assert report["complete"] and report["judge"]["failed"] == 1
+
+
+@pytest.mark.parametrize("agent", ["gold", "synthetic"])
+def test_a_reference_query_that_times_out_halts_the_run(project, agent) -> None:
+    """A reference query past --query-timeout is the harness failing: an always-gold synthetic
+    arm scored what the timeout let through (20%) before."""
+    p = project()
+    result = p.runpytest("questions", "--agent", agent, "--synthetic", "*=1.0", "--condition",
+                         "D4", "-k", "L3", "--query-timeout", "0.001")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*query of credit-Q*under D4 ran past "
+                                 "--query-timeout (0.001 s)*"])
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert report["counts"]["items"] == 0 and report["halted"]
+    assert {m["why"] for m in report["missing"][1:]} == {"not asked: the run halted"}
+
+
+def test_the_trap_agents_naive_query_over_other_tables_is_a_miss_not_a_halt(project) -> None:
+    p = project()
+    result = p.runpytest("questions", "--agent", "trap", "--condition", "D3", "-k", "Q10")
+    result.assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert rec["status"] == "error" and rec["grade"] == "wrong"
+    assert "rating_actions does not exist" in rec["answer"]["error"]
+
+
+def test_a_halted_serial_run_lists_what_it_never_asked(project, api) -> None:
+    api.push(text(A_PLUS), status(401, kind="authentication_error"))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1",
+                         "-k", "Q01 or Q03 or Q04 or Q05")
+    assert result.ret == 3
+    report = json.loads((only_run(p) / "report.json").read_text())
+    whys = [m["why"] for m in report["missing"]]
+    assert len(whys) == 3 and "harness is broken" in whys[0]
+    assert whys[1:] == ["not asked: the run halted"] * 2
+    md = (only_run(p) / "report.md").read_text()
+    assert "not asked: the run halted" in md and "worker crash" not in md
