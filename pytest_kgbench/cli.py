@@ -243,11 +243,12 @@ def cmd_power(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from pytest_kgbench.rescore import compare_runs
+    from pytest_kgbench.rescore import compare_runs, question_hashes
 
     a = json.loads((Path(args.run_a) / "report.json").read_text(encoding="utf-8"))
     b = json.loads((Path(args.run_b) / "report.json").read_text(encoding="utf-8"))
-    comparisons = compare_runs(a, b, seed=args.seed, force=args.force)
+    comparisons = compare_runs(a, b, seed=args.seed, force=args.force, questions=(
+        question_hashes(Path(args.run_a)), question_hashes(Path(args.run_b))))
     print(f"{'arm':<28} {'tier':<4} {'n':>3} {'diff':>7} {'95% CI':>15} {'+a/-b':>8} "
           f"{'McNemar p':>10} {'Holm p':>8}")
     for c in comparisons:
@@ -263,8 +264,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_rescore(args: argparse.Namespace) -> int:
     from pytest_kgbench.rescore import rescore
 
-    result = rescore(Path(args.run))
+    result = rescore(Path(args.run), force=args.force)
     print(f"rescored {len(result.records)} items; {len(result.moved)} grades moved")
+    if result.missing:
+        print(f"INCOMPLETE: the run did not bank {len(result.missing)} item(s); the rescore "
+              "keeps them missing")
+    for name, change in (result.data_changed or {}).items():
+        print(f"DATA CHANGED since the run ({name}: build {change['run'].get('build')} then, "
+              f"{change['now']['build']} now): graded against today's data, as forced")
     for nodeid, before, after in result.moved:
         print(f"  {nodeid}: {before} -> {after}")
     if result.changed_questions:
@@ -351,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("rescore", help="regrade a run's stored answers with today's grader")
     p.add_argument("run", help="a run folder, e.g. reports/<run-id>")
+    p.add_argument("--force", action="store_true",
+                   help="regrade even when today's data differs from the run's (said loudly)")
     p.set_defaults(func=cmd_rescore)
     return parser
 

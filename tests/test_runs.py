@@ -111,3 +111,103 @@ def test_replay_asks_exactly_the_stored_runs_items(seeded) -> None:
     report = json.loads((seeded.path / "reports" / "replayed" / "report.json").read_text())
     assert report["complete"] and report["counts"]["items"] == 2
     assert report["conditions"]["R1"]["accuracy"] == 1.0
+
+
+# --- rescore and compare ----------------------------------------------------------------------
+
+def rescore_cli(run: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_kgbench.cli", "rescore", str(run),
+                           *args], capture_output=True, text=True, timeout=300)
+
+
+def test_rescore_keeps_the_runs_missing_items(project, monkeypatch) -> None:
+    from fake_api import FakeMessagesAPI, status, text
+
+    with FakeMessagesAPI() as api:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+        api.push(text("A+.\n```json\n{\"rating\": \"A+\"}\n```"),
+                 status(401, kind="authentication_error"))
+        p = project()
+        result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1",
+                             "-k", "Q01 or Q03 or Q04", "--run-id", "halted")
+        assert result.ret == 3
+    from pytest_kgbench.rescore import rescore
+
+    run = p.path / "reports" / "halted"
+    done = rescore(run, stamp="s1")
+    assert len(done.records) == 1 and len(done.missing) == 2
+    report = json.loads((run / "report-s1.json").read_text())
+    assert report["complete"] is False and len(report["missing"]) == 2
+    assert "INCOMPLETE" in (run / "report-s1.md").read_text()
+
+
+def test_rescore_refuses_data_that_changed_since_the_run(seeded) -> None:
+    run = seeded.path / "reports" / "seeded"
+    lines = []
+    for rec in records_of(seeded, "seeded"):  # as if the pack's generator changed since
+        rec["dataset"]["build"] = "base-7-0123456789abcdef"
+        lines.append(json.dumps(rec))
+    (run / "answers.jsonl").write_text("\n".join(lines) + "\n")
+    refused = rescore_cli(run)
+    assert refused.returncode == 2
+    err = refused.stderr.strip()
+    assert len(err.splitlines()) == 1
+    assert "today's data is not what the run was asked about (credit/base: build " \
+           "base-7-0123456789abcdef then, base-7-" in err and "--force" in err
+    assert not list(run.glob("grades-*.json"))
+    forced = rescore_cli(run, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "DATA CHANGED since the run (credit/base" in forced.stdout
+    md = next(run.glob("report-*.md")).read_text()
+    assert "## DATA CHANGED SINCE THE RUN" in md
+    report = json.loads(next(run.glob("report-*.json")).read_text())
+    assert list(report["rescored"]["data_changed_since_run"]) == ["credit/base"]
+
+
+@pytest.fixture
+def two_models(project) -> pytest.Pytester:
+    p = project()
+    p.runpytest("questions", "--agent", "synthetic", "--model", "haiku,sonnet", "--condition",
+                "D1", "-k", "L3", "--run-id", "two").assert_outcomes(passed=42)
+    return p
+
+
+def test_compare_keeps_models_apart(two_models) -> None:
+    from pytest_kgbench.rescore import compare_runs
+
+    a = json.loads((two_models.path / "reports" / "two" / "report.json").read_text())
+    b = json.loads(json.dumps(a))
+    b["run_id"] = "other"
+    for item in b["items"]:  # the other run: haiku always right, sonnet always wrong
+        item["score"] = 1.0 if item["model"] == "haiku" else 0.0
+    by_arm = {c.a.split(":", 1)[1]: c for c in compare_runs(a, b, seed=1) if c.tier == "L3"}
+    assert sorted(by_arm) == ["D1/haiku", "D1/sonnet"]
+    for arm, after in (("D1/haiku", 1.0), ("D1/sonnet", 0.0)):
+        before = a["conditions"][arm]["by_tier"]["L3"]["accuracy"]
+        assert by_arm[arm].diff == pytest.approx(after - before, abs=1e-6), arm
+
+
+def test_compare_checks_the_data_and_names_the_questions_that_differ(two_models) -> None:
+    from pytest_kgbench.errors import KgbenchError
+    from pytest_kgbench.rescore import compare_runs, question_hashes
+
+    run = two_models.path / "reports" / "two"
+    a = json.loads((run / "report.json").read_text())
+    b = json.loads(json.dumps(a))
+    b["fingerprint"]["datasets"]["credit/base"]["seed"] = 8
+    with pytest.raises(KgbenchError, match=r"different data \(credit/base: seed \d+ build .* vs "
+                                           r"seed 8 build"):
+        compare_runs(a, b, seed=1)
+    assert compare_runs(a, b, seed=1, force=True)
+    qa = question_hashes(run)
+    qb = dict(qa)
+    first = sorted(qb)[0]
+    qb[first] = "0" * 64
+    qb["credit/credit-Q99"] = "1" * 64
+    b = json.loads(json.dumps(a))
+    b["fingerprint"]["questions_sha256"] = "2" * 64
+    with pytest.raises(KgbenchError) as refused:
+        compare_runs(a, b, seed=1, questions=(qa, qb))
+    assert f"edited: {first}" in str(refused.value)
+    assert "only in the second: credit/credit-Q99" in str(refused.value)
