@@ -211,3 +211,26 @@ def test_compare_checks_the_data_and_names_the_questions_that_differ(two_models)
         compare_runs(a, b, seed=1, questions=(qa, qb))
     assert f"edited: {first}" in str(refused.value)
     assert "only in the second: credit/credit-Q99" in str(refused.value)
+
+
+# --- a corrupt cache ----------------------------------------------------------------------------
+
+def test_a_truncated_cached_database_is_detected_and_rebuilt(project, credit_pack,
+                                                             tmp_path) -> None:
+    from pytest_kgbench.build import build_variant, damaged
+
+    cache = tmp_path / "cache"
+    built = build_variant(credit_pack, "base", cache)
+    path = built.executed_duckdb_path
+    size = path.stat().st_size
+    path.write_bytes(path.read_bytes()[: size // 3])
+    assert damaged(built.dir) == f"executed.duckdb is {size // 3} bytes, not {size}"
+    p = project()
+    p.makeini("[pytest]\n"
+              f"kgbench_datasets = {REPO / 'datasets'}\n"
+              f"kgbench_ontology = {REPO / 'ontology'}\n"
+              f"kgbench_cache = {cache}\n")
+    result = p.runpytest("questions", "--condition", "D3,R10", "-k", "Q01 or Q10")
+    result.assert_outcomes(passed=4)  # gold, on the rebuilt tables
+    assert "Error" not in result.stdout.str()
+    assert damaged(built.dir) is None and path.stat().st_size > size // 3
