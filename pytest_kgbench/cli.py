@@ -107,12 +107,14 @@ def _runtime(args: argparse.Namespace) -> Any:
         query_timeout=float(getattr(args, "query_timeout", 60)), dataset_seed=args.seed,
         stats_seed=0, engines=_engines(args),
         aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
-        prices={**DEFAULT_PRICES, **(table.get("prices") or {})}, **paths)
+        prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
+        windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()}, **paths)
     return Runtime(settings)
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
+    from pytest_kgbench.costs import tokens_of
     from pytest_kgbench.questions import load_questions
 
     root = Path(args.root).resolve()
@@ -128,12 +130,18 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         group = tuple(q for q in qset.questions if q.persona == persona
                       and (not q.variants or args.variant in q.variants))
         executor = runtime.executor(built, cond, persona) if cond.mode == "querying" else None
-        print(runtime.together_prompt(cond, built, group, executor).text)
+        text = runtime.together_prompt(cond, built, group, executor).text
     else:
         assert question is not None  # asked apart, a missing question was refused above
         executor = (runtime.executor(built, cond, question.persona)
                     if cond.mode == "querying" else None)
-        print(runtime.prompt(cond, built, question, executor).text)
+        text = runtime.prompt(cond, built, question, executor).text
+    print(text)
+    window = runtime.settings.window(args.model)
+    if tokens_of(text) > window:
+        print(f"kgbench prompt: WARNING: this prompt is about {tokens_of(text):,} tokens, more "
+              f"than the {window:,}-token window of {runtime.settings.model_id(args.model)}: "
+              "its items would be skipped, not asked", file=sys.stderr)
     runtime.close()
     return 0
 
@@ -298,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--condition", required=True)
     p.add_argument("--ask", choices=("apart", "together"), default="apart",
                    help="together: the prompt of the session asking every question at once")
+    p.add_argument("--model", default="sonnet",
+                   help="the model whose context window the prompt is checked against")
     p.set_defaults(func=cmd_prompt)
     p = sub.add_parser("mcp", help="serve a pack's store under a querying condition over MCP "
                        "(stdio): list_tables, describe, run_query")

@@ -340,7 +340,8 @@ class Runtime:
                                               executor)
             else:
                 prompt = self.prompt(cond, built, q, executor)
-            est = out.setdefault((cond.id, case.model), Estimate(cond.id, case.model))
+            est = out.setdefault((cond.id, case.model), Estimate(
+                cond.id, case.model, window=self.settings.window(case.model)))
             est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
                     system=prompt.system, questions=len(group))
         return out

@@ -234,3 +234,30 @@ def test_a_truncated_cached_database_is_detected_and_rebuilt(project, credit_pac
     result.assert_outcomes(passed=4)  # gold, on the rebuilt tables
     assert "Error" not in result.stdout.str()
     assert damaged(built.dir) is None and path.stat().st_size > size // 3
+
+
+# --- a prompt longer than the model's window is announced before the run ------------------------
+
+def test_the_estimate_warns_of_prompts_longer_than_the_window(project, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    p = project()
+    (p.path / "pyproject.toml").write_text('[tool.kgbench.windows]\n"claude-sonnet-5-5" = 3000\n')
+    result = p.runpytest("questions", "--model", "sonnet", "--estimate", "--condition", "R1,D1",
+                         "-k", "Q01 or Q03")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["WARNING: R1 claude-sonnet-5-5: 2 item(s) have a prompt of "
+                                 "about *tokens, more than the model's 3,000-token window; they "
+                                 "will be skipped, not asked"])
+    assert "WARNING: D1" not in result.stdout.str()  # the store's description is short
+
+
+def test_kgbench_prompt_warns_of_a_prompt_longer_than_the_window(kg_cache) -> None:
+    """credit/large under R2 is about 220K tokens: more than a 200K window."""
+    done = subprocess.run([sys.executable, "-m", "pytest_kgbench.cli", "prompt", "--pack",
+                           "credit", "--variant", "large", "--question", "credit-Q01",
+                           "--condition", "R2", "--root", str(REPO), "--cache", str(kg_cache)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "## Question credit-Q01" in done.stdout
+    assert done.stderr.startswith("kgbench prompt: WARNING: this prompt is about 2")
+    assert "more than the 200,000-token window of claude-sonnet-5-5" in done.stderr
