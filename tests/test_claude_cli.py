@@ -367,3 +367,13 @@ def test_a_cli_run_with_no_api_key_is_judged_through_the_cli(project, cli, monke
     judged = [r for r in cli.requests if is_judge(r["body"])]
     assert len(judged) == 2
     assert all(r["headers"].get("Authorization", "").startswith("Bearer ") for r in judged)
+
+
+def test_an_effort_the_cli_cannot_take_is_refused_before_the_run(project) -> None:
+    p = project()
+    result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
+                         "--effort", "turbo", "--condition", "R1", "-k", "Q01")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.str().strip() == ("ERROR: --agent claude-cli: --effort turbo: the "
+                                           "claude CLI takes low, medium, high, xhigh, max")
+    assert not (p.path / "reports").exists()

@@ -192,3 +192,22 @@ def test_a_halted_serial_run_lists_what_it_never_asked(project, api) -> None:
     assert whys[1:] == ["not asked: the run halted"] * 2
     md = (only_run(p) / "report.md").read_text()
     assert "not asked: the run halted" in md and "worker crash" not in md
+
+
+def test_a_judge_the_harness_cannot_ask_banks_the_item_then_halts(project, api) -> None:
+    api.judge = lambda body: status(404, retry_after_ms=None, kind="not_found_error")
+    api.default = lambda body: text(
+        "A5720102936 and A4483374961 share an ORCID, so it is a self-citation.\n"
+        "```json\n{\"counts\": \"no\", \"shared_person\": \"A5720102936\"}\n```")
+    p = project()
+    research = Path(__file__).resolve().parents[1] / "questions" / "research.yaml"
+    (p.path / "questions" / "research.yaml").write_text(research.read_text())
+    result = p.runpytest("questions/research.yaml", "--model", "sonnet", "--condition", "R1",
+                         "-k", "Q30 or Q33")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*the judge cannot be asked*404*"])
+    records = run_records(p)
+    assert len(records) == 1 and records[0]["grade"] in ("correct", "partial", "wrong")
+    assert "404" in records[0]["metrics"]["judge"]["failed"]
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert [m["why"] for m in report["missing"]] == ["not asked: the run halted"]
