@@ -12,8 +12,10 @@ from typing import Any
 from pytest_kgbench.executors import QueryResult
 from pytest_kgbench.questions import FieldSpec
 
-STATUSES = ("answered", "timeout", "declined", "error", "skipped")
-# skipped: asked together, the session gave no answer for this question (a miss)
+STATUSES = ("answered", "timeout", "declined", "error", "skipped", "truncated")
+# skipped: asked together, the session gave no answer for this question (a miss); or the item
+#   could not be asked at all (a prompt longer than the model's window: never graded)
+# truncated: the model stopped at --max-tokens (stop_reason max_tokens): a miss
 
 
 @dataclass

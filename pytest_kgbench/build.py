@@ -3,6 +3,11 @@ the cache (under a file lock, so xdist workers never race) and read back as a `B
 
 The schema (`packs.py`) is below this module; the engines' writers (DuckDB files, RDF, rules)
 are called from here, so nothing below imports the pipeline.
+
+A cached build is checked before it is used: its manifest holds the size and SHA-256 of every
+file it wrote (the DuckDB files too), and a build whose files do not match (a truncated
+executed.duckdb, a file deleted) is rebuilt; if it cannot be, the harness halts with one line
+naming the folder — never a DuckDB traceback per item.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pytest_kgbench.errors import InputError
+from pytest_kgbench.errors import HarnessBroken, InputError
 from pytest_kgbench.packs import Pack, Tables, check_tables, normalise_id, read_tables, write_csv
 
-BUILD_FORMAT = 4  # bump when a variant's layout or an artefact's form changes (4: id prefixes)
+BUILD_FORMAT = 5  # bump when a variant's layout or an artefact's form changes (5: id prefixes,
+#                   the manifest's integrity)
 
 
 @dataclass
@@ -150,15 +156,58 @@ def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None
     target = build_dir(pack, variant, seed, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(target) + ".lock"):
-        if not (target / "manifest.json").is_file():
+        why = damaged(target) if (target / "manifest.json").is_file() else None
+        if why is not None or not (target / "manifest.json").is_file():
             tmp = target.with_name(target.name + f".tmp{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
             write_variant(pack, variant, seed, tmp)
-            shutil.rmtree(target, ignore_errors=True)
-            tmp.rename(target)
+            try:
+                shutil.rmtree(target, ignore_errors=why is None)
+                tmp.rename(target)
+            except OSError as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise HarnessBroken(f"the cached build {target} is damaged ({why}) and cannot "
+                                    f"be replaced ({exc}): delete that folder") from exc
+            still = damaged(target)
+            if still is not None:  # pragma: no cover - a disk that does not keep what it wrote
+                raise HarnessBroken(f"the cached build {target} is damaged ({still}) even "
+                                    "after a rebuild: delete that folder")
     manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
     return Built(pack=pack, variant=variant, seed=seed, dir=target, manifest=manifest)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def integrity(folder: Path) -> dict[str, list[Any]]:
+    """[size, SHA-256] of every file of a build but its manifest, by relative path."""
+    return {p.relative_to(folder).as_posix(): [p.stat().st_size, _sha256(p)]
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+
+
+def damaged(folder: Path) -> str | None:
+    """Why a cached build cannot be trusted (its manifest unreadable, a file missing, cut short
+    or changed), or None."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        wanted = dict(manifest["integrity"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "its manifest.json is unreadable or holds no checksums"
+    for rel, (size, digest) in wanted.items():
+        path = folder / rel
+        if not path.is_file():
+            return f"{rel} is missing"
+        if path.stat().st_size != size:
+            return f"{rel} is {path.stat().st_size} bytes, not {size}"
+        if _sha256(path) != digest:
+            return f"{rel} does not match its checksum"
+    return None
 
 
 def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
@@ -208,6 +257,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         "triples": len(graph),
         "files": {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                   for p in sorted(out.rglob("*")) if p.is_file() and p.suffix != ".duckdb"},
+        "integrity": integrity(out),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
                                        encoding="utf-8")

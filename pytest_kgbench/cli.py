@@ -120,12 +120,14 @@ def _runtime(args: argparse.Namespace) -> Any:
         query_timeout=float(getattr(args, "query_timeout", 60)), dataset_seed=args.seed,
         stats_seed=0, engines=_engines(args),
         aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
-        prices={**DEFAULT_PRICES, **(table.get("prices") or {})}, **paths)
+        prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
+        windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()}, **paths)
     return Runtime(settings)
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
+    from pytest_kgbench.costs import tokens_of
     from pytest_kgbench.questions import load_questions
 
     root = Path(args.root).resolve()
@@ -141,12 +143,18 @@ def cmd_prompt(args: argparse.Namespace) -> int:
         group = tuple(q for q in qset.questions if q.persona == persona
                       and (not q.variants or args.variant in q.variants))
         executor = runtime.executor(built, cond, persona) if cond.mode == "querying" else None
-        print(runtime.together_prompt(cond, built, group, executor).text)
+        text = runtime.together_prompt(cond, built, group, executor).text
     else:
         assert question is not None  # asked apart, a missing question was refused above
         executor = (runtime.executor(built, cond, question.persona)
                     if cond.mode == "querying" else None)
-        print(runtime.prompt(cond, built, question, executor).text)
+        text = runtime.prompt(cond, built, question, executor).text
+    print(text)
+    window = runtime.settings.window(args.model)
+    if tokens_of(text) > window:
+        print(f"kgbench prompt: WARNING: this prompt is about {tokens_of(text):,} tokens, more "
+              f"than the {window:,}-token window of {runtime.settings.model_id(args.model)}: "
+              "its items would be skipped, not asked", file=sys.stderr)
     runtime.close()
     return 0
 
@@ -159,7 +167,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         serve(runtime=runtime, pack=args.pack, variant=args.variant, condition=args.condition,
               persona=args.persona, log=Path(args.log) if args.log else None,
               together=args.together,
-              questions=tuple(q for q in (args.questions or "").split(",") if q))
+              questions=tuple(q for q in (args.questions or "").split(",") if q),
+              closed=Path(args.closed_when) if args.closed_when else None,
+              instructions=not args.no_instructions)
     finally:
         runtime.close()
     return 0
@@ -294,11 +304,12 @@ def _trap_right(args: argparse.Namespace, questions: list[Any]) -> tuple[list[bo
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_kgbench.report import discordant_text, p_text
-    from pytest_kgbench.rescore import compare_runs
+    from pytest_kgbench.rescore import compare_runs, question_hashes
 
     a = json.loads((Path(args.run_a) / "report.json").read_text(encoding="utf-8"))
     b = json.loads((Path(args.run_b) / "report.json").read_text(encoding="utf-8"))
-    comparisons = compare_runs(a, b, seed=args.seed, force=args.force)
+    comparisons = compare_runs(a, b, seed=args.seed, force=args.force, questions=(
+        question_hashes(Path(args.run_a)), question_hashes(Path(args.run_b))))
     print(f"{'arm':<28} {'tier':<4} {'n':>3} {'diff':>7} {'95% CI':>15} {'+b / −a':>10} "
           f"{'McNemar p':>10} {'Holm p':>8}")
     for c in comparisons:
@@ -315,8 +326,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_rescore(args: argparse.Namespace) -> int:
     from pytest_kgbench.rescore import rescore
 
-    result = rescore(Path(args.run))
+    result = rescore(Path(args.run), force=args.force)
     print(f"rescored {len(result.records)} items; {len(result.moved)} grades moved")
+    if result.missing:
+        print(f"INCOMPLETE: the run did not bank {len(result.missing)} item(s); the rescore "
+              "keeps them missing")
+    for name, change in (result.data_changed or {}).items():
+        print(f"DATA CHANGED since the run ({name}: build {change['run'].get('build')} then, "
+              f"{change['now']['build']} now): graded against today's data, as forced")
     for nodeid, before, after in result.moved:
         print(f"  {nodeid}: {before} -> {after}")
     if result.changed_questions:
@@ -346,6 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--condition", required=True)
     p.add_argument("--ask", choices=("apart", "together"), default="apart",
                    help="together: the prompt of the session asking every question at once")
+    p.add_argument("--model", default="sonnet",
+                   help="the model whose context window the prompt is checked against")
     p.set_defaults(func=cmd_prompt)
     p = sub.add_parser("mcp", help="serve a pack's store under a querying condition over MCP "
                        "(stdio): list_tables, describe, run_query")
@@ -361,6 +380,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--questions", default=None,
                    help="with --together: the session's question ids (comma list); a query "
                         "must name one of them")
+    p.add_argument("--closed-when", default=None,
+                   help="refuse every call once this file exists (the rounds are used up)")
+    p.add_argument("--no-instructions", action="store_true",
+                   help="send no store description as the server's instructions (the client's "
+                        "prompt already holds it)")
     p.set_defaults(func=cmd_mcp)
     p = sub.add_parser("estimate", help="tokens and dollars a run would take, before any call")
     p.add_argument("--model", action="append", default=None, required=True)
@@ -407,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("rescore", help="regrade a run's stored answers with today's grader")
     p.add_argument("run", help="a run folder, e.g. reports/<run-id>")
+    p.add_argument("--force", action="store_true",
+                   help="regrade even when today's data differs from the run's (said loudly)")
     p.set_defaults(func=cmd_rescore)
     return parser
 

@@ -7,7 +7,7 @@ the same list.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,10 +36,14 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     if broken is not None:
         # stop after this item, in this process and (through xdist's shouldstop) in the whole
         # run; the controller banks what finished and exits 3 (RunStore.finish)
-        item.session.shouldstop = broken
-        item.stash[keys.BROKEN] = broken
+        _halt(item, broken)
         pytest.fail(broken, pytrace=False)
     item.stash[keys.RECORD] = record
+    if kgbench_runtime.broken is not None:  # the item was answered, then the harness broke
+        _halt(item, f"kgbench: the harness is broken, the run halts: {kgbench_runtime.broken}")
+        kgbench_runtime.broken = None
+    if record["grade"] == "skipped":  # it could not be asked: banked with the reason, no grade
+        pytest.skip(record["reason"])
     settings: Settings = kgbench_runtime.settings
     must_pass = settings.strict or current().agent(settings.agent).must_pass
     if must_pass and record["grade"] != "correct":
@@ -52,6 +56,41 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
         pytest.fail(f"{why}: graded {record['grade']} ({record['reason']})"
                     + (f"\n  fields: {fields}" if fields else "")
                     + (f"\n  query: {errors}" if errors else ""), pytrace=False)
+
+
+def _halt(item: pytest.Item, why: str) -> None:
+    item.session.shouldstop = why
+    item.stash[keys.BROKEN] = why
+
+
+def resume_split(items: list[pytest.Item], banked: Sequence[Mapping[str, Any]]
+                 ) -> tuple[list[pytest.Item], list[str]]:
+    """Resuming: (the items already banked, which are not asked again; the banked items whose
+    question was edited since, which are asked again and never graded against the old
+    answer)."""
+    records = {r.get("nodeid"): r for r in banked}
+    done: list[pytest.Item] = []
+    again: list[str] = []
+    for item in items:
+        rec = records.get(item.nodeid)
+        case = item.stash.get(keys.CASE, None)
+        if rec is None:
+            continue
+        if case is not None and rec.get("question_sha256") != case.question.sha256:
+            again.append(item.nodeid)
+        else:
+            done.append(item)
+    return done, again
+
+
+def not_answerable(items: list[pytest.Item], settings: Settings) -> list[pytest.Item]:
+    """The items the session's agent cannot answer and so does not ask (a replay answers only
+    what its stored run asked): the agent class's `selects(settings)`, when it has one."""
+    selects = getattr(current().agent(settings.agent), "selects", None)
+    keep = selects(settings) if selects is not None else None
+    if keep is None:
+        return []
+    return [i for i in items if keys.CASE in i.stash and not keep(i.stash[keys.CASE])]
 
 
 def assign_sessions(items: list[pytest.Item]) -> None:

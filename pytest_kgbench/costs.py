@@ -53,6 +53,9 @@ class Estimate:
     cache_read: int = 0
     cache_write: int = 0
     contexts: set[str] = field(default_factory=set)
+    window: int | None = None  # the model's context window: a longer prompt is not asked
+    largest: int = 0           # the largest prompt's tokens
+    too_long: int = 0          # items whose prompt is longer than the window
 
     def add(self, *, mode: str, context: str, question: str, system: str,
             questions: int = 1) -> None:
@@ -61,6 +64,9 @@ class Estimate:
         the rounds of all its questions in one conversation, each resending it so far."""
         self.items += questions
         ctx, rest = tokens_of(context), tokens_of(system) + tokens_of(question)
+        self.largest = max(self.largest, ctx + rest)
+        if self.window is not None and ctx + rest > self.window:
+            self.too_long += questions
         rounds = QUERY_ROUNDS * questions if mode == "querying" else 1
         first = context not in self.contexts
         self.contexts.add(context)
@@ -107,7 +113,17 @@ def estimate_lines(estimates: Mapping[tuple[str, str], Estimate], aliases: Mappi
     billed, uncached = f"${total['billed']:.2f}", f"${total['without_cache']:.2f}"
     lines.append(f"{'total':<10} {'':<22} {sum(e.items for e in estimates.values()):>6} "
                  f"{'':>12} {'':>12} {'':>10} {billed:>10} {uncached:>10}")
-    return lines
+    return lines + window_warnings(estimates, aliases)
+
+
+def window_warnings(estimates: Mapping[tuple[str, str], Estimate],
+                    aliases: Mapping[str, str]) -> list[str]:
+    """A line for each condition and model whose prompts are longer than the model's window:
+    those items would be skipped (the API refuses them), so the run says so before any call."""
+    return [f"WARNING: {cid} {aliases.get(model, model)}: {est.too_long} item(s) have a prompt "
+            f"of about {est.largest:,} tokens, more than the model's {est.window:,}-token "
+            f"window; they will be skipped, not asked"
+            for (cid, model), est in estimates.items() if est.too_long]
 
 
 def usage_of(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:

@@ -32,3 +32,9 @@ class HarnessBroken(KgbenchError):
 class TransientModelError(KgbenchError):
     """A model call failed for a reason worth retrying (rate limit, overload, reset) after the
     SDK's own retries. pytest-rerunfailures reruns the item; it is never graded."""
+
+
+class ItemSkipped(KgbenchError):
+    """The item cannot be asked as the run is set (its prompt is longer than the model's
+    context window). It is skipped with the reason — banked with status "skipped", never
+    graded, listed apart in the report — and the run goes on."""

@@ -33,11 +33,19 @@ def parse_verdict(text: str, n: int) -> list[bool] | None:
 
 
 def ask_judge(client: Any, model: str, question: str, answer: str,
-              checklist: Sequence[str]) -> tuple[list[bool] | None, dict[str, int]]:
-    """One pass of the judge (a Messages API call): its verdicts and the tokens it used."""
+              checklist: Sequence[str], *, timeout: float = 600.0
+              ) -> tuple[list[bool] | None, dict[str, int]]:
+    """One pass of the judge: its verdicts and the tokens it used. `client` is the run's own
+    backend (an agent with `complete(system, text, model=, max_tokens=, timeout=)`, so a
+    Claude Code run is judged through Claude Code) or an SDK client (`messages.create`)."""
+    prompt = judge_prompt(question, answer, checklist)
+    if hasattr(client, "complete"):
+        reply = client.complete(JUDGE_SYSTEM, prompt, model=model, max_tokens=512,
+                                timeout=timeout)
+        return parse_verdict(reply.text, len(checklist)), dict(reply.tokens)
     response = client.messages.create(
-        model=model, max_tokens=512, system=JUDGE_SYSTEM,
-        messages=[{"role": "user", "content": judge_prompt(question, answer, checklist)}])
+        model=model, max_tokens=512, system=JUDGE_SYSTEM, timeout=timeout,
+        messages=[{"role": "user", "content": prompt}])
     text = "\n".join(b.text for b in response.content if b.type == "text")
     usage = getattr(response, "usage", None)
     tokens = {"input": int(getattr(usage, "input_tokens", 0) or 0),
@@ -68,9 +76,13 @@ def summarise(judged: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     unreadable = 0
     no_prose = 0
     tokens = {"input": 0, "output": 0}
+    failed = 0
     for item in judged:
         if item.get("skipped"):  # nothing to judge: the answer had no prose
             no_prose += 1
+            continue
+        if item.get("failed"):  # the judge could not be asked (its reason is in the item)
+            failed += 1
             continue
         for name in tokens:
             tokens[name] += int((item.get("tokens") or {}).get(name, 0))
@@ -86,9 +98,10 @@ def summarise(judged: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
                 disagreements.append({"nodeid": item.get("nodeid"), "point": i + 1,
                                       "text": checklist[i] if i < len(checklist) else None,
                                       "first": x, "second": y})
-    if not first and not unreadable and not no_prose:
+    if not first and not unreadable and not no_prose and not failed:
         return None
-    return {"items": len(judged) - no_prose, "unreadable": unreadable, "no_prose": no_prose,
+    return {"items": len(judged) - no_prose - failed, "unreadable": unreadable,
+            "no_prose": no_prose, "failed": failed,
             "points": len(first),
             "made": round(sum(first) / len(first), 6) if first else None,
             "agreement": (round(sum(x == y for x, y in zip(first, second)) / len(first), 6)

@@ -5,7 +5,9 @@ run_query — through the same executor and guard. The claude-cli agent starts i
 conditions; any MCP client (a desktop assistant, say) can use it to explore a pack's data under a
 condition. With `--log FILE`, every call is appended to FILE as one JSON line (the tool, its
 input, what the model saw, and the query's full result), so a run can bank the queries a CLI
-session made.
+session made. With `--closed-when FILE`, every call made once FILE exists is refused with the
+last-round message (the claude-cli agent creates it when the model's rounds are used up, so its
+final turn answers from what it has, as the Messages API loop's does).
 """
 
 from __future__ import annotations
@@ -18,16 +20,21 @@ from pytest_kgbench.tools import TOOLS, call_tool
 
 
 def build_server(executor: Any, *, instructions: str, log: Path | None = None,
-                 together: bool = False, questions: tuple[str, ...] = ()) -> Any:
+                 together: bool = False, questions: tuple[str, ...] = (),
+                 closed: Path | None = None) -> Any:
     """An MCPServer whose tools call `executor`. With `together`, run_query also takes the id
     of the question a query serves (tools.tools_for); with `questions`, it must be one of
-    them."""
+    them. Once the file `closed` exists, every call is refused: the rounds are used up."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer(name="kgbench", instructions=instructions)
     descriptions = {t["name"]: t["description"] for t in TOOLS}
 
     def call(name: str, arguments: dict[str, Any]) -> str:
+        if closed is not None and closed.exists():
+            from pytest_kgbench.agents import LAST_ROUND
+
+            return f"REFUSED: no rounds of tools are left. {LAST_ROUND}"
         text, result = call_tool(executor, name, arguments, questions=questions)
         if log is not None:
             with log.open("a", encoding="utf-8") as fh:
@@ -57,8 +64,11 @@ def build_server(executor: Any, *, instructions: str, log: Path | None = None,
 
 
 def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str,
-          log: Path | None, together: bool = False, questions: tuple[str, ...] = ()) -> None:
-    """Open the condition's store and serve it over stdio until the client closes."""
+          log: Path | None, together: bool = False, questions: tuple[str, ...] = (),
+          closed: Path | None = None, instructions: bool = True) -> None:
+    """Open the condition's store and serve it over stdio until the client closes. Without
+    `instructions` the server sends no description of the store (a client whose prompt
+    already holds it, as the claude-cli agent's does)."""
     from pytest_kgbench.conditions import by_id
     from pytest_kgbench.errors import InputError
 
@@ -67,6 +77,7 @@ def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str
         raise InputError("--condition", f"'{condition}' is not a querying condition")
     built = runtime.built(pack, variant)
     executor = runtime.executor(built, cond, persona)
-    server = build_server(executor, instructions=executor.store_block(), log=log,
-                          together=together or bool(questions), questions=questions)
+    server = build_server(executor, instructions=executor.store_block() if instructions else "",
+                          log=log, together=together or bool(questions), questions=questions,
+                          closed=closed)
     server.run("stdio")

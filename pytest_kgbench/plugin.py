@@ -154,19 +154,28 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With --resume, items already banked in the run folder are not asked again; with
-    --ask together, the items left (after -k and the rest) are shared out into sessions."""
+    """Items the agent cannot answer (a replay: what its run never asked) are not asked; with
+    --resume, items already banked are not asked again (those whose question was edited since
+    are); with --ask together, the items left (after -k and the rest) are shared out into
+    sessions."""
     from pytest_kgbench.cases import asks_together
-    from pytest_kgbench.collect import assign_sessions
+    from pytest_kgbench.collect import assign_sessions, not_answerable, resume_split
     from pytest_kgbench.record import read_answers
 
     settings: Settings = config.stash[keys.SETTINGS]
+    store = config.stash.get(keys.RUNSTORE, None)
+    unasked = not_answerable(items, settings)
     if settings.resume:
-        banked = {r.get("nodeid") for r in read_answers(settings.run_dir / "answers.jsonl")}
-        done = [i for i in items if i.nodeid in banked]
-        if done:
-            config.hook.pytest_deselected(items=done)
-            items[:] = [i for i in items if i.nodeid not in banked]
+        done, again = resume_split(items, read_answers(settings.run_dir / "answers.jsonl"))
+        if store is not None:
+            store.supersede(again, "its question was edited since it was banked: asked again")
+        unasked += done
+    if unasked:
+        gone = {id(i): i for i in unasked}
+        config.hook.pytest_deselected(items=list(gone.values()))
+        items[:] = [i for i in items if id(i) not in gone]
+        if settings.resume and not items and store is not None:
+            store.nothing_left = True
     if asks_together(settings):
         assign_sessions(items)
 

@@ -65,6 +65,7 @@ class ItemRecord(TypedDict):
     reason: str
     fields: list[dict[str, Any]]
     metrics: dict[str, Any]
+    sent: dict[str, Any]    # what the model agent sent and was served (agents.Task.sent)
     started: str
     elapsed_s: float
 

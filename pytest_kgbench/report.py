@@ -128,7 +128,11 @@ def fingerprint(records: Sequence[ItemRecord], meta: Mapping[str, Any]) -> dict[
 
 def build_report(records: Sequence[BankedRecord], settings: Settings, *,
                  missing: list[dict[str, str]], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """report.json as a dict: settings, fingerprint, items, per-arm accuracy, missing items."""
+    """report.json as a dict: settings, fingerprint, items, per-arm accuracy, missing items.
+    Items that could not be asked (graded "skipped") are listed apart, never in an arm."""
+    skipped = [{"nodeid": r.get("nodeid"), "reason": r["reason"]} for r in records
+               if r["grade"] == "skipped"]
+    records = [r for r in records if r["grade"] != "skipped"]
     multi_model = len({r["model"] for r in records}) > 1
     arms: dict[str, list[BankedRecord]] = defaultdict(list)
     for rec in records:
@@ -154,7 +158,9 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         "settings": settings.to_dict(), "commit": meta.get("commit"),
         "fingerprint": fingerprint(records, meta),
         "complete": not missing, "missing": missing,
-        "counts": {"items": len(records), "expected": len(records) + len(missing)},
+        "skipped": skipped,
+        "counts": {"items": len(records), "skipped": len(skipped),
+                   "expected": len(records) + len(skipped) + len(missing)},
         "items": [{f: rec.get(f) for f in ITEM_FIELDS} for rec in records],
         "conditions": conditions,
         "comparisons": comparisons,
@@ -320,6 +326,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+b / −a",
                          "McNemar p", "Holm p", "could reach p<0.05"], rows) + [""]
     lines += judge_lines(report.get("judge"))
+    if report.get("skipped"):
+        lines += ["## Items skipped (not asked, not in the accuracy)", ""]
+        lines += [f"- `{m['nodeid']}`: {m['reason']}" for m in report["skipped"]] + [""]
     if report["missing"]:
         lines += ["## Items that never reported", ""]
         lines += [f"- `{m['nodeid']}`: {m['why'].splitlines()[0] if m['why'] else ''}"

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from pytest_kgbench.grading import grader_files, grader_sha256
+from pytest_kgbench.fingerprints import code_fingerprints, grader_files
 from pytest_kgbench.record import BankedRecord, grades_json, questions_json, read_answers
-from pytest_kgbench.settings import Settings
+from pytest_kgbench.settings import Settings, resume_differences
 
 RECORD_PROPERTY = "kgbench"
 LETTER_PROPERTY = "kgbench_letter"
@@ -30,6 +30,7 @@ BROKEN_PROPERTY = "kgbench_broken"
 HARNESS_BROKEN = 3  # the exit status of a run the harness could not finish
 PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
             "anthropic", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
+NOT_ASKED = "not asked: the run halted"
 
 
 def _now() -> str:
@@ -59,6 +60,18 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+def resumed_meta(old: dict[str, Any], settings: Settings, started: str) -> dict[str, Any]:
+    """What a resumed run's meta.json keeps of the run it continues: when it began, the
+    settings it was first asked under, and one entry per resume saying what differed (only
+    with --force-resume can anything differ) and which items were asked again."""
+    differs = resume_differences(old, settings)
+    return {"started": old.get("started") or started,
+            "first_settings": old.get("first_settings") or old.get("settings"),
+            "resumes": [*(old.get("resumes") or []),
+                        {"started": started, "forced": settings.force_resume,
+                         "differs": differs, "reasked": []}]}
+
+
 class RunStore:
     """Controller-side writer of one run folder; built from logreports only."""
 
@@ -77,14 +90,18 @@ class RunStore:
         self.halted: str | None = None  # why the harness broke, when it did
         self.started = _now()
         self.report: dict[str, Any] | None = None
-        self.meta = {
+        self.nothing_left = False  # a resumed run whose selected items were all banked
+        self.meta: dict[str, Any] = {
             "run_id": settings.run_id, "started": self.started, "finished": None,
             "settings": settings.to_dict(), **git_commit(settings.rootdir),
             "packages": package_versions(), "models": list(settings.models),
             "agent": settings.agent, "effort": settings.effort,
-            "grader_sha256": grader_sha256(),
-            "grader_files": grader_files(),
+            **code_fingerprints(), "grader_files": grader_files(),
         }
+        if settings.resume and (self.dir / "meta.json").is_file():
+            self.meta.update(resumed_meta(
+                json.loads((self.dir / "meta.json").read_text(encoding="utf-8")), settings,
+                self.started))
         self._write_json("meta.json", self.meta)
 
     # --- hooks (this object is registered as a plugin on the controller) -----------------------
@@ -137,11 +154,20 @@ class RunStore:
 
     # --- the end ----------------------------------------------------------------------------------
 
+    def supersede(self, nodeids: list[str], why: str) -> None:
+        """Drop banked records that must be asked again (their question was edited since):
+        they are never graded against the old answers, and missing if not asked again."""
+        for nodeid in nodeids:
+            if self.records.pop(nodeid, None) is not None:
+                self.errors[nodeid] = why
+        if nodeids and self.meta.get("resumes"):
+            self.meta["resumes"][-1]["reasked"] = sorted(nodeids)
+
     def missing(self) -> list[dict[str, str]]:
         gone = sorted(self.expected - set(self.records))
-        return [{"nodeid": n, "why": self.errors.get(n, "never reported (worker crash, or a "
-                                                        "record that did not cross processes)")}
-                for n in gone]
+        never = NOT_ASKED if self.halted else ("never reported (worker crash, or a record that "
+                                               "did not cross processes)")
+        return [{"nodeid": n, "why": self.errors.get(n, never)} for n in gone]
 
     def finish(self, session: pytest.Session) -> None:
         from pytest_kgbench.report import build_report, render_markdown
@@ -166,6 +192,8 @@ class RunStore:
             session.exitstatus = HARNESS_BROKEN
         elif missing and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif self.nothing_left and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK  # a finished run resumed: nothing to do
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.finish(session)
@@ -176,6 +204,9 @@ class RunStore:
         if self.report is None:
             return
         terminalreporter.section("kgbench")
+        if self.nothing_left:
+            terminalreporter.write_line(f"run {self.settings.run_id} is complete: every "
+                                        "selected item was banked before; nothing was asked")
         for line in terminal_lines(self.report):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"run folder: {self.dir}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from pytest_kgbench.answers import Answer, prose
 from pytest_kgbench.build import Built, build_variant
 from pytest_kgbench.cases import Case, session_of
 from pytest_kgbench.conditions import Condition
-from pytest_kgbench.errors import HarnessBroken
+from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
 from pytest_kgbench.executors import Executor
 from pytest_kgbench.grading import Grade, grade
 from pytest_kgbench.metrics import MetricInput, measure_all
@@ -28,6 +29,21 @@ from pytest_kgbench.record import ItemRecord
 from pytest_kgbench.registry import Agent, current
 from pytest_kgbench.settings import Settings
 from pytest_kgbench.stores import guard_for, open_store, refusal
+
+JUDGE_TRIES = 2  # the judge's own tries of a pass (each with the backend's retries inside)
+SKIPPED_LETTER = "S"  # an item that could not be asked (pytest's own letter for a skip)
+TRUNCATED_LETTER = "M"  # an answer cut at --max-tokens: a miss
+
+
+@dataclass
+class Asked:
+    """What asking one item gave: its prompt, its answer, what the agent sent, and why it was
+    skipped (never graded) when it could not be asked."""
+
+    prompt: Prompt
+    answer: Answer
+    sent: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None
 
 
 class Runtime:
@@ -43,7 +59,8 @@ class Runtime:
         self._agents: dict[str, Agent] = {}
         self._given: dict[tuple[str, str], list[str]] = {}
         self._contrasted: set[tuple[str, str]] = set()
-        self._sessions: dict[tuple[str, tuple[str, ...]], tuple[Prompt, dict[str, Answer]]] = {}
+        self._sessions: dict[tuple[str, tuple[str, ...]], tuple[Asked, dict[str, Answer]]] = {}
+        self.broken: str | None = None  # the harness broke after the item's answer was made
 
     def pack(self, name: str) -> Pack:
         if name not in self._packs:
@@ -136,45 +153,64 @@ class Runtime:
     def run_case(self, case: Case, group: tuple[Question, ...] = ()) -> ItemRecord:
         """Ask one item and grade it; return its record (builtin types only). With `group` (the
         selected questions of the item's together session) the item's answer is its slice of
-        the session's one answer, asked once per process."""
+        the session's one answer, asked once per process. An item that cannot be asked
+        (`ItemSkipped`) gets a record graded "skipped", which the hook skips."""
         q, cond = case.question, case.condition
         built = self.built(q.pack, case.variant)
         executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         t0 = time.perf_counter()
+        agent = self.agent(case.agent)
         if group:
-            prompt, answer = self.together_answer(case, built, executor, group)
+            asked = self.together_answer(case, built, executor, group)
         else:
             prompt = self.prompt(cond, built, q, executor)
             task = Task(question=q, condition=cond, prompt=prompt,
                         guard=guard_for(built, q.persona), built=built, model=case.model,
                         repeat=case.repeat, executor=executor)
-            answer = self.agent(case.agent).ask(task)
+            try:
+                asked = Asked(prompt, agent.ask(task), task.sent)
+            except ItemSkipped as exc:
+                asked = Asked(prompt, Answer(status="skipped", error=str(exc)), task.sent,
+                              skipped=str(exc))
+        answer = asked.answer
         elapsed = round(time.perf_counter() - t0, 4)
         key = self.key(q, built)
-        result = self.grade(q, cond, built, key, answer)
-        metrics = self.metrics(q, cond, built, answer, executor)
-        agent = self.agent(case.agent)
-        if q.checklist and agent.judged and answer.status == "answered":
-            metrics["judge"] = (self.judge(q, answer.text) if prose(answer.text).strip() else
-                                {"skipped": "the answer has no prose to judge"})
-        return make_record(case, built, prompt, key, answer, result, metrics, agent=agent,
-                           together=bool(group), started=started, elapsed=elapsed)
+        if asked.skipped is not None:
+            result = Grade("skipped", None, "skipped", SKIPPED_LETTER, [], asked.skipped)
+            metrics: dict[str, Any] = {}
+        else:
+            result = self.grade(q, cond, built, key, answer)
+            metrics = self.metrics(q, cond, built, answer, executor)
+            if q.checklist and agent.judged and answer.status == "answered":
+                metrics["judge"] = (self.judge(q, answer.text, agent)
+                                    if prose(answer.text).strip() else
+                                    {"skipped": "the answer has no prose to judge"})
+        return make_record(case, built, asked.prompt, key, answer, result, metrics, agent=agent,
+                           together=bool(group), started=started, elapsed=elapsed,
+                           sent=asked.sent)
 
     def grade(self, q: Question, cond: Condition, built: Built, key: dict[str, Any] | None,
               answer: Answer) -> Grade:
         """The item's grade, with the guard's earlier action (withheld data) taken into
-        account for block questions."""
-        return grade(q, key, answer, built.aliases,
-                     guard_withheld=self.guard_withheld(q, cond, built))
+        account for block questions. An answer cut at --max-tokens is a miss, whatever its
+        cut text holds (its fields are kept for the reader)."""
+        result = grade(q, key, answer, built.aliases,
+                       guard_withheld=self.guard_withheld(q, cond, built))
+        if answer.status == "truncated":
+            return replace(result, grade="wrong", score=0.0, behaviour="truncated",
+                           letter=TRUNCATED_LETTER,
+                           reason=answer.error or "the answer was cut at --max-tokens")
+        return result
 
     def together_answer(self, case: Case, built: Built, executor: Executor | None,
-                        group: tuple[Question, ...]) -> tuple[Prompt, Answer]:
+                        group: tuple[Question, ...]) -> Asked:
         """The item's slice of its together session, asking the session the first time.
 
         Model agents answer the session's prompt in one conversation; reference agents answer
         per question, and their answers are combined into one session answer first, so both go
-        through the same split (together.py)."""
+        through the same split (together.py). A session that cannot be asked skips each of
+        its items."""
         from pytest_kgbench import together
 
         q, cond = case.question, case.condition
@@ -186,36 +222,62 @@ class Runtime:
             common: dict[str, Any] = dict(
                 condition=cond, prompt=prompt, guard=guard_for(built, q.persona), built=built,
                 model=case.model, repeat=case.repeat, executor=executor, together=ids)
-            if agent.asks_together:
-                session = agent.ask(Task(question=group[0], **common))
+            task = Task(question=group[0], **common)
+            try:
+                if agent.asks_together:
+                    session = agent.ask(task)
+                else:
+                    session = together.combine(
+                        [(x.id, agent.ask(Task(question=x, **common))) for x in group])
+            except ItemSkipped as exc:
+                skipped = Asked(prompt, Answer(), task.sent, skipped=str(exc))
+                self._sessions[(name, ids)] = (skipped, {
+                    x: Answer(status="skipped", error=str(exc)) for x in ids})
             else:
-                session = together.combine(
-                    [(x.id, agent.ask(Task(question=x, **common))) for x in group])
-            self._sessions[(name, ids)] = (prompt,
-                                           together.split(session, ids, name, asker=q.id))
-        prompt, answers = self._sessions[(name, ids)]
+                self._sessions[(name, ids)] = (Asked(prompt, session, task.sent),
+                                               together.split(session, ids, name, asker=q.id))
+        asked, answers = self._sessions[(name, ids)]
         if q.id not in answers:  # pragma: no cover - the group always holds its own item
             raise HarnessBroken(f"{q.id} is not a question of its together session {name}")
-        return prompt, answers[q.id]
+        return replace(asked, answer=answers[q.id])
 
-    def judge(self, q: Question, text: str) -> dict[str, Any]:
-        """Two passes of the judge model over a "why" answer's checklist."""
-        import anthropic
+    def judge_backend(self, agent: Agent) -> Any:
+        """What the judge asks through: the run's own agent when it can make a plain call
+        (`agents.Completes`), so a run is judged by the backend it uses; else the default
+        model agent."""
+        if hasattr(agent, "complete"):
+            return agent
+        from pytest_kgbench.settings import default_agent
 
-        from pytest_kgbench.agents.anthropic import AnthropicAgent, classify
+        return self.agent(default_agent(True))
+
+    def judge(self, q: Question, text: str, agent: Agent) -> dict[str, Any]:
+        """Two passes of the judge model over a "why" answer's checklist. The judge retries
+        itself; a judge that still fails marks the item's judgement failed (the answer and its
+        grade stand, the model is never asked again). A judge the harness cannot ask at all
+        (a rejected credential, an unknown judge model) also halts the run after this item."""
         from pytest_kgbench.judge import ask_judge
 
-        judge = self._agents.get("judge")
-        if not isinstance(judge, AnthropicAgent):
-            judge = AnthropicAgent(self.settings)
-            self._agents["judge"] = judge
-        client = judge.client()
+        backend = self.judge_backend(agent)
         model = self.settings.model_id(self.settings.judge_model)
-        try:
-            first, used = ask_judge(client, model, q.text, text, q.checklist)
-            second, used2 = ask_judge(client, model, q.text, text, q.checklist)
-        except anthropic.APIError as exc:
-            raise classify(exc) from exc
+        passes: list[tuple[list[bool] | None, dict[str, int]]] = []
+        for _ in range(2):
+            failure: str | None = None
+            for _attempt in range(JUDGE_TRIES):
+                try:
+                    passes.append(ask_judge(backend, model, q.text, text, q.checklist,
+                                            timeout=self.settings.item_timeout))
+                    failure = None
+                    break
+                except TransientModelError as exc:
+                    failure = f"the judge failed after its retries: {exc}"
+                except HarnessBroken as exc:
+                    self.broken = f"the judge cannot be asked: {exc}"
+                    return {"model": model, "checklist": list(q.checklist),
+                            "failed": self.broken}
+            if failure is not None:
+                return {"model": model, "checklist": list(q.checklist), "failed": failure}
+        (first, used), (second, used2) = passes
         return {"model": model, "checklist": list(q.checklist), "first": first,
                 "second": second, "tokens": {k: used[k] + used2[k] for k in used},
                 "score": None if first is None else round(sum(first) / len(first), 6)}
@@ -305,7 +367,8 @@ class Runtime:
                                               executor)
             else:
                 prompt = self.prompt(cond, built, q, executor)
-            est = out.setdefault((cond.id, case.model), Estimate(cond.id, case.model))
+            est = out.setdefault((cond.id, case.model), Estimate(
+                cond.id, case.model, window=self.settings.window(case.model)))
             est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
                     system=prompt.system, questions=len(group))
         return out
@@ -313,7 +376,8 @@ class Runtime:
 
 def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | None,
                 answer: Answer, result: Grade, metrics: dict[str, Any], *, agent: Agent,
-                together: bool, started: str, elapsed: float) -> ItemRecord:
+                together: bool, started: str, elapsed: float,
+                sent: dict[str, Any] | None = None) -> ItemRecord:
     """One item's record, the only place one is made."""
     q, cond = case.question, case.condition
     return {
@@ -334,7 +398,7 @@ def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | 
         "grade": result.grade, "score": result.score, "status": answer.status,
         "behaviour": result.behaviour, "letter": result.letter, "reason": result.reason,
         "fields": [f.__dict__ for f in result.fields], "metrics": metrics,
-        "started": started, "elapsed_s": elapsed,
+        "sent": dict(sent or {}), "started": started, "elapsed_s": elapsed,
     }
 
 

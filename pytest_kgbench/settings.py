@@ -32,6 +32,7 @@ DEFAULT_PRICES = {
     "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
 }
 ASK_MODES = ("apart", "together")
+DEFAULT_WINDOW = 200_000  # a model's context window in tokens, unless [tool.kgbench.windows] says
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--query-timeout", "seconds before a query is stopped", "60"),
     Option("--max-rounds", "tool-call rounds in a querying condition", "8"),
     Option("--resume", "RUN_ID: continue a run, skipping items already banked"),
+    Option("--force-resume", "with --resume: continue even when the command line changes what "
+           "the stored run asked (seed, variants, models, prompt, grader); both are recorded in "
+           "meta.json", flag_only=True),
     Option("--dataset-seed", "generate every pack at this seed instead of the pack's own"),
     Option("--stats-seed", "seed of the bootstrap intervals", "20261129"),
     Option("--sparql-engine", "engine of the SPARQL conditions (kgbench list shows them; "
@@ -119,6 +123,7 @@ class Settings:
     max_rounds: int = 8
     strict: bool = False
     resume: bool = False
+    force_resume: bool = False
     ablation: bool = False
     dataset_seed: int | None = None
     stats_seed: int = 20261129
@@ -135,6 +140,7 @@ class Settings:
     aliases: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_ALIASES))
     prices: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
+    windows: Mapping[str, int] = field(default_factory=dict)  # model id -> context tokens
 
     @property
     def conditions(self) -> tuple[Any, ...]:
@@ -149,6 +155,10 @@ class Settings:
     def model_id(self, model: str) -> str:
         """A model alias (sonnet, haiku, opus, or one set in [tool.kgbench.models]) as its id."""
         return self.aliases.get(model, model)
+
+    def window(self, model: str) -> int:
+        """A model's context window in tokens ([tool.kgbench.windows], else DEFAULT_WINDOW)."""
+        return int(self.windows.get(self.model_id(model), DEFAULT_WINDOW))
 
     def engine(self, language: str) -> str | None:
         """The engine named for a query language, or None for the language's default."""
@@ -267,6 +277,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
     reports = paths["kgbench_reports"]
     resume = given("kgbench_resume")
     stored: dict[str, Any] = {}
+    folder: Path | None = None
     if resume:
         folder = find_run(root, reports, str(resume))
         if folder is None:
@@ -303,17 +314,20 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         raise InputError("--run-id", f"'{run_id}' is not a folder name (letters, digits, "
                          "'.', '_', '+', '-')")
     stored_conditions = ",".join(stored.get("condition_ids") or ())
-    return Settings(
+    effort = given("kgbench_effort", stored.get("effort"))
+    settings = Settings(
         condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions))),
         agent=agent, models=models, repeats=repeats,
         variants=_words(given("kgbench_variant", ",".join(stored.get("variants") or ())))
         or ("base",),
         run_id=str(run_id),
-        query_timeout=_number("--query-timeout", given("kgbench_query_timeout"), float,
+        query_timeout=_number("--query-timeout",
+                              given("kgbench_query_timeout", stored.get("query_timeout")), float,
                               "a number of seconds", above=0),
-        max_rounds=_number("--max-rounds", given("kgbench_max_rounds"), int, "a whole number",
-                           minimum=1),
+        max_rounds=_number("--max-rounds", given("kgbench_max_rounds", stored.get("max_rounds")),
+                           int, "a whole number", minimum=1),
         strict=_flag(given("kgbench_strict")), resume=bool(resume),
+        force_resume=_flag(given("kgbench_force_resume")),
         ablation=_flag(given("kgbench_ablation")),
         dataset_seed=dataset_seed,
         stats_seed=_number("--stats-seed", given("kgbench_stats_seed"), int, "a whole number"),
@@ -324,22 +338,87 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         question_dirs=_words(paths["kgbench_questions"]) or ("questions",),
         reports_dir=str((root / reports).resolve()),
         cache_dir=str((root / paths["kgbench_cache"]).resolve()),
-        item_timeout=_number("--item-timeout", given("kgbench_item_timeout"), float,
+        item_timeout=_number("--item-timeout",
+                             given("kgbench_item_timeout", stored.get("item_timeout")), float,
                              "a number of seconds", above=0),
-        effort=(str(given("kgbench_effort")).strip() or None) if given("kgbench_effort") else None,
-        max_tokens=_number("--max-tokens", given("kgbench_max_tokens"), int, "a whole number",
-                           minimum=1),
+        effort=(str(effort).strip() or None) if effort else None,
+        max_tokens=_number("--max-tokens", given("kgbench_max_tokens", stored.get("max_tokens")),
+                           int, "a whole number", minimum=1),
         model_reruns=_number("--model-reruns", given("kgbench_model_reruns"), int,
                              "a whole number", minimum=0),
         replay_run=str(replay_run) if replay_run else None,
-        judge_model=str(given("kgbench_judge_model") or "sonnet"),
+        judge_model=str(given("kgbench_judge_model", stored.get("judge_model")) or "sonnet"),
         ask=ask,
         floor=_flag(given("kgbench_floor")) or bool(stored.get("floor")),
         synthetic=(str(given("kgbench_synthetic", stored.get("synthetic")))
                    if given("kgbench_synthetic", stored.get("synthetic")) else None),
         aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
         prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
+        windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()},
     )
+    if folder is not None:
+        check_resume(folder, settings)
+    return settings
+
+
+# --- a resumed run is the run it says -----------------------------------------------------------
+
+RESUME_CHECKED = (  # (setting, how the one line names it): what an item was asked under
+    ("dataset_seed", "--dataset-seed"), ("variants", "--variant"), ("agent", "--agent"),
+    ("models", "--model"), ("effort", "--effort"), ("max_tokens", "--max-tokens"),
+    ("ask", "--ask"), ("floor", "--floor"), ("max_rounds", "--max-rounds"),
+    ("judge_model", "--judge-model"), ("synthetic", "--synthetic"))
+CODE_CHECKED = (("grader_sha256", "the grader's code"), ("prompts_sha256", "the prompts' code"))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def resume_differences(meta: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """What the resumed session would ask differently from the stored run (meta.json): each
+    as {"stored": ..., "now": ...}, named as the command line names it. A setting the stored
+    run did not record is not compared."""
+    stored = dict(meta.get("settings") or {})
+    stored["models"] = meta.get("models") or stored.get("models")
+    out: dict[str, Any] = {}
+    for name, label in RESUME_CHECKED:
+        if name not in stored:
+            continue
+        old, new = _plain(stored[name]), _plain(getattr(settings, name))
+        if old != new:
+            out[label] = {"stored": old, "now": new}
+    from pytest_kgbench.fingerprints import code_fingerprints
+
+    now = code_fingerprints()
+    for key, label in CODE_CHECKED:
+        old = meta.get(key)
+        if old and old != now[key]:
+            out[label] = {"stored": str(old)[:12], "now": now[key][:12]}
+    return out
+
+
+def check_resume(folder: Path, settings: Settings) -> None:
+    """Refuse to resume a run under other settings than it was asked with (one line naming
+    what differs), unless --force-resume."""
+    meta_path = folder / "meta.json"
+    if settings.force_resume or not meta_path.is_file():
+        return
+    differs = resume_differences(json.loads(meta_path.read_text(encoding="utf-8")), settings)
+    if differs:
+        what = "; ".join(f"{label} was {_shown(v['stored'])}, now {_shown(v['now'])}"
+                         for label, v in differs.items())
+        raise InputError("--resume", f"run '{folder.name}' was asked otherwise ({what}): leave "
+                         "those out to continue as it began, or pass --force-resume to mix "
+                         "them (both are recorded in meta.json)")
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value) or "none"
+    return "none" if value is None else str(value)
 
 
 def _replays(agent: str) -> bool:

@@ -2,8 +2,11 @@
 
 It speaks enough of the Anthropic Messages API for the real SDK and the real Claude Code CLI:
 POST /v1/messages answered as plain JSON, or as server-sent events when the request asks to
-stream; error statuses with the API's error body and retry-after headers; a stall; a malformed
-body. Each request takes the next scripted step; when the script is empty, `default` answers.
+stream; error statuses with the API's error body and retry-after headers; a stall (before the
+reply, or mid-stream); a malformed body; an answer cut at max_tokens; a prompt too long for the
+model's window. Each request takes the next scripted step; when the script is empty, `default`
+answers. Requests from the judge (its system prompt) are answered by `judge` when it is set, so
+a test can fail the judge alone.
 """
 
 from __future__ import annotations
@@ -41,8 +44,45 @@ def status(code: int, *, retry_after_ms: int | None = 5, kind: str = "api_error"
             "body": {"type": "error", "error": {"type": kind, "message": f"scripted {code}"}}}
 
 
+def truncated(body: str = "The answer is cut off here because the output", *,
+              output_tokens: int = 1000) -> Step:
+    """An answer the model stopped at max_tokens (stop_reason "max_tokens")."""
+    return {"kind": "message", "content": [{"type": "text", "text": body}],
+            "stop_reason": "max_tokens",
+            "usage": {"input_tokens": 100, "output_tokens": output_tokens}}
+
+
+def too_long(tokens: int = 221_000, window: int = 200_000) -> Step:
+    """The API's 400 for a prompt longer than the model's context window."""
+    step = status(400, retry_after_ms=None, kind="invalid_request_error")
+    step["body"]["error"]["message"] = f"prompt is too long: {tokens} tokens > {window} maximum"
+    return step
+
+
+def bad_request(message: str = "messages.0.content: unexpected field") -> Step:
+    """Any other 400: a request the API refuses as malformed."""
+    step = status(400, retry_after_ms=None, kind="invalid_request_error")
+    step["body"]["error"]["message"] = message
+    return step
+
+
 def stall(seconds: float) -> Step:
+    """Nothing at all for `seconds`, then an answer (too late, as a rule)."""
     return {"kind": "stall", "seconds": seconds}
+
+
+def stall_stream(seconds: float) -> Step:
+    """A streamed reply that starts (headers, message_start) and then stalls for `seconds`; a
+    plain JSON request stalls before its headers as `stall` does."""
+    return {"kind": "stall_stream", "seconds": seconds}
+
+
+JUDGE_MARK = "You grade one answer against a checklist"
+
+
+def is_judge(body: dict[str, Any]) -> bool:
+    """Whether a request comes from the judge (its system prompt)."""
+    return JUDGE_MARK in json.dumps(body.get("system") or "")
 
 
 def malformed() -> Step:
@@ -56,6 +96,7 @@ class FakeMessagesAPI:
         self.script: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
         self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
+        self.judge: Callable[[dict[str, Any]], Step] | None = None
         self._lock = threading.Lock()
         api = self
 
@@ -71,7 +112,10 @@ class FakeMessagesAPI:
                 with api._lock:
                     api.requests.append({"path": self.path, "body": body,
                                          "headers": dict(self.headers)})
-                    step = api.script.popleft() if api.script else api.default(body)
+                    if api.judge is not None and is_judge(body):
+                        step = api.judge(body)
+                    else:
+                        step = api.script.popleft() if api.script else api.default(body)
                 api._reply(self, step, body)
 
             def do_GET(self) -> None:  # noqa: N802
@@ -113,10 +157,13 @@ class FakeMessagesAPI:
 
     def _reply(self, handler: Any, step: Step, request: dict[str, Any]) -> None:
         kind = step["kind"]
-        if kind == "stall":
+        if kind == "stall" or (kind == "stall_stream" and not request.get("stream")):
             time.sleep(step["seconds"])
             step = text("too late")
             kind = "message"
+        if kind == "stall_stream":
+            self._stalled_stream(handler, request, step["seconds"])
+            return
         if kind == "status":
             handler._send(step["status"], step["body"], step.get("headers"))
             return
@@ -132,6 +179,24 @@ class FakeMessagesAPI:
             self._stream(handler, message)
         else:
             handler._send(200, message)
+
+    @staticmethod
+    def _stalled_stream(handler: Any, request: dict[str, Any], seconds: float) -> None:
+        start = {"id": f"msg_{time.monotonic_ns()}", "type": "message", "role": "assistant",
+                 "model": request.get("model", "fake"), "content": [], "stop_reason": None,
+                 "stop_sequence": None, "usage": {"input_tokens": 100, "output_tokens": 1}}
+        handler.send_response(200)
+        handler.send_header("content-type", "text/event-stream")
+        handler.send_header("cache-control", "no-cache")
+        handler.end_headers()
+        first = json.dumps({"type": "message_start", "message": start})
+        try:
+            handler.wfile.write(f"event: message_start\ndata: {first}\n\n".encode())
+            handler.wfile.flush()
+            time.sleep(seconds)
+        except OSError:  # the client gave up first
+            pass
+        handler.close_connection = True
 
     @staticmethod
     def _stream(handler: Any, message: dict[str, Any]) -> None:
@@ -167,5 +232,6 @@ class FakeMessagesAPI:
         handler.send_header("content-type", "text/event-stream")
         handler.send_header("cache-control", "no-cache")
         handler.send_header("content-length", str(len(data)))
+        handler.send_header("request-id", f"req_{time.monotonic_ns()}")
         handler.end_headers()
         handler.wfile.write(data)

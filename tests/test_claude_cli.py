@@ -4,17 +4,33 @@
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
+from fake_api import (
+    FakeMessagesAPI,
+    bad_request,
+    is_judge,
+    stall_stream,
+    status,
+    text,
+    too_long,
+    tool_use,
+    truncated,
+)
 
-from conftest import run_records
-from fake_api import FakeMessagesAPI, text, tool_use
+from conftest import only_run, run_records
 from pytest_kgbench.agents.claude_cli import MCP_TOOLS, ClaudeCliAgent, find_claude
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
 
 REPO = Path(__file__).resolve().parents[1]
+_BINARY = find_claude(str(REPO))
+CLI_VERSION = (subprocess.run([_BINARY, "--version"], capture_output=True, text=True,
+                              timeout=60).stdout.split()[0] if _BINARY else "")
 
 
 def has_result(body: dict) -> bool:
@@ -72,10 +88,11 @@ def test_reading_and_querying_items_through_the_real_cli(project, cli) -> None:
     assert all(b["model"] == "claude-sonnet-5-5" for b in bodies)
 
 
-def _events(init: dict, result: dict) -> subprocess.CompletedProcess[str]:
-    out = "\n".join(json.dumps(e) for e in ({"type": "system", "subtype": "init", **init},
-                                            {"type": "result", **result}))
-    return subprocess.CompletedProcess(["claude"], 0, out, "")
+def _events(init: dict, result: dict):
+    from pytest_kgbench.agents.claude_cli import Stream
+
+    return Stream(init={"type": "system", "subtype": "init", **init},
+                  results=[{"type": "result", **result}], returncode=0)
 
 
 def test_an_mcp_server_that_did_not_connect_breaks_the_harness() -> None:
@@ -91,6 +108,8 @@ def test_an_mcp_server_that_did_not_connect_breaks_the_harness() -> None:
 
 
 def test_cli_faults_are_classified() -> None:
+    from pytest_kgbench.agents import claude_cli
+
     init = {"mcp_servers": [], "tools": []}
     with pytest.raises(HarnessBroken, match="401"):
         ClaudeCliAgent._read(_events(init, {"is_error": True, "api_error_status": 401,
@@ -99,7 +118,7 @@ def test_cli_faults_are_classified() -> None:
         ClaudeCliAgent._read(_events(init, {"is_error": True, "api_error_status": 529,
                                             "result": "Overloaded"}), querying=False)
     with pytest.raises(HarnessBroken, match="no init or result"):
-        ClaudeCliAgent._read(subprocess.CompletedProcess(["claude"], 1, "", "boom"), False)
+        ClaudeCliAgent._read(claude_cli.Stream(returncode=1, stderr="boom"), False)
 
 
 def together_script(body: dict):
@@ -138,3 +157,223 @@ def test_a_together_session_through_the_real_cli(project, cli) -> None:
     asked = [json.dumps(req["body"]) for req in cli.requests if "### credit-Q03" in
              json.dumps(req["body"])]
     assert asked and "### credit-Q01" in asked[0]
+
+
+# --- the CLI asks as the anthropic agent asks, and cannot lie about how it went -------------------
+
+def bodies(api: FakeMessagesAPI) -> list[dict]:
+    return [r["body"] for r in api.requests if not is_judge(r["body"])]
+
+
+def test_a_slow_mcp_server_start_still_connects(project, cli, monkeypatch) -> None:
+    """Print mode reports a stdio server that is still starting as `pending` and never looks
+    again; the agent makes the CLI wait for it (MCP_CONNECTION_NONBLOCKING=false)."""
+    from pytest_kgbench.agents import claude_cli
+
+    original = claude_cli.mcp_command
+
+    def slow(*args, **kwargs):
+        entry = original(*args, **kwargs)
+        server = entry["mcpServers"]["kgbench"]
+        inner = " ".join(shlex.quote(x) for x in [server["command"], *server["args"]])
+        entry["mcpServers"]["kgbench"] = {"command": "sh", "args": ["-c", f"sleep 4; exec {inner}"]}
+        return entry
+
+    monkeypatch.setattr(claude_cli, "mcp_command", slow)
+    p = project()
+    result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
+                         "--condition", "D1", "-k", "Q01")
+    result.assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert [c["name"] for c in rec["answer"]["tool_calls"]] == ["run_query"]
+    assert rec["grade"] == ("correct" if rec["key"]["rating"] == "A+" else "wrong")
+
+
+def test_claude_code_never_reads_the_users_own_instructions(project, cli, monkeypatch,
+                                                            tmp_path) -> None:
+    home_marker, above_marker = "MARKER-HOME-7f3a", "MARKER-ABOVE-9c1e"
+    (tmp_path / "home" / ".claude").mkdir(parents=True)
+    (tmp_path / "home" / ".claude" / "CLAUDE.md").write_text(f"Always say {home_marker}.\n")
+    above = tmp_path / "above"
+    (above / "tmp").mkdir(parents=True)
+    (above / "CLAUDE.md").write_text(f"Always say {above_marker}.\n")
+    monkeypatch.setattr(tempfile, "tempdir", str(above / "tmp"))  # the items' folders go here
+    p = project()
+    p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet", "--condition",
+                "R1,D1", "-k", "Q01").assert_outcomes(passed=2)
+    sent = json.dumps([r["body"] for r in cli.requests])
+    assert len(cli.requests) >= 3  # the reading item, and the querying item's two rounds
+    assert home_marker not in sent and above_marker not in sent
+    assert "claudeMd" not in sent
+
+
+def test_the_cli_asks_as_the_sdk_does_and_records_what_it_sent(project, cli) -> None:
+    p = project()
+    p.runpytest("questions", "--agent", "claude-cli", "--model", "haiku", "--condition",
+                "R1,D1", "-k", "Q01", "--effort", "low", "--max-tokens", "1000"
+                ).assert_outcomes(passed=2)
+    records = {r["condition"]: r for r in run_records(p)}
+    run = only_run(p)
+    for body in bodies(cli):
+        assert body["model"] == "claude-haiku-5-5" and body["max_tokens"] == 1000
+        assert body["output_config"] == {"effort": "low"}
+        assert body.get("thinking", {"type": "disabled"}) == {"type": "disabled"}  # no thinking
+    for cond, rec in records.items():
+        context = (run / rec["prompt"]["context_file"]).read_text().split(
+            "\n\n<!-- followed by")[0]
+
+        def texts_of(body: dict) -> list[str]:
+            return [x.get("text", "") for x in body["messages"][0]["content"]]
+
+        first = next(b for b in bodies(cli) if rec["prompt"]["question"] in texts_of(b)
+                     and any(t and context.endswith(t) for t in texts_of(b)))
+        blocks = first["messages"][0]["content"]
+        texts = texts_of(first)
+        # the recorded prompt is the one sent: our system prompt, then the data block with its
+        # own cache breakpoint (sibling items share it), then the question
+        data = texts.index(next(t for t in texts if t and context.endswith(t)))
+        assert blocks[data]["cache_control"] == {"type": "ephemeral"}
+        assert texts[data + 1] == rec["prompt"]["question"]
+        system = json.dumps(first["system"])
+        assert json.dumps(context[:-len(texts[data])].strip())[1:-1] in system
+        # the store is described once (the prompt), not also as the MCP server's instructions
+        line = texts[data].splitlines()[2]
+        assert json.dumps(first).count(json.dumps(line)[1:-1]) == 1, (cond, line)
+        sent = rec["sent"]
+        assert sent["backend"] == "claude-code"
+        assert sent["client"] == "claude-code " + CLI_VERSION
+        assert (sent["model"], sent["effort"], sent["max_tokens"], sent["stop_reason"]) == \
+            ("claude-haiku-5-5", "low", 1000, "end_turn")
+        assert {c["model"] for c in sent["calls"]} == {"claude-haiku-5-5"}
+        assert all(c["message_id"].startswith("msg_") for c in sent["calls"])
+
+
+def test_the_cli_gets_the_same_last_round_rule(project, cli) -> None:
+    """--max-rounds 2: two rounds of tools, then LAST_ROUND; a tool call in the final turn is
+    refused; the model's answer is the item's (Claude Code's --max-turns alone ended the
+    session with no text)."""
+    from pytest_kgbench.agents import LAST_ROUND
+
+    def always_a_tool(body: dict):
+        sent = json.dumps(body["messages"])
+        if LAST_ROUND in sent and "REFUSED" in sent:
+            return text("From what I have: A+.\n```json\n{\"rating\": \"A+\"}\n```")
+        return tool_use("mcp__kgbench__run_query",
+                        {"query": "SELECT sovereign_rating AS rating FROM countries "
+                                  "WHERE name = 'Caldera'"})
+
+    cli.default = always_a_tool
+    p = project()
+    p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet", "--condition", "D1",
+                "-k", "Q01", "--max-rounds", "2").assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert len(rec["answer"]["queries"]) == 2  # two rounds ran; the final turn's call did not
+    asked = bodies(cli)
+    assert len(asked) == 4  # two rounds, the final turn's refused call, the answer
+    last = asked[2]["messages"][-1]["content"]
+    assert last[-1]["text"] == LAST_ROUND and last[0]["type"] == "tool_result"
+    assert "REFUSED" in json.dumps(asked[3]["messages"][-1])
+    assert rec["answer"]["block"] == {"rating": "A+"} and rec["sent"]["last_round"] is True
+    assert rec["grade"] == ("correct" if rec["key"]["rating"] == "A+" else "wrong")
+
+
+@pytest.mark.parametrize("step, ret, says", [
+    (status(401, retry_after_ms=None, kind="authentication_error"), 3,
+     "rejected the credential (401)"),
+    (status(402, retry_after_ms=None, kind="billing_error"), 3, "cannot pay for the call"),
+    (bad_request("Your credit balance is too low to access the Anthropic API."), 3,
+     "cannot pay for the call"),
+    (bad_request(), 3, "refused the request as malformed (400)"),
+    (status(404, retry_after_ms=None, kind="not_found_error"), 3, "does not know this model"),
+    (too_long(), 0, "SKIPPED*rompt is too long*"),
+])
+def test_the_clis_errors_are_not_grades(project, cli, step, ret, says) -> None:
+    cli.default = lambda body: step
+    p = project()
+    result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
+                         "--condition", "R1", "-k", "Q01 or Q03", "-rs")
+    assert result.ret == ret, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines([f"*{says}*"])
+    records = run_records(p) if (only_run(p) / "answers.jsonl").exists() else []
+    if ret == 3:
+        assert records == []  # halted at the first item, nothing graded
+    else:
+        assert [(r["status"], r["grade"], r["outcome"]) for r in records] == \
+            [("skipped", "skipped", "skipped")] * 2
+
+
+def test_not_logged_in_halts(project, cli, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    p = project()
+    result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
+                         "--condition", "R1", "-k", "Q01 or Q03")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*Not logged in*"])
+    assert cli.requests == []
+
+
+def test_an_overloaded_api_is_rerun_never_graded(project, cli) -> None:
+    cli.push(*[status(529, kind="overloaded_error")] * 3)
+    cli.default = lambda body: text("A+.\n```json\n{\"rating\": \"A+\"}\n```")
+    p = project()
+    result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
+                         "--condition", "R1", "-k", "Q01")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
+    assert len(cli.requests) == 4  # the CLI's call and its two retries, then the rerun's
+    assert len(run_records(p)) == 1
+
+
+def test_a_cut_answer_is_truncated_a_miss(project, cli) -> None:
+    cli.default = lambda body: truncated("Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
+                                         "\nand then")
+    p = project()
+    p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet", "--condition", "R1",
+                "-k", "Q01", "--max-tokens", "1000").assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["grade"], rec["letter"]) == ("truncated", "wrong", "M")
+    assert rec["sent"]["stop_reason"] == "max_tokens"
+    assert "Caldera is rated A+." in rec["answer"]["text"]
+
+
+def test_a_stalled_stream_is_a_timeout_within_the_item_budget(project, cli) -> None:
+    cli.default = lambda body: stall_stream(30)
+    p = project()
+    started = time.monotonic()
+    p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet", "--condition", "D1",
+                "-k", "Q01", "--item-timeout", "8").assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["letter"]) == ("timeout", "T")
+    assert rec["answer"]["latency_s"] < 8 + 2 and time.monotonic() - started < 30
+
+
+def test_a_cli_run_with_no_api_key_is_judged_through_the_cli(project, cli, monkeypatch) -> None:
+    """A Claude Code user logged in with a token of their own (no ANTHROPIC_API_KEY): the judge
+    asks through the CLI too, so the "why" answer is judged, not halted on."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.setenv("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-not-a-secret")
+    cli.judge = lambda body: text('```json\n{"points": [true, false, true]}\n```')
+    cli.default = lambda body: text(
+        "A5720102936 and A4483374961 share an ORCID, so it is a self-citation.\n"
+        "```json\n{\"counts\": \"no\", \"shared_person\": \"A5720102936\"}\n```")
+    p = project()
+    research = REPO / "questions" / "research.yaml"
+    (p.path / "questions" / "research.yaml").write_text(research.read_text())
+    result = p.runpytest("questions/research.yaml", "--agent", "claude-cli", "--model",
+                         "sonnet", "--condition", "R1", "-k", "Q33")
+    assert result.ret == 0, result.stdout.str()[-1500:]
+    judge = run_records(p)[0]["metrics"]["judge"]
+    assert judge["first"] == judge["second"] == [True, False, True]
+    judged = [r for r in cli.requests if is_judge(r["body"])]
+    assert len(judged) == 2
+    assert all(r["headers"].get("Authorization", "").startswith("Bearer ") for r in judged)
+
+
+def test_an_effort_the_cli_cannot_take_is_refused_before_the_run(project) -> None:
+    p = project()
+    result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
+                         "--effort", "turbo", "--condition", "R1", "-k", "Q01")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.str().strip() == ("ERROR: --agent claude-cli: --effort turbo: the "
+                                           "claude CLI takes low, medium, high, xhigh, max")
+    assert not (p.path / "reports").exists()

@@ -408,7 +408,7 @@ def test_an_empty_or_identical_artefact_halts(tmp_path, kg_cache) -> None:
 # --- 18. the grader's fingerprint, and power with the trap's actual grade ------------------------
 
 def test_the_grader_fingerprint_covers_metrics_and_the_runtime() -> None:
-    from pytest_kgbench.grading import grader_files
+    from pytest_kgbench.fingerprints import grader_files
 
     names = {p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in grader_files()}
     assert {"metrics/execution.py", "pytest_kgbench/runtime.py", "pytest_kgbench/fieldkinds.py",

@@ -10,8 +10,11 @@ drawn (`simulated`), and `check(settings, asking)`, run before anything else.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+LAST_ROUND = "You have used your last round of tools. Answer now, from what you have."
+"""What a model is told with the results of its last round of tools (every backend)."""
 
 if TYPE_CHECKING:
     from pytest_kgbench.answers import Answer
@@ -37,12 +40,32 @@ class Task:
     repeat: int
     executor: Any = None
     together: tuple[str, ...] = ()  # asked together: the ids of every question of the session
+    # what the agent actually sent and was served (model id, stop reason, request ids, client
+    # version, effort, token limit): a model agent fills it in, the item's record keeps it
+    sent: dict[str, Any] = field(default_factory=dict)
 
     @property
     def share(self) -> int:
         """How many questions this call answers: budgets (rounds, time) scale with it, so a
         question gets the same budget asked apart or together."""
         return max(1, len(self.together))
+
+
+@dataclass
+class Completion:
+    """One plain call's reply (no tools): what the judge reads, and what it cost."""
+
+    text: str
+    tokens: dict[str, int]
+    sent: dict[str, Any] = field(default_factory=dict)
+
+
+class Completes(Protocol):
+    """A model agent that can also make one plain call (the judge's): the judge works through
+    the backend the run uses. Raises `TransientModelError` or `HarnessBroken` as `ask` does."""
+
+    def complete(self, system: str, text: str, *, model: str, max_tokens: int,
+                 timeout: float) -> Completion: ...
 
 
 class BaseAgent:

@@ -6,20 +6,30 @@ data block is marked for prompt caching, so repeats and sibling questions reuse 
 loop a second, rolling breakpoint on the latest message lets each round read the rounds before
 it from the cache.
 
-Faults are classified, never confused (DESIGN §3): the SDK retries 429/529/5xx itself,
-honouring retry-after; what still fails is a `TransientModelError`, which pytest-rerunfailures
-reruns. A rejected or missing credential, an unknown model, or a request the API refuses as
-malformed is `HarnessBroken`: the run halts. Running past --item-timeout is a `timeout` answer —
-the agent failing, which is data.
+One deadline per item: --item-timeout bounds the whole item — every round and every retry —
+not each attempt. Each call is given only the time left, and the retries the SDK would make
+(429, 529, 5xx, a reset, a timeout; honouring retry-after) are made here, within that deadline.
+
+Faults are classified, never confused (DESIGN §3; the table is agents/faults.py):
+- a rejected or missing credential, an exhausted credit balance, an unknown model, or a request
+  the API refuses as malformed is `HarnessBroken`: the run halts;
+- what is still failing after the retries (rate limit, overload, 5xx, reset) is a
+  `TransientModelError`, which pytest-rerunfailures reruns; it is never graded;
+- a prompt longer than the model's context window is `ItemSkipped`: the item is skipped with the
+  reason and the run goes on;
+- an answer cut at --max-tokens (stop_reason max_tokens) is status `truncated`, and running past
+  --item-timeout is status `timeout`: the model failing, which is data (a miss).
 """
 
 from __future__ import annotations
 
 import os
+import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import BaseAgent, Task
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
 from pytest_kgbench.settings import check_models
@@ -28,7 +38,8 @@ from pytest_kgbench.tools import call_tool, tools_for
 if TYPE_CHECKING:
     from pytest_kgbench.settings import Settings
 
-LAST_ROUND = "You have used your last round of tools. Answer now, from what you have."
+ATTEMPTS = 3  # one call and two retries (the SDK's own default), all within the item's deadline
+RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would retry
 
 
 def has_credential() -> bool:
@@ -37,17 +48,78 @@ def has_credential() -> bool:
 
 
 def classify(exc: Exception) -> Exception:
-    """The exception a failed API call becomes: HarnessBroken or TransientModelError."""
+    """The exception a failed SDK call becomes: HarnessBroken, ItemSkipped or
+    TransientModelError."""
     import anthropic
 
-    status = getattr(exc, "status_code", None)
-    if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
-        return HarnessBroken(f"the API rejected the credential ({status}): {exc}")
-    if isinstance(exc, anthropic.NotFoundError):
-        return HarnessBroken(f"the API does not know this model or endpoint (404): {exc}")
-    if isinstance(exc, (anthropic.BadRequestError, anthropic.UnprocessableEntityError)):
-        return HarnessBroken(f"the API refused the request as malformed ({status}): {exc}")
-    return TransientModelError(f"{type(exc).__name__} after the SDK's retries: {exc}")
+    if isinstance(exc, anthropic.APIStatusError):
+        return classify_status(exc.status_code, _message(exc))
+    return TransientModelError(f"{type(exc).__name__} after the retries: {exc}")
+
+
+def _message(exc: Any) -> str:
+    """The API's own error message of a status error (its body), else the exception's text."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and error.get("message"):
+            return str(error["message"])
+    return str(exc)
+
+
+def _retryable(exc: Exception) -> bool:
+    import anthropic
+
+    if isinstance(exc, anthropic.APIStatusError):
+        if exc.response.headers.get("x-should-retry") in ("true", "false"):
+            return exc.response.headers["x-should-retry"] == "true"
+        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+    return isinstance(exc, anthropic.APIConnectionError)  # a reset, a refused connection
+
+
+def _wait_before_retry(exc: Exception, attempt: int) -> float:
+    """retry-after(-ms) when the API says, else exponential backoff with jitter (as the SDK)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(name) or "") * scale)
+        except (TypeError, ValueError):
+            continue
+    return min(0.5 * 2.0 ** attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None, int]:
+    """One Messages API call within `deadline` (time.monotonic()): at most ATTEMPTS tries on
+    what is worth retrying, each given only the time left, waiting retry-after when it fits.
+    Returns (the response, or None when the deadline passed; the attempts made). Raises the
+    classified error otherwise."""
+    import anthropic
+
+    for attempt in range(ATTEMPTS):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None, attempt
+        try:
+            return client.messages.create(**kwargs, timeout=remaining), attempt + 1
+        except anthropic.APITimeoutError as exc:
+            if time.monotonic() >= deadline - 0.05:
+                return None, attempt + 1
+            failure: Exception = exc
+        except anthropic.APIError as exc:
+            if not _retryable(exc):
+                raise classify(exc) from exc
+            failure = exc
+        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
+            raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
+        if attempt + 1 == ATTEMPTS:
+            raise classify(failure) from failure
+        wait = _wait_before_retry(failure, attempt)
+        if time.monotonic() + wait >= deadline:
+            if isinstance(failure, anthropic.APITimeoutError):
+                return None, attempt + 1
+            raise classify(failure) from failure  # no time left to wait out an overload
+        time.sleep(wait)
+    return None, ATTEMPTS  # pragma: no cover - the loop always returns or raises
 
 
 def _cache_latest(messages: list[dict[str, Any]]) -> None:
@@ -59,6 +131,13 @@ def _cache_latest(messages: list[dict[str, Any]]) -> None:
                 block.pop("cache_control", None)
     if len(messages) > 1 and isinstance(messages[-1]["content"][-1], dict):
         messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+
+
+def served(response: Any, attempts: int) -> dict[str, Any]:
+    """What one call was served: the model id, the stop reason, the request id."""
+    return {"model": getattr(response, "model", None),
+            "stop_reason": getattr(response, "stop_reason", None),
+            "request_id": getattr(response, "_request_id", None), "attempts": attempts}
 
 
 class AnthropicAgent(BaseAgent):
@@ -93,10 +172,16 @@ class AnthropicAgent(BaseAgent):
             if not has_credential():
                 raise HarnessBroken("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the "
                                     "environment: the anthropic agent cannot call the API")
+            # retries are made by call_within, inside the item's one deadline
             self._client = anthropic.Anthropic(
                 api_key=key, auth_token=None if key else token,
-                base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, max_retries=2)
+                base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, max_retries=0)
         return self._client
+
+    def token_limit(self, task: Task) -> int:
+        """The output limit of each call: --max-tokens, raised for a together session so every
+        question has room (400 tokens each, at most 64,000)."""
+        return max(self.max_tokens, min(64000, 400 * task.share))
 
     def ask(self, task: Task) -> Answer:
         import anthropic
@@ -112,14 +197,15 @@ class AnthropicAgent(BaseAgent):
             {"type": "text", "text": task.prompt.context, "cache_control": {"type": "ephemeral"}},
             {"type": "text", "text": task.prompt.question}]}]
         tools = tools_for(task.condition, together=bool(task.together))
-        max_tokens = max(self.max_tokens, min(64000, 400 * task.share))
+        max_tokens = self.token_limit(task)
+        calls: list[dict[str, Any]] = []
+        task.sent.update({"backend": "messages-api", "client": f"anthropic-sdk "
+                          f"{anthropic.__version__}", "model": model, "max_tokens": max_tokens,
+                          "effort": self.effort, "thinking": None, "temperature": None,
+                          "calls": calls})
         for round_no in range(max_rounds + 1):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return self._timeout(answer, start)
             kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
-                                      "system": system, "messages": messages,
-                                      "timeout": remaining}
+                                      "system": system, "messages": messages}
             if tools:
                 kwargs["tools"] = tools
                 if round_no == max_rounds:
@@ -127,18 +213,10 @@ class AnthropicAgent(BaseAgent):
             if self.effort:
                 kwargs["output_config"] = {"effort": self.effort}
             _cache_latest(messages)
-            try:
-                response = client.messages.create(**kwargs)
-            except anthropic.APITimeoutError as exc:
-                if time.monotonic() >= deadline - 0.05:
-                    return self._timeout(answer, start)
-                raise classify(exc) from exc
-            except anthropic.APIError as exc:
-                raise classify(exc) from exc
-            except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
-                raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
-            if time.monotonic() > deadline:
-                return self._timeout(answer, start)  # the SDK's own retries ran past the budget
+            response, attempts = call_within(client, deadline, **kwargs)
+            if response is None or time.monotonic() > deadline:
+                return self._timeout(answer, start)
+            calls.append(served(response, attempts))
             answer.rounds += 1
             self._count(answer, getattr(response, "usage", None))
             tool_uses = [b for b in response.content if b.type == "tool_use"]
@@ -163,9 +241,28 @@ class AnthropicAgent(BaseAgent):
                 continue
             answer.text = "\n".join(b.text for b in response.content if b.type == "text")
             answer.block = extract_block(answer.text)
+            if response.stop_reason == "max_tokens":
+                answer.status = "truncated"
+                answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
             break
+        task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         answer.latency_s = round(time.monotonic() - start, 4)
         return answer
+
+    def complete(self, system: str, text: str, *, model: str, max_tokens: int,
+                 timeout: float) -> Completion:
+        """One plain call (the judge's), within `timeout` seconds, retries included."""
+        response, attempts = call_within(
+            self.client(), time.monotonic() + timeout, model=model, max_tokens=max_tokens,
+            system=system, messages=[{"role": "user", "content": text}])
+        if response is None:
+            raise TransientModelError(f"the call ran past {timeout:g} s")
+        usage = getattr(response, "usage", None)
+        return Completion(
+            text="\n".join(b.text for b in response.content if b.type == "text"),
+            tokens={"input": int(getattr(usage, "input_tokens", 0) or 0),
+                    "output": int(getattr(usage, "output_tokens", 0) or 0)},
+            sent=served(response, attempts))
 
     @staticmethod
     def _count(answer: Answer, usage: Any) -> None:

@@ -2,6 +2,12 @@
 with the naive one. Querying conditions run it through the item's executor and guard, exactly as
 a model's query would run. Reading conditions first rebuild a store *from the prompt text alone*
 (the CSV or Turtle blocks it shows), so a gold score of 100% proves the prompt carries the facts.
+
+A reference query that times out or fails is the harness failing, not a miss: `HarnessBroken`,
+and the run halts (a synthetic arm set to always-gold would otherwise score what the query
+timeout allows). One failure is data: the trap agent's naive query over the raw tables, run
+against a store that holds other tables (the executed ones of R10 and D3), fails because the
+naive reader does not know them — a miss, as designed.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.answers import Answer, answer_text, fields_from_rows
+from pytest_kgbench.errors import HarnessBroken
 
 if TYPE_CHECKING:
     from pytest_kgbench.settings import Settings
@@ -28,15 +35,23 @@ class ReferenceAgent(BaseAgent):
         self._stores: dict[tuple[str, str], Any] = {}
 
     def statement(self, task: Task) -> str | None:
+        return self.statement_for(task)[0]
+
+    def statement_for(self, task: Task) -> tuple[str | None, bool]:
+        """(the query to run, whether it was written for another store than this one: the
+        naive reader's raw-table query, run whatever the store holds)."""
         q = task.question
         ref = task.condition.reference
         if self.which == "gold":
-            return q.gold.get(ref)
+            return q.gold.get(ref), False
         if not q.trap:
-            return q.gold.get(ref)  # no naive reading differs: the trap agent answers as gold
+            return q.gold.get(ref), False  # no naive reading differs: it answers as gold
         # the naive reader's query for this store if there is one; otherwise its query over the
         # raw tables, whatever the store holds (it does not know the executed tables)
-        return q.trap.get(ref) or q.trap.get(task.condition.language)
+        if q.trap.get(ref):
+            return q.trap[ref], False
+        language = task.condition.language
+        return q.trap.get(language), ref != language
 
     def _store(self, task: Task) -> Any:
         """The executor to run on: the item's own, or one rebuilt from the prompt's text."""
@@ -54,7 +69,7 @@ class ReferenceAgent(BaseAgent):
     def ask(self, task: Task) -> Answer:
         start = time.perf_counter()
         q = task.question
-        statement = self.statement(task)
+        statement, elsewhere = self.statement_for(task)
         if statement is None:
             answer = Answer(text="This question cannot be answered from the data: it holds no "
                             "such facts.", block={"abstain": True})
@@ -62,6 +77,13 @@ class ReferenceAgent(BaseAgent):
             return answer
         store = self._store(task)
         result = store.run(statement)
+        where = f"the {self.which} query of {q.id} under {task.condition.id}"
+        if result.timed_out:
+            raise HarnessBroken(f"{where} ran past --query-timeout "
+                                f"({self.settings.query_timeout:g} s): {result.error or ''}"
+                                .rstrip(": "))
+        if result.error and not elsewhere:
+            raise HarnessBroken(f"{where} failed: {result.error.splitlines()[0]}")
         answer = Answer(queries=[result], rounds=1)
         if result.refused:
             answer.text = f"The executor refused the request: {result.refused}"
@@ -74,6 +96,8 @@ class ReferenceAgent(BaseAgent):
             try:
                 fields = fields_from_rows(q.fields, result.columns, result.rows)
             except KeyError as exc:
+                if not elsewhere:
+                    raise HarnessBroken(f"{where} gives no answer's fields: {exc}") from exc
                 answer.text = f"The reference query's result does not fit the answer: {exc}"
                 answer.status = "error"
                 answer.error = str(exc)

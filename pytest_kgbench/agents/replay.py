@@ -1,12 +1,14 @@
 """`replay`: answers from a stored run's answers.jsonl (`--replay-run RUN`), calling no model.
 
-Every item takes the stored answer of the same question, variant, condition, model and repeat,
-and today's grader grades it; an item the stored run never answered gets an error answer (a
-miss), so a replay can never look better than the run it replays.
+A replay asks exactly the stored run's items: an item the stored run never asked is not
+collected for asking (`selects`), so a replay is neither better nor worse than the run it
+replays. Every item takes the stored answer of the same question, variant, condition, model and
+repeat, and today's grader grades it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,7 @@ from pytest_kgbench.errors import InputError
 from pytest_kgbench.record import read_answers
 
 if TYPE_CHECKING:
+    from pytest_kgbench.cases import Case
     from pytest_kgbench.settings import Settings
 
 
@@ -31,6 +34,18 @@ def replay_path(settings: Settings) -> Path:
     return path
 
 
+def stored_answers(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """A stored run's answers by (pack, variant, question, condition, model, repeat). Items it
+    skipped (never asked) are not among them."""
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for rec in read_answers(path / "answers.jsonl"):
+        if rec.get("grade") == "skipped":
+            continue
+        out[(rec["pack"], rec["variant"], rec["question"], rec["condition"], rec["model"],
+             rec["repeat"])] = rec["answer"]
+    return out
+
+
 class ReplayAgent(BaseAgent):
     name = "replay"
     kind = "replay"
@@ -41,14 +56,17 @@ class ReplayAgent(BaseAgent):
         replay_path(settings)  # raises InputError naming the option
         return None
 
+    @classmethod
+    def selects(cls, settings: Settings) -> Callable[[Case], bool]:
+        """Which items this replay asks: those the stored run asked."""
+        stored = stored_answers(replay_path(settings))
+        return lambda case: (case.question.pack, case.variant, case.question.id,
+                             case.condition.id, case.model, case.repeat) in stored
+
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.path = replay_path(settings)
-        self.answers: dict[tuple[Any, ...], dict[str, Any]] = {}
-        for rec in read_answers(self.path / "answers.jsonl"):
-            key = (rec["pack"], rec["variant"], rec["question"], rec["condition"], rec["model"],
-                   rec["repeat"])
-            self.answers[key] = rec["answer"]
+        self.answers = stored_answers(self.path)
 
     def ask(self, task: Task) -> Answer:
         key = (task.question.pack, task.built.variant, task.question.id, task.condition.id,

@@ -1,0 +1,213 @@
+"""Faults of the anthropic agent and the judge, against the fake Messages API through the real
+SDK: what each one does to the item and the run (halt, rerun, miss, or skipped with the
+reason). The claude-cli agent's are in test_claude_cli.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from fake_api import (
+    FakeMessagesAPI,
+    bad_request,
+    stall,
+    status,
+    text,
+    too_long,
+    tool_use,
+    truncated,
+)
+
+from conftest import only_run, run_records
+
+A_PLUS = "Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
+
+
+@pytest.fixture
+def api(monkeypatch):
+    with FakeMessagesAPI() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+        yield server
+
+
+def test_a_prompt_too_long_for_the_window_is_skipped_with_the_reason(project, api) -> None:
+    api.push(too_long(), text(A_PLUS))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-rs",
+                         "-k", "Q01 or Q03", "-p", "no:randomly")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert result.ret == 0  # a skipped item is not a failure of the run
+    result.stdout.fnmatch_lines(["*SKIPPED*prompt is too long: 221000 tokens > 200000*"])
+    assert len(api.requests) == 2  # never retried: it would be as long the second time
+    records = {r["question"]: r for r in run_records(p)}
+    skipped = records["credit-Q01"]
+    assert (skipped["status"], skipped["grade"], skipped["score"], skipped["letter"],
+            skipped["outcome"]) == ("skipped", "skipped", None, "S", "skipped")
+    assert "prompt is too long" in skipped["reason"]
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert report["complete"] and report["missing"] == []
+    assert [s["nodeid"] for s in report["skipped"]] == [skipped["nodeid"]]
+    assert "prompt is too long" in report["skipped"][0]["reason"]
+    # not in the accuracy: the arm holds the one item that was asked
+    assert report["conditions"]["R1"]["n_items"] == 1
+    assert all(i["question"] != "credit-Q01" for i in report["items"])
+    md = (only_run(p) / "report.md").read_text()
+    assert "## Items skipped" in md and "credit-Q01" in md.split("## Items skipped")[1]
+
+
+@pytest.mark.parametrize("step, says", [
+    (bad_request(), "refused the request as malformed (400)"),
+    (bad_request("Your credit balance is too low to access the Anthropic API."),
+     "cannot pay for the call (400)"),
+    (status(402, retry_after_ms=None, kind="billing_error"), "cannot pay for the call (402)"),
+])
+def test_a_malformed_request_or_no_credit_halts(project, api, step, says) -> None:
+    api.push(step)
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1",
+                         "-k", "Q01 or Q03")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines([f"*harness is broken*{says}*"])
+    assert len(api.requests) == 1
+    assert not (only_run(p) / "answers.jsonl").exists()  # nothing banked, nothing graded
+
+
+def test_an_answer_cut_at_max_tokens_is_truncated_a_miss(project, api) -> None:
+    # the cut text even holds a complete block: still a miss, never "answered"
+    api.push(truncated(A_PLUS + "\nAnd one more thing about the"))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                         "--max-tokens", "1000")
+    result.assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["grade"], rec["score"], rec["letter"], rec["behaviour"]) == \
+        ("truncated", "wrong", 0.0, "M", "truncated")
+    assert "cut at the output limit (1000 tokens)" in rec["reason"]
+    result.stdout.fnmatch_lines(["questions/credit.yaml M *"])
+    sent = rec["sent"]
+    assert sent["stop_reason"] == "max_tokens" and sent["max_tokens"] == 1000
+    assert sent["calls"][0]["request_id"].startswith("req_")
+    assert sent["calls"][0]["model"] == "claude-sonnet-5-5"
+
+
+def test_every_item_records_what_was_sent(project, api) -> None:
+    api.push(text(A_PLUS))
+    p = project()
+    p.runpytest("questions", "--model", "haiku", "--condition", "R1", "-k", "Q01",
+                "--effort", "low", "--max-tokens", "777").assert_outcomes(passed=1)
+    sent = run_records(p)[0]["sent"]
+    assert sent["backend"] == "messages-api" and sent["client"].startswith("anthropic-sdk ")
+    assert (sent["model"], sent["effort"], sent["max_tokens"], sent["stop_reason"]) == \
+        ("claude-haiku-5-5", "low", 777, "end_turn")
+    assert [c["model"] for c in sent["calls"]] == ["claude-haiku-5-5"]
+    body = api.requests[0]["body"]
+    assert body["max_tokens"] == 777 and body["output_config"] == {"effort": "low"}
+
+
+@pytest.mark.parametrize("condition, steps", [
+    ("R1", []),                                       # every attempt stalls
+    ("D1", [tool_use("list_tables", {})]),            # a round, then the stall
+])
+def test_the_item_timeout_bounds_the_item_across_retries_and_rounds(project, api, condition,
+                                                                   steps) -> None:
+    api.push(*steps)
+    api.default = lambda body: stall(30)
+    p = project()
+    started = time.monotonic()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", condition,
+                         "-k", "Q01", "--item-timeout", "2")
+    took = time.monotonic() - started
+    result.assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["letter"], rec["grade"]) == ("timeout", "T", "wrong")
+    # one deadline: the attempts share the item's two seconds (the SDK's own retries gave
+    # each attempt the full timeout again: three times the budget)
+    assert rec["answer"]["latency_s"] < 2 + 1.5, rec["answer"]["latency_s"]
+    assert took < 30
+
+
+def test_a_judge_failure_never_reasks_the_model(project, api) -> None:
+    """A judge-only 529: the judge retries itself, then the item is banked with its judgement
+    marked failed; the model was asked once, and the item was never rerun."""
+    api.judge = lambda body: status(529, kind="overloaded_error")
+    api.default = lambda body: text(
+        "A5720102936 and A4483374961 share an ORCID, so it is a self-citation.\n"
+        "```json\n{\"counts\": \"no\", \"shared_person\": \"A5720102936\"}\n```")
+    p = project()
+    research = Path(__file__).resolve().parents[1] / "questions" / "research.yaml"
+    (p.path / "questions" / "research.yaml").write_text(research.read_text())
+    result = p.runpytest("questions/research.yaml", "--model", "sonnet", "--condition", "R1",
+                         "-k", "Q33")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 1 and "rerun" not in outcomes, outcomes
+    from fake_api import is_judge
+
+    asked = [r for r in api.requests if not is_judge(r["body"])]
+    judged = [r for r in api.requests if is_judge(r["body"])]
+    assert len(asked) == 1
+    assert 2 <= len(judged) <= 6  # its own retries, for one pass only
+    rec = run_records(p)[0]
+    assert rec["grade"] in ("correct", "partial", "wrong")
+    assert "529" in rec["metrics"]["judge"]["failed"]
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert report["complete"] and report["judge"]["failed"] == 1
+
+
+@pytest.mark.parametrize("agent", ["gold", "synthetic"])
+def test_a_reference_query_that_times_out_halts_the_run(project, agent) -> None:
+    """A reference query past --query-timeout is the harness failing: an always-gold synthetic
+    arm scored what the timeout let through (20%) before."""
+    p = project()
+    result = p.runpytest("questions", "--agent", agent, "--synthetic", "*=1.0", "--condition",
+                         "D4", "-k", "L3", "--query-timeout", "0.001")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*query of credit-Q*under D4 ran past "
+                                 "--query-timeout (0.001 s)*"])
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert report["counts"]["items"] == 0 and report["halted"]
+    assert {m["why"] for m in report["missing"][1:]} == {"not asked: the run halted"}
+
+
+def test_the_trap_agents_naive_query_over_other_tables_is_a_miss_not_a_halt(project) -> None:
+    p = project()
+    result = p.runpytest("questions", "--agent", "trap", "--condition", "D3", "-k", "Q10")
+    result.assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert rec["status"] == "error" and rec["grade"] == "wrong"
+    assert "rating_actions does not exist" in rec["answer"]["error"]
+
+
+def test_a_halted_serial_run_lists_what_it_never_asked(project, api) -> None:
+    api.push(text(A_PLUS), status(401, kind="authentication_error"))
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1",
+                         "-k", "Q01 or Q03 or Q04 or Q05")
+    assert result.ret == 3
+    report = json.loads((only_run(p) / "report.json").read_text())
+    whys = [m["why"] for m in report["missing"]]
+    assert len(whys) == 3 and "harness is broken" in whys[0]
+    assert whys[1:] == ["not asked: the run halted"] * 2
+    md = (only_run(p) / "report.md").read_text()
+    assert "not asked: the run halted" in md and "worker crash" not in md
+
+
+def test_a_judge_the_harness_cannot_ask_banks_the_item_then_halts(project, api) -> None:
+    api.judge = lambda body: status(404, retry_after_ms=None, kind="not_found_error")
+    api.default = lambda body: text(
+        "A5720102936 and A4483374961 share an ORCID, so it is a self-citation.\n"
+        "```json\n{\"counts\": \"no\", \"shared_person\": \"A5720102936\"}\n```")
+    p = project()
+    research = Path(__file__).resolve().parents[1] / "questions" / "research.yaml"
+    (p.path / "questions" / "research.yaml").write_text(research.read_text())
+    result = p.runpytest("questions/research.yaml", "--model", "sonnet", "--condition", "R1",
+                         "-k", "Q30 or Q33")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*the judge cannot be asked*404*"])
+    records = run_records(p)
+    assert len(records) == 1 and records[0]["grade"] in ("correct", "partial", "wrong")
+    assert "404" in records[0]["metrics"]["judge"]["failed"]
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert [m["why"] for m in report["missing"]] == ["not asked: the run halted"]
