@@ -92,7 +92,7 @@ class Guard:
             return classify_sparql(statement, self).refused
         import duckdb
 
-        con = duckdb.connect(":memory:")
+        con = duckdb.connect(":memory:", config={"enable_external_access": False})
         try:
             return classify_sql(con, statement, self).refused
         finally:
