@@ -167,6 +167,7 @@ def classify_sql(con: Any, statement: str, guard: Guard, caps: Caps = CAPS) -> V
                                f"{caps.query_chars:,} are accepted")
     try:
         statements = con.extract_statements(statement)
+        kinds = [str(st.type).rsplit(".", 1)[-1] for st in statements]
     except duckdb.InterruptException:
         raise
     except duckdb.Error as exc:
@@ -181,7 +182,7 @@ def classify_sql(con: Any, statement: str, guard: Guard, caps: Caps = CAPS) -> V
     if len(statements) > 1:
         return Verdict(refused=f"batches are not allowed: one statement per query (this text "
                                f"holds {len(statements)}); send them one at a time")
-    kind = str(statements[0].type).rsplit(".", 1)[-1]
+    kind = kinds[0]
     if kind != "SELECT":
         return Verdict(refused=f"{kind} statements are not allowed: the store is read-only "
                                f"for persona '{guard.persona}' (one SELECT per query)")

@@ -39,6 +39,8 @@ def _cell(value: Any) -> Any:
 
     if isinstance(value, Literal):
         return jsonable(value.toPython())
+    if isinstance(value, (bool, int, float)):
+        return value
     return str(value)
 
 
