@@ -166,23 +166,38 @@ class Worker:
 
     def call(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | None:
         """The worker's reply to `request`, or None when `timeout` seconds passed first (the
-        worker is then killed and replaced). Raises `WorkerDied` if it ended meanwhile."""
+        worker is then killed and replaced). Raises `WorkerDied` if it ended while the request
+        was in flight; one found dead before the request reached it is replaced first."""
         with self._lock:
-            if not self.alive():
-                self.kill()
-                self.start()
-            self.ready()
+            for attempt in (1, 2):
+                if not self.alive():
+                    self.kill()
+                    self.start()
+                self.ready()
+                try:
+                    self._send(request)
+                except WorkerDied:
+                    if attempt == 1:  # it died idle: the request never reached it
+                        self.kill()
+                        continue
+                    raise
+                break
             deadline = time.monotonic() + timeout
             try:
-                self._send(request)
                 reply = self._read(deadline)
             except WorkerDied:
-                status = self.proc.poll() if self.proc is not None else None
-                tail = self._stderr_tail()
+                status = None
+                if self.proc is not None:
+                    try:
+                        status = self.proc.wait(timeout=5)
+                    except subprocess.TimeoutExpired:
+                        pass
                 self.kill()
                 self.start()
-                raise WorkerDied(f"the store's worker process ended (exit status {status})"
-                                 + (f": {tail}" if tail else "")) from None
+                how = (f"signal {-status}" if status is not None and status < 0
+                       else f"exit status {status}")
+                raise WorkerDied(f"the store's engine ended during the query ({how}: past its "
+                                 f"memory limit, or a crash); a fresh one was started") from None
             if reply is None:
                 self.kill()
                 self.kills += 1
