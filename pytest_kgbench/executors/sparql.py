@@ -120,8 +120,9 @@ class SparqlExecutor:
         return iri
 
     def describe(self, name: str) -> str:
+        wanted = {name, self._curie(name.strip("<>"))}  # a CURIE, or a full IRI
         for info in self.catalog():
-            if name in (info.name, self._curie(name)):
+            if info.name in wanted:
                 cols = "\n".join(f"  {p} ({n})" for p, n in info.columns)
                 note = (f"\n  (withheld from persona '{self.guard.persona}': "
                         f"{', '.join(info.withheld)})" if info.withheld else "")
