@@ -21,7 +21,7 @@ from typing import Any
 from pytest_kgbench.errors import HarnessBroken, InputError
 from pytest_kgbench.packs import Pack, Tables, check_tables, normalise_id, read_tables, write_csv
 
-BUILD_FORMAT = 4  # bump when the layout of a built variant changes
+BUILD_FORMAT = 5  # bump when the layout of a built variant changes
 FULL, RESTRICTED = "full", "restricted"  # the views: every column, or none a persona withholds
 
 
@@ -32,8 +32,10 @@ class StoreFiles:
     view: str
     duckdb: Path
     executed_duckdb: Path | None
-    data_ttl: Path
+    data: Path           # the graph: Turtle (full) or N-Triples (restricted)
+    data_format: str     # its rdflib format name
     derived_nt: Path | None
+    prefixes: Path       # the Turtle file whose @prefix lines name the graph's prefixes
 
 
 @dataclass
@@ -84,10 +86,12 @@ class Built:
                                 f"(in {self.dir})")
         executed = base / "executed.duckdb"
         derived = base / "derived.nt"
+        data = base / ("data.ttl" if view == FULL else "data.nt")
         return StoreFiles(view=view, duckdb=base / "raw.duckdb",
                           executed_duckdb=executed if executed.is_file() else None,
-                          data_ttl=base / "data.ttl",
-                          derived_nt=derived if derived.is_file() else None)
+                          data=data, data_format="turtle" if view == FULL else "nt",
+                          derived_nt=derived if derived.is_file() else None,
+                          prefixes=self.data_ttl)
 
     @cached_property
     def executed(self) -> Tables:
@@ -277,20 +281,21 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: 
     if pack.executed_tables:
         create_database(folder / "executed.duckdb", pack.executed_tables, out / "executed",
                         withheld=withheld)
-    kept = _without(graph, predicates)
-    (folder / "data.ttl").write_text(rdfmap.to_turtle(kept), encoding="utf-8")
+    # N-Triples, a triple a line: the personal predicates' lines are simply left out
+    (folder / "data.nt").write_text(_drop(ontology.to_sorted_ntriples(graph), predicates),
+                                    encoding="utf-8")
     rerun = False
     if derived is not None:
         shapes = pack.ontology_file("shapes.ttl")
         text = shapes.read_text(encoding="utf-8") if shapes else ""
         rerun = any(p in text or p.rsplit("#", 1)[-1].rsplit("/", 1)[-1] in text
                     for p in predicates)
-        restricted = ontology.run_rules(kept, text) if rerun else derived
+        restricted = ontology.run_rules(_without(graph, predicates), text) if rerun else derived
         (folder / "derived.nt").write_text(
-            ontology.to_sorted_ntriples(_without(restricted, predicates)), encoding="utf-8")
+            _drop(ontology.to_sorted_ntriples(restricted), predicates), encoding="utf-8")
     values = {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
               for c in cols if row.get(c) is not None and len(str(row[c])) >= 4}
-    for name in ("data.ttl", "derived.nt"):
+    for name in ("data.nt", "derived.nt"):
         path = folder / name
         if path.is_file():
             text = path.read_text(encoding="utf-8")
@@ -299,6 +304,14 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: 
                                  f"the restricted {name}: a rule or template copies it")
     return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
             "predicates": sorted(predicates), "rules_rerun": rerun}
+
+
+def _drop(ntriples: str, predicates: set[str]) -> str:
+    """N-Triples text without the lines of `predicates` (N-Triples puts the predicate, an
+    IRI, second on its line: a subject holds no space)."""
+    marks = {f"<{p}>" for p in predicates}
+    return "".join(line for line in ntriples.splitlines(keepends=True)
+                   if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
 
 
 def _without(graph: Any, predicates: set[str]) -> Any:

@@ -22,7 +22,7 @@ def sql(credit_base):
 @pytest.fixture(scope="module", params=["rdflib", "oxigraph"])
 def sparql(request, credit_base):
     ex = open_store(credit_base, "sparql", ANALYST, engines={"sparql": request.param},
-                    timeout=1.0)
+                    timeout=2.0)
     yield ex
     ex.close()
 

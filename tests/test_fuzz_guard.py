@@ -401,7 +401,7 @@ def test_the_checks_catch_a_store_that_holds_the_data(sentinel_built, sentinel,
         routes = ["SELECT c FROM contacts c", f"SELECT count(*) FROM contacts c WHERE "
                                               f"contains(c::VARCHAR, '{PROBE}')"]
     else:
-        ex = SparqlExecutor.over("default", [(full.data_ttl, "turtle")], guard)
+        ex = SparqlExecutor.over("default", [(full.data, full.data_format)], guard)
         routes = ["SELECT ?o WHERE { ?s ?p ?o }", f"ASK {{ ?s ?p '{PROBE}' }}"]
     h = Harness(ex, sentinel_built, sentinel)
     for route in routes:

@@ -46,7 +46,7 @@ def test_the_restricted_databases_lack_the_personal_columns(built) -> None:
 def test_the_restricted_graph_lacks_the_personal_triples(built) -> None:
     files = built.files(RESTRICTED)
     guard = guard_for(built, "analyst")
-    for path in (files.data_ttl, files.derived_nt):
+    for path in (files.data, files.derived_nt):
         assert path is not None
         text = path.read_text(encoding="utf-8")
         assert not [v for v in _values(built) if v in text], path
@@ -57,7 +57,7 @@ def test_the_view_is_fingerprinted_in_the_manifest(built) -> None:
     view = built.manifest["views"][RESTRICTED]
     assert view["withheld"] == {t: sorted(c) for t, c in built.pack.personal.items()}
     files = built.manifest["files"]
-    for name in ("restricted/data.ttl", "restricted/derived.nt"):
+    for name in ("restricted/data.nt", "restricted/derived.nt"):
         assert files[name] == hashlib.sha256((built.dir / name).read_bytes()).hexdigest()
 
 
@@ -86,7 +86,7 @@ def test_each_persona_opens_its_own_view(credit_base, cid: str) -> None:
             assert opened == str(path), persona
         else:
             loaded = json.dumps(ex.worker.config["files"])
-            assert str(files.data_ttl) in loaded, persona
+            assert str(files.data) in loaded, persona
         contacts = next(t for t in ex.catalog() if t.name in ("contacts", "cr:Contact"))
         assert bool(contacts.withheld) == (persona == "analyst")
         text = ex.describe(contacts.name)

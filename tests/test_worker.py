@@ -110,7 +110,7 @@ def test_the_workers_audit_hook_is_a_second_wall(tmp_path: Path) -> None:
 def test_a_runaway_query_is_killed_at_its_deadline(credit_base, engine: str) -> None:
     """Three runaway queries, each reported stopped at its deadline: the worker that ran it
     is gone at once, and its replacement sits idle (no core kept busy)."""
-    ex = open_store(credit_base, "sparql", "analyst", engines={"sparql": engine}, timeout=1.0)
+    ex = open_store(credit_base, "sparql", "analyst", engines={"sparql": engine}, timeout=2.0)
     ex.info
     threads = threading.active_count()
     killed = []
@@ -118,8 +118,8 @@ def test_a_runaway_query_is_killed_at_its_deadline(credit_base, engine: str) -> 
         pid = ex.worker.pid
         started = time.monotonic()
         res = ex.run(HEAVY)
-        assert res.timed_out and not res.rows and "stopped after 1 s" in (res.error or "")
-        assert time.monotonic() - started < 3.0
+        assert res.timed_out and not res.rows and "stopped after 2 s" in (res.error or "")
+        assert time.monotonic() - started < 4.0
         assert pid is not None and _gone(pid)
         killed.append(pid)
     ex.info  # the replacement has loaded its graph
@@ -152,7 +152,7 @@ def test_the_guards_own_parse_is_inside_the_deadline(credit_base) -> None:
 def test_a_dead_worker_is_an_error_then_a_fresh_one(credit_base) -> None:
     guard = guard_for(credit_base, "analyst")
     files = credit_base.files(guard.view)
-    config = {"plugin": "Oxigraph", "files": [[str(files.data_ttl), "turtle"]],
+    config = {"plugin": "Oxigraph", "files": [[str(files.data), files.data_format]],
               "guard": guard.to_json(), "caps": asdict(CAPS), "parsers": ["oxigraph"],
               "memory_bytes": 512 << 20}
     ex = SparqlExecutor(Worker(WORKER_MODULE, config), guard, timeout=30.0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pytest_kgbench.executors import CAPS, Caps
@@ -327,6 +328,24 @@ def classify_sparql(statement: str, guard: Guard, namespaces: Mapping[str, str] 
             verdict.refused = guard.denied(table, columns,
                                            via=", ".join(_curie(i, namespaces) for i in hit))
     return verdict
+
+
+@lru_cache(maxsize=4096)
+def _classified(statement: str, guard: str, namespaces: tuple[tuple[str, str], ...],
+                caps: Caps) -> tuple[str | None, str | None, frozenset[str]]:
+    verdict = classify_sparql(statement, Guard.from_json(json.loads(guard)), dict(namespaces),
+                              caps)
+    return verdict.refused, verdict.error, verdict.iris
+
+
+def classify_sparql_cached(statement: str, guard: str, namespaces: Mapping[str, str],
+                           caps: Caps = CAPS) -> Verdict:
+    """`classify_sparql` without the translated query, once per text, guard (`Guard.to_json`
+    as JSON) and store prefixes in a process: rdflib's parser is slow, and the same
+    reference queries come back for every variant and seed."""
+    refused, error, iris = _classified(statement, guard, tuple(sorted(namespaces.items())),
+                                       caps)
+    return Verdict(refused=refused, error=error, iris=iris)
 
 
 def _curie(iri: str, namespaces: Mapping[str, str] | None) -> str:

@@ -8,7 +8,9 @@ server hold: it sends one query at a time and turns the reply into a `QueryResul
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Mapping
@@ -17,8 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.errors import HarnessBroken
-from pytest_kgbench.executors import CAPS, Caps, QueryResult, TableInfo
-from pytest_kgbench.executors.guard import Guard, classify_sparql
+from pytest_kgbench.executors import (
+    CAPS,
+    Caps,
+    QueryResult,
+    QueryTimeout,
+    TableInfo,
+    run_with_timeout,
+)
+from pytest_kgbench.executors.guard import Guard, Verdict, classify_sparql, classify_sparql_cached
 from pytest_kgbench.executors.worker import Worker, WorkerDied
 
 if TYPE_CHECKING:
@@ -42,16 +51,19 @@ class SparqlExecutor:
         self.timeout = timeout
         self.caps = caps
         self._owned = owned  # temporary files the worker loads, removed on close
+        self._guard_json = json.dumps(guard.to_json(), sort_keys=True)
 
     @classmethod
     def over(cls, plugin: str, files: list[tuple[Path, str]], guard: Guard, *,
              timeout: float = 60.0, parsers: tuple[str, ...] = (), caps: Caps = CAPS,
-             owned: tuple[Path, ...] = ()) -> SparqlExecutor:
+             owned: tuple[Path, ...] = (), prefixes: Mapping[str, str] | None = None
+             ) -> SparqlExecutor:
         """An executor over `files` ((path, rdflib format) pairs) loaded into one graph held
-        by the rdflib store `plugin`; `parsers`: engines' own parsers that must accept a query
-        too (sparql_worker.PARSERS)."""
+        by the rdflib store `plugin`, with `prefixes` bound; `parsers`: engines' own parsers
+        that must accept a query too (sparql_worker.PARSERS)."""
         config = {"plugin": plugin, "files": [[str(p), f] for p, f in files],
-                  "guard": guard.to_json(), "caps": asdict(caps), "parsers": list(parsers)}
+                  "prefixes": dict(prefixes or {}), "guard": guard.to_json(),
+                  "caps": asdict(caps), "parsers": list(parsers)}
         return cls(Worker(WORKER_MODULE, config), guard, timeout, caps, owned)
 
     @property
@@ -68,25 +80,49 @@ class SparqlExecutor:
         for path in self._owned:
             path.unlink(missing_ok=True)
 
+    def classify(self, statement: str, timeout: float | None = None) -> Verdict:
+        """The guard's verdict with rdflib's parser, here, once per text (cached), stopped at
+        `timeout` (pyparsing is pure Python: the thread really stops)."""
+        namespaces = self.info["namespaces"]
+        _warm_parser()
+        return run_with_timeout(
+            lambda: classify_sparql_cached(statement, self._guard_json, namespaces, self.caps),
+            self.timeout if timeout is None else timeout)
+
     def reads(self, statement: str) -> list[str]:
         """The classes and properties (as CURIEs) a query mentions."""
-        return self.run(statement).reads
+        return self._reads(self.classify(statement))
+
+    def _reads(self, verdict: Verdict) -> list[str]:
+        vocabulary = self.info["vocabulary"]
+        return sorted(vocabulary[i] for i in verdict.iris
+                      if i in vocabulary and i != RDF_TYPE)
 
     def refusal(self, statement: str) -> str | None:
-        reply = self._call({"op": "classify", "statement": statement})
-        return None if reply is None else reply.get("refused")
+        try:
+            return self.classify(statement).refused
+        except QueryTimeout:
+            return None
 
     def run(self, statement: str) -> QueryResult:
-        """One query, in the worker, within the deadline: the guard's parse and the
-        evaluation both count; past it the worker is killed, so nothing runs on."""
+        """One query within the deadline: the guard's parse (here) and the engine's parse and
+        evaluation (in the worker) both count; past it the worker is killed, so nothing runs
+        on. A query the guard refuses never reaches the worker."""
         start = time.perf_counter()
         result = QueryResult(language="sparql", statement=statement)
-        if len(statement) > self.caps.query_chars:  # not worth a trip to the worker
-            result.refused = (f"the query is {len(statement):,} characters long; at most "
-                              f"{self.caps.query_chars:,} are accepted")
+        try:
+            verdict = self.classify(statement)
+        except QueryTimeout:
+            result.timed_out, result.error = True, f"stopped after {self.timeout:g} s"
+            verdict = Verdict(error=result.error)
+        result.reads = self._reads(verdict)
+        if verdict.refused or verdict.error:
+            result.refused, result.error = verdict.refused, result.error or verdict.error
         else:
+            left = self.timeout - (time.perf_counter() - start)
             try:
-                reply = self._call({"op": "run", "statement": statement})
+                reply = (self.worker.call({"op": "run", "statement": statement, "read": True},
+                                          left) if left > 0 else None)
             except WorkerDied as exc:
                 result.error = str(exc)
             else:
@@ -94,15 +130,13 @@ class SparqlExecutor:
                     result.timed_out = True
                     result.error = f"stopped after {self.timeout:g} s"
                 elif "language" in reply:
-                    result = QueryResult(**reply)
+                    reads, result = result.reads, QueryResult(**reply)
+                    result.reads = reads
                 else:
                     result.error = str(reply.get("error") or "the store's worker failed")
         result.elapsed_s = round(time.perf_counter() - start, 4)
         result.cap_text(self.caps)
         return result
-
-    def _call(self, request: Mapping[str, Any]) -> dict[str, Any] | None:
-        return self.worker.call(request, self.timeout)
 
     def prefixes(self) -> dict[str, str]:
         return dict(self.info["prefixes"])
@@ -141,6 +175,26 @@ class SparqlExecutor:
         return "\n".join(lines)
 
 
+_PREFIX = re.compile(r"^@prefix\s+([\w.-]*):\s*<([^>]*)>\s*\.", re.M)
+
+
+def turtle_prefixes(path: Path) -> dict[str, str]:
+    """The @prefix declarations at the head of a Turtle file."""
+    with path.open(encoding="utf-8") as fh:
+        return dict(_PREFIX.findall(fh.read(1 << 16)))
+
+
+_WARM: list[bool] = []
+
+
+def _warm_parser() -> None:
+    """Build rdflib's query grammar once per process, outside any query's deadline (the first
+    parse pays for it: a tenth of a second, more on a busy machine)."""
+    if not _WARM:
+        classify_sparql("ASK { ?s ?p ?o }", Guard(reads_personal=True))
+        _WARM.append(True)
+
+
 class GraphStore:
     """A SPARQL store kind: a built variant's graph held by one rdflib store plugin, in a
     worker process."""
@@ -160,7 +214,7 @@ class GraphStore:
         if data not in ("raw", "derived"):
             raise HarnessBroken(f"the graph store has no '{data}' data (raw or derived)")
         files = built.files(guard.view)  # the persona's build: withheld triples absent
-        load: list[tuple[Path, str]] = [(files.data_ttl, "turtle")]
+        load: list[tuple[Path, str]] = [(files.data, files.data_format)]
         if data == "derived":
             if files.derived_nt is None:
                 raise HarnessBroken(f"{built.pack.name} has no rule-derived graph")
@@ -168,7 +222,7 @@ class GraphStore:
         if ontology:
             load.append((built.pack.definitions_ttl, "turtle"))
         return SparqlExecutor.over(self.plugin, load, guard, timeout=timeout,
-                                   parsers=self.parsers)
+                                   parsers=self.parsers, prefixes=turtle_prefixes(files.prefixes))
 
     def from_context(self, context: str, guard: Guard) -> SparqlExecutor:
         from pytest_kgbench.reading import turtle_blocks
