@@ -198,3 +198,14 @@ def test_a_worker_dies_with_its_parent(credit_base, kg_cache) -> None:
         assert _gone(pid)
     finally:
         parent.kill()
+
+
+def test_an_executor_dropped_without_close_takes_its_worker_along(credit_base) -> None:
+    import gc
+
+    ex = open_store(credit_base, "sparql", "analyst")
+    ex.info
+    pid = ex.worker.pid
+    del ex
+    gc.collect()
+    assert pid is not None and _gone(pid)

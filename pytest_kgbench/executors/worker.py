@@ -94,6 +94,9 @@ class Worker:
         self._ready = False
         self._stderr: IO[bytes] | None = None
         self._lock = threading.Lock()
+        self._current: list[subprocess.Popen[bytes]] = []  # the live process, for the finalizer
+        # an executor dropped without close (a test, an agent's cache) takes its worker along
+        weakref.finalize(self, _reap, self._current)
         self.start()
         _LIVE.add(self)
 
@@ -112,6 +115,7 @@ class Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, bufsize=0,
             start_new_session=True,
             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}).result()
+        self._current[:] = [self.proc]
         self._send({**self.config, "parent": os.getpid()})
 
     @property
@@ -124,19 +128,10 @@ class Worker:
     def kill(self) -> None:
         """End the worker and everything it started, now, and reap it."""
         proc, self.proc = self.proc, None
+        self._current.clear()
         if proc is None:
             return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
-            pass
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                stream.close()
+        _reap([proc])
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -242,6 +237,23 @@ class Worker:
         except (OSError, ValueError):
             return ""
         return text.strip()[-limit:]
+
+
+def _reap(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGKILL each process's group, wait for it, close its pipes."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+            pass
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()
+    procs.clear()
 
 
 def kill_all() -> None:
