@@ -21,7 +21,7 @@ from typing import Any
 from pytest_kgbench.errors import HarnessBroken, InputError
 from pytest_kgbench.packs import Pack, Tables, check_tables, normalise_id, read_tables, write_csv
 
-BUILD_FORMAT = 5  # bump when the layout of a built variant changes
+BUILD_FORMAT = 6  # bump when the layout of a built variant changes
 FULL, RESTRICTED = "full", "restricted"  # the views: every column, or none a persona withholds
 
 
