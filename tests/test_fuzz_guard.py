@@ -362,7 +362,7 @@ def duckdb_executed(sentinel_built, sentinel):
     h.executor.close()
 
 
-@settings(FUZZ, max_examples=300)
+@settings(FUZZ, max_examples=200)
 @given(template=SQL_QUERIES)
 def test_fuzz_duckdb_executed_tables(duckdb_executed, template: str) -> None:
     duckdb_executed.check(template)
