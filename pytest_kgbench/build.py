@@ -214,6 +214,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         (out / "definitions.md").write_text(
             ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
             encoding="utf-8")
+    rows: Tables = {}
     if pack.executed_tables:
         started = time.perf_counter()
         fn = pack.callable(str(pack.manifest["executed"]["function"]), field_name="executed")
@@ -234,7 +235,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     views: dict[str, Any] = {}
     if any(pack.personal.values()):
         started = time.perf_counter()
-        views[RESTRICTED] = write_restricted(pack, out, typed, graph, derived)
+        views[RESTRICTED] = write_restricted(pack, out, typed, graph, derived, rows)
         seconds["restricted"] = round(time.perf_counter() - started, 3)
     manifest = {
         "build_seconds": seconds,
@@ -251,14 +252,15 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
                                        encoding="utf-8")
 
 
-def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: Any
-                     ) -> dict[str, Any]:
+def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: Any,
+                     executed: Tables | None = None) -> dict[str, Any]:
     """Write the restricted view into `out/restricted`: the databases without the personal
     columns, the graph and the rule-derived triples without their predicates. The rules are
     run again on the restricted graph when they mention a personal predicate (so nothing they
     derive from it survives); otherwise their output, filtered, is the same and is reused.
-    Raises if a personal value still appears in the restricted graph (a subject or reference
-    template built from a personal column)."""
+    Raises if a personal value still appears in what the view keeps: the graph (a subject or
+    reference template built from a personal column) or an executed table's other columns (a
+    rule that copied it under another name)."""
     from pytest_kgbench import ontology, rdfmap
     from pytest_kgbench.executors.sql import create_database
 
@@ -302,6 +304,14 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: 
             if any(v in text for v in values):
                 raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
                                  f"the restricted {name}: a rule or template copies it")
+    for table, table_rows in (executed or {}).items():
+        drop = withheld.get(table, frozenset())
+        kept = "\0".join({v for row in table_rows for c, v in row.items()
+                           if c not in drop and isinstance(v, str)})
+        if any(v in kept for v in values):
+            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
+                             f"executed table {table} under another column: name that column "
+                             f"in `personal` too", field="personal")
     return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
             "predicates": sorted(predicates), "rules_rerun": rerun}
 

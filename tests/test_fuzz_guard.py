@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sentinel_http import SentinelServer
 
 from pytest_kgbench.answers import Answer
 from pytest_kgbench.build import build_variant
@@ -33,7 +34,6 @@ from pytest_kgbench.mcp_server import log_line
 from pytest_kgbench.packs import find_pack
 from pytest_kgbench.stores import open_store
 from pytest_kgbench.tools import call_tool
-from sentinel_http import SentinelServer
 
 EXAMPLES = int(os.environ.get("KGBENCH_FUZZ_EXAMPLES", "2000"))
 TIMEOUT = 5.0
@@ -225,7 +225,8 @@ SPARQL_PATTERNS = ["?s ?p ?o", "?s cr:email ?o", "?s <https://kgbench.example/cr
 SPARQL_FORMS = ["SELECT * WHERE {{ {p} }}", "SELECT ?o WHERE {{ {p} }}",
                 "SELECT DISTINCT ?o WHERE {{ {p} }} LIMIT 20", "ASK {{ {p} }}",
                 "SELECT (GROUP_CONCAT(STR(?o)) AS ?x) WHERE {{ {p} }}",
-                "SELECT (COUNT(*) AS ?n) WHERE {{ {p} }}", "CONSTRUCT {{ ?s ?p ?o }} WHERE {{ {p} }}",
+                "SELECT (COUNT(*) AS ?n) WHERE {{ {p} }}",
+                "CONSTRUCT {{ ?s ?p ?o }} WHERE {{ {p} }}",
                 "DESCRIBE ?s WHERE {{ {p} }}", "SELECT * FROM <{url}/g> WHERE {{ {p} }}",
                 'VERSION "1.2" SELECT * WHERE {{ {p} }}', "DELETE WHERE {{ {p} }}",
                 "INSERT DATA {{ <x:a> <x:b> 'c' }}", "LOAD <{url}/data.ttl>", "CLEAR ALL",
@@ -342,7 +343,7 @@ def duckdb_raw(sentinel_built, sentinel):
 @pytest.fixture(scope="module", params=["rdflib", "oxigraph"])
 def graph(request, sentinel_built, sentinel):
     h = _harness(sentinel_built, sentinel, "sparql", request.param)
-    h.executor.info
+    assert h.executor.info
     before = _hashes(sentinel_built)
     yield h
     h.executor.close()

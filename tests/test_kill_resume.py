@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_api import FakeMessagesAPI, stall
 
 from conftest import REPO, credit_question
-from fake_api import FakeMessagesAPI, stall
 from pytest_kgbench.record import read_answers
 
 QUESTIONS = ("credit-Q01", "credit-Q02", "credit-Q03", "credit-Q04", "credit-Q05")

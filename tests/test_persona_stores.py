@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from pytest_kgbench import conditions
-from pytest_kgbench.build import RESTRICTED, _without
+from pytest_kgbench.build import RESTRICTED, _without, build_variant
 from pytest_kgbench.ontology import run_rules, to_sorted_ntriples
 from pytest_kgbench.stores import guard_for, open_store
 
@@ -102,3 +102,20 @@ def test_the_store_block_names_withheld_properties_the_graph_does_not_hold(credi
         assert ex.describe(name).startswith("class cr:Contact ("), name
     assert ex.describe("cr:Nothing").startswith("ERROR")
     ex.close()
+
+
+def test_a_personal_value_kept_under_another_name_fails_the_build(credit_pack, tmp_path) -> None:
+    """The view is built by column name; a value copied into another column or an IRI would
+    survive that, so the build looks for the values themselves and refuses."""
+    from pytest_kgbench.build import write_restricted
+    from pytest_kgbench.errors import InputError
+
+    built = build_variant(credit_pack, "base", tmp_path / "cache")
+    rows = {"contacts": [dict(r, name=r["email"]) for r in built.executed["contacts"]]}
+    out = tmp_path / "out"
+    for folder in ("csv", "executed"):
+        (out / folder).mkdir(parents=True)
+        for f in (built.dir / folder).iterdir():
+            (out / folder / f.name).write_bytes(f.read_bytes())
+    with pytest.raises(InputError, match="under another column"):
+        write_restricted(credit_pack, out, built.tables, built.graph, None, rows)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 from pytest_kgbench import conditions
 from pytest_kgbench.executors import CAPS
 from pytest_kgbench.executors.sql import SqlExecutor, database_from_csv_text
+from pytest_kgbench.mcp_server import log_line
 from pytest_kgbench.prompts import build_prompt
 from pytest_kgbench.reading import tables_from_text
 from pytest_kgbench.stores import guard_for, open_store, store_from_context
@@ -90,6 +93,8 @@ def test_results_are_capped_and_the_caps_are_stated(credit_base) -> None:
         assert res is not None and res.truncated and len(res.rows) == CAPS.rows
         assert res.row_count > CAPS.rows and f"showing {CAPS.rows} of" in text
         assert CAPS.describe() in text
+        logged = json.loads(log_line("run_query", {"query": many}, text, res))["result"]
+        assert len(logged["rows"]) == CAPS.rows and logged["row_count"] == res.row_count
         wide = ("SELECT repeat('x', 100000000) AS x" if store.language == "sql" else
                 "SELECT (STRLEN(?x) AS ?n) ?x WHERE { BIND(CONCAT("
                 + ", ".join(["'" + "x" * 400 + "'"] * 10) + ") AS ?x) }")

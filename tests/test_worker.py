@@ -15,12 +15,12 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from sentinel_http import SentinelServer
 
 from pytest_kgbench.executors import CAPS
 from pytest_kgbench.executors.sparql import WORKER_MODULE, SparqlExecutor
 from pytest_kgbench.executors.worker import Worker, sandbox
 from pytest_kgbench.stores import guard_for, open_store
-from sentinel_http import SentinelServer
 
 ENGINES = ("rdflib", "oxigraph")
 HEAVY = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
@@ -69,7 +69,7 @@ def sandboxed() -> tuple[str, ...]:
 
 def test_the_worker_runs_in_a_network_namespace_of_its_own(credit_base, sandboxed) -> None:
     ex = open_store(credit_base, "sparql", "analyst")
-    ex.info
+    assert ex.info
     assert os.readlink(f"/proc/{ex.worker.pid}/ns/net") != os.readlink("/proc/self/ns/net")
     assert "network namespace" in ex.worker.sandbox
     ex.close()
@@ -111,7 +111,7 @@ def test_a_runaway_query_is_killed_at_its_deadline(credit_base, engine: str) -> 
     """Three runaway queries, each reported stopped at its deadline: the worker that ran it
     is gone at once, and its replacement sits idle (no core kept busy)."""
     ex = open_store(credit_base, "sparql", "analyst", engines={"sparql": engine}, timeout=2.0)
-    ex.info
+    assert ex.info
     threads = threading.active_count()
     killed = []
     for _ in range(3):
@@ -122,7 +122,7 @@ def test_a_runaway_query_is_killed_at_its_deadline(credit_base, engine: str) -> 
         assert time.monotonic() - started < 4.0
         assert pid is not None and _gone(pid)
         killed.append(pid)
-    ex.info  # the replacement has loaded its graph
+    assert ex.info  # the replacement has loaded its graph
     fresh = ex.worker.pid
     assert fresh is not None and fresh not in killed
     before = _cpu_seconds(fresh)
@@ -137,7 +137,7 @@ def test_a_runaway_query_is_killed_at_its_deadline(credit_base, engine: str) -> 
 def test_the_guards_own_parse_is_inside_the_deadline(credit_base) -> None:
     """A long query that is slow for rdflib's parser still ends at the deadline."""
     ex = open_store(credit_base, "sparql", "analyst", timeout=1.0)
-    ex.info
+    assert ex.info
     slow = "SELECT * WHERE { " + " UNION ".join(
         "{ ?s ?p ?o FILTER(" + " || ".join(f"?o = {i}" for i in range(40)) + ") }"
         for _ in range(12)) + " }"
@@ -156,7 +156,7 @@ def test_a_dead_worker_is_an_error_then_a_fresh_one(credit_base) -> None:
               "guard": guard.to_json(), "caps": asdict(CAPS), "parsers": ["oxigraph"],
               "memory_bytes": 512 << 20}
     ex = SparqlExecutor(Worker(WORKER_MODULE, config), guard, timeout=30.0)
-    ex.info
+    assert ex.info
     os.kill(ex.worker.pid, signal.SIGKILL)  # killed between queries (the OOM killer, say)
     while ex.worker.alive():
         time.sleep(0.05)
@@ -181,7 +181,7 @@ def test_a_worker_dies_with_its_parent(credit_base, kg_cache) -> None:
                          Path({str(credit_base.pack.ontology_dir.parent)!r}))
         built = build_variant(pack, "base", Path({str(kg_cache)!r}))
         ex = open_store(built, "sparql", "analyst")
-        ex.info
+        assert ex.info
         print(ex.worker.pid, flush=True)
         time.sleep(120)
     """)
@@ -204,7 +204,7 @@ def test_an_executor_dropped_without_close_takes_its_worker_along(credit_base) -
     import gc
 
     ex = open_store(credit_base, "sparql", "analyst")
-    ex.info
+    assert ex.info
     pid = ex.worker.pid
     del ex
     gc.collect()
