@@ -26,8 +26,22 @@ from typing import Any
 from pytest_kgbench.errors import HarnessBroken, InputError
 from pytest_kgbench.packs import Pack, Tables, check_tables, normalise_id, read_tables, write_csv
 
-BUILD_FORMAT = 5  # bump when a variant's layout or an artefact's form changes (5: id prefixes,
-#                   the manifest's integrity)
+BUILD_FORMAT = 7  # bump when a variant's layout or an artefact's form changes (5: id prefixes,
+#                   the manifest's integrity; 6/7: the persona views)
+FULL, RESTRICTED = "full", "restricted"  # the views: every column, or none a persona withholds
+
+
+@dataclass(frozen=True)
+class StoreFiles:
+    """The files one view of a variant's stores are opened on."""
+
+    view: str
+    duckdb: Path
+    executed_duckdb: Path | None
+    data: Path           # the graph: Turtle (full) or N-Triples (restricted)
+    data_format: str     # its rdflib format name
+    derived_nt: Path | None
+    prefixes: Path       # the Turtle file whose @prefix lines name the graph's prefixes
 
 
 @dataclass
@@ -67,6 +81,23 @@ class Built:
     @property
     def derived_nt(self) -> Path:
         return self.dir / "derived.nt"
+
+    def files(self, view: str = FULL) -> StoreFiles:
+        """The store files of a view: `full` (the variant as built) or `restricted` (a copy
+        without the personal columns and their triples, for personas that may not read them:
+        what a store does not hold, no query can return)."""
+        base = self.dir if view == FULL else self.dir / view
+        if not (base / "raw.duckdb").is_file():
+            raise HarnessBroken(f"{self.pack.name}/{self.variant} has no '{view}' build "
+                                f"(in {self.dir})")
+        executed = base / "executed.duckdb"
+        derived = base / "derived.nt"
+        data = base / ("data.ttl" if view == FULL else "data.nt")
+        return StoreFiles(view=view, duckdb=base / "raw.duckdb",
+                          executed_duckdb=executed if executed.is_file() else None,
+                          data=data, data_format="turtle" if view == FULL else "nt",
+                          derived_nt=derived if derived.is_file() else None,
+                          prefixes=self.data_ttl)
 
     @cached_property
     def executed(self) -> Tables:
@@ -232,6 +263,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         (out / "definitions.md").write_text(
             ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
             encoding="utf-8")
+    rows: Tables = {}
     if pack.executed_tables:
         started = time.perf_counter()
         fn = pack.callable(str(pack.manifest["executed"]["function"]), field_name="executed")
@@ -243,11 +275,17 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
         seconds["executed"] = round(time.perf_counter() - started, 3)
     shapes = pack.ontology_file("shapes.ttl")
+    derived = None
     if shapes is not None:
         started = time.perf_counter()
         derived = ontology.run_rules(graph, shapes.read_text(encoding="utf-8"))
         (out / "derived.nt").write_text(ontology.to_sorted_ntriples(derived), encoding="utf-8")
         seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
+    views: dict[str, Any] = {}
+    if any(pack.personal.values()):
+        started = time.perf_counter()
+        views[RESTRICTED] = write_restricted(pack, out, typed, graph, derived, rows)
+        seconds["restricted"] = round(time.perf_counter() - started, 3)
     manifest = {
         "build_seconds": seconds,
         "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
@@ -255,9 +293,95 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": len(typed[name])}
                    for name, spec in pack.tables.items()},
         "triples": len(graph),
+        "views": views,
         "files": {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                   for p in sorted(out.rglob("*")) if p.is_file() and p.suffix != ".duckdb"},
         "integrity": integrity(out),
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
                                        encoding="utf-8")
+
+
+def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: Any,
+                     executed: Tables | None = None) -> dict[str, Any]:
+    """Write the restricted view into `out/restricted`: the databases without the personal
+    columns, the graph and the rule-derived triples without their predicates. The rules are
+    run again on the restricted graph when they mention a personal predicate (so nothing they
+    derive from it survives); otherwise their output, filtered, is the same and is reused.
+    Raises if a personal value still appears in what the view keeps: the graph (a subject or
+    reference template built from a personal column) or an executed table's other columns (a
+    rule that copied it under another name)."""
+    from pytest_kgbench import ontology, rdfmap
+    from pytest_kgbench.executors.sql import create_database
+
+    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    for table, tmap in (pack.rdf.get("tables") or {}).items():
+        templates = [str(tmap.get("subject") or "")] + [
+            str(e.get("ref")) for e in (tmap.get("columns") or {}).values()
+            if isinstance(e, dict) and e.get("ref")]
+        used = set().union(*(rdfmap.template_columns(t) for t in templates))
+        if used & withheld.get(table, frozenset()):
+            raise InputError(str(pack.dir / "pack.yaml"), f"an IRI template of table {table} "
+                             f"uses a personal column ({', '.join(sorted(used & withheld[table]))}"
+                             f"): the restricted graph could not leave it out",
+                             field=f"rdf.tables.{table}")
+    props = rdfmap.personal_properties(withheld, pack.rdf)
+    predicates = {p for p, _, _, _ in props}
+    folder = out / RESTRICTED
+    folder.mkdir()
+    create_database(folder / "raw.duckdb", pack.tables, out / "csv", withheld=withheld)
+    if pack.executed_tables:
+        create_database(folder / "executed.duckdb", pack.executed_tables, out / "executed",
+                        withheld=withheld)
+    # N-Triples, a triple a line: the personal predicates' lines are simply left out
+    (folder / "data.nt").write_text(_drop(ontology.to_sorted_ntriples(graph), predicates),
+                                    encoding="utf-8")
+    rerun = False
+    if derived is not None:
+        shapes = pack.ontology_file("shapes.ttl")
+        text = shapes.read_text(encoding="utf-8") if shapes else ""
+        rerun = any(p in text or p.rsplit("#", 1)[-1].rsplit("/", 1)[-1] in text
+                    for p in predicates)
+        restricted = ontology.run_rules(_without(graph, predicates), text) if rerun else derived
+        (folder / "derived.nt").write_text(
+            _drop(ontology.to_sorted_ntriples(restricted), predicates), encoding="utf-8")
+    values = {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
+              for c in cols if row.get(c) is not None and len(str(row[c])) >= 4}
+    for name in ("data.nt", "derived.nt"):
+        path = folder / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            if any(v in text for v in values):
+                raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
+                                 f"the restricted {name}: a rule or template copies it")
+    for table, table_rows in (executed or {}).items():
+        drop = withheld.get(table, frozenset())
+        kept = "\0".join({v for row in table_rows for c, v in row.items()
+                           if c not in drop and isinstance(v, str)})
+        if any(v in kept for v in values):
+            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
+                             f"executed table {table} under another column: name that column "
+                             f"in `personal` too", field="personal")
+    return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
+            "predicates": sorted(predicates), "rules_rerun": rerun}
+
+
+def _drop(ntriples: str, predicates: set[str]) -> str:
+    """N-Triples text without the lines of `predicates` (N-Triples puts the predicate, an
+    IRI, second on its line: a subject holds no space)."""
+    marks = {f"<{p}>" for p in predicates}
+    return "".join(line for line in ntriples.splitlines(keepends=True)
+                   if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
+
+
+def _without(graph: Any, predicates: set[str]) -> Any:
+    """A copy of `graph` (prefixes kept) without the triples of `predicates`."""
+    import rdflib
+
+    out = rdflib.Graph()
+    for prefix, ns in graph.namespace_manager.namespaces():
+        out.bind(prefix, ns)
+    for triple in graph:
+        if str(triple[1]) not in predicates:
+            out.add(triple)
+    return out

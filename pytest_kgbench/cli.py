@@ -10,6 +10,8 @@
     kgbench compare reports/<run-a> reports/<run-b> [--force]   pair two runs question by question
     kgbench rescore reports/<run-id>                 regrade stored answers with today's grader
     kgbench mcp --pack credit --condition D1         serve the store to an MCP client (stdio)
+    kgbench query --pack credit --engine sql [--persona analyst] "SELECT ..."
+                                                     run one query as an agent's would run, JSON
     kgbench list                                     the registered agents, engines, field kinds,
                                                      metrics and conditions
 """
@@ -170,6 +172,42 @@ def cmd_mcp(args: argparse.Namespace) -> int:
               questions=tuple(q for q in (args.questions or "").split(",") if q),
               closed=Path(args.closed_when) if args.closed_when else None,
               instructions=not args.no_instructions)
+    finally:
+        runtime.close()
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """One query through exactly the executor, guard and tool an agent uses; the result (or
+    the refusal: a result too, exit 0) as JSON, with the text the model would have seen."""
+    from pytest_kgbench import conditions
+    from pytest_kgbench.stores import store_kind
+    from pytest_kgbench.tools import call_tool
+
+    query = sys.stdin.read() if args.query == "-" else args.query
+    runtime = _runtime(args)
+    try:
+        built = runtime.built(args.pack, args.variant)
+        if args.condition:
+            cond = conditions.by_id(args.condition)
+            if cond.mode != "querying":
+                raise KgbenchError(f"--condition: '{cond.id}' is not a querying condition")
+            if args.engine and args.engine != cond.language:
+                raise KgbenchError(f"--engine {args.engine} does not fit --condition {cond.id} "
+                                   f"(a {cond.language} store)")
+        else:
+            cond = next(c for c in conditions.registered().values()
+                        if c.mode == "querying" and c.language == (args.engine or "sql")
+                        and c.data == "raw" and not c.definitions)
+        executor = runtime.executor(built, cond, args.persona)
+        text, result = call_tool(executor, "run_query", {"query": query})
+        worker = getattr(executor, "worker", None)
+        out = {"pack": args.pack, "variant": args.variant, "persona": args.persona,
+               "condition": cond.id, "language": cond.language,
+               "engine": store_kind(cond.language, runtime.settings.engines).name,
+               "sandbox": getattr(worker, "sandbox", None),
+               "result": result.to_dict() if result else None, "shown": text}
+        print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
     finally:
         runtime.close()
     return 0
@@ -386,6 +424,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="send no store description as the server's instructions (the client's "
                         "prompt already holds it)")
     p.set_defaults(func=cmd_mcp)
+    p = sub.add_parser("query", help="run one query through the executor and guard an agent "
+                       "uses; print the result or refusal as JSON (exit 0 for a refusal)")
+    _pack_args(p)
+    p.add_argument("--engine", choices=("sql", "sparql"), default=None,
+                   help="the store's language (default: sql, or the --condition's)")
+    p.add_argument("--condition", default=None,
+                   help="a querying condition (D1 to D6): its store, data and definitions")
+    p.add_argument("--persona", default="analyst")
+    _engine_args(p)
+    p.add_argument("--query-timeout", type=float, default=60.0)
+    p.add_argument("query", help="the query ('-' reads it from stdin)")
+    p.set_defaults(func=cmd_query)
     p = sub.add_parser("estimate", help="tokens and dollars a run would take, before any call")
     p.add_argument("--model", action="append", default=None, required=True)
     p.add_argument("--condition", default="all")

@@ -4,8 +4,9 @@ The same three tools the Messages API loop offers (`tools.py`): list_tables, des
 run_query — through the same executor and guard. The claude-cli agent starts it for querying
 conditions; any MCP client (a desktop assistant, say) can use it to explore a pack's data under a
 condition. With `--log FILE`, every call is appended to FILE as one JSON line (the tool, its
-input, what the model saw, and the query's full result), so a run can bank the queries a CLI
-session made. With `--closed-when FILE`, every call made once FILE exists is refused with the
+input, what the model saw, and the query's result as the model saw it: capped, with the row
+count — never every row), so a run can bank the queries a CLI session made.
+With `--closed-when FILE`, every call made once FILE exists is refused with the
 last-round message (the claude-cli agent creates it when the model's rounds are used up, so its
 final turn answers from what it has, as the Messages API loop's does).
 """
@@ -16,7 +17,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pytest_kgbench.executors import QueryResult
 from pytest_kgbench.tools import TOOLS, call_tool
+
+
+def log_line(name: str, arguments: dict[str, Any], text: str,
+             result: QueryResult | None) -> str:
+    """One tool call as the --log file keeps it (the result is already capped at its source)."""
+    return json.dumps({"name": name, "input": arguments, "output": text[:4000],
+                       "result": result.to_dict() if result else None}) + "\n"
 
 
 def build_server(executor: Any, *, instructions: str, log: Path | None = None,
@@ -38,8 +47,7 @@ def build_server(executor: Any, *, instructions: str, log: Path | None = None,
         text, result = call_tool(executor, name, arguments, questions=questions)
         if log is not None:
             with log.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"name": name, "input": arguments, "output": text[:4000],
-                                     "result": result.to_dict() if result else None}) + "\n")
+                fh.write(log_line(name, arguments, text, result))
         return text
 
     @server.tool(name="list_tables", description=descriptions["list_tables"])

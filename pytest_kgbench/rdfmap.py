@@ -164,3 +164,33 @@ def bind_id_namespaces(graph: Any, mapping: Mapping[str, Any]) -> None:
 def to_turtle(graph: Any) -> str:
     """Turtle with subjects and predicates in a stable order (same graph, same bytes)."""
     return graph.serialize(format="turtle")
+
+
+def personal_properties(personal: Mapping[str, frozenset[str]], mapping: Mapping[str, Any]
+                        ) -> list[tuple[str, str, str, str | None]]:
+    """(predicate IRI, table, column, class IRI) for every personal column the mapping turns
+    into triples: what a restricted graph leaves out and what a guard names when refusing."""
+    prefixes = dict(mapping.get("prefixes") or {})
+    vocab = mapping.get("vocab")
+    out = []
+    for table, cols in sorted(personal.items()):
+        tmap = (mapping.get("tables") or {}).get(table) or {}
+        klass = expand(tmap["class"], prefixes) if tmap.get("class") else None
+        columns = tmap.get("columns") or {}
+        for col in sorted(cols):
+            entry = columns.get(col)
+            if entry == "skip":
+                continue
+            pred = entry if isinstance(entry, str) else (entry or {}).get("predicate")
+            if pred is None and vocab:
+                pred = f"{vocab}:{camel(col)}"
+            if pred:
+                out.append((expand(pred, prefixes), table, col, klass))
+    return out
+
+
+def template_columns(template: str) -> set[str]:
+    """The columns a subject or reference template fills in (`{col}`)."""
+    import re
+
+    return set(re.findall(r"\{(\w+)\}", template))

@@ -83,6 +83,7 @@ class RunStore:
         self.answers_path = self.dir / "answers.jsonl"
         self.records: dict[str, BankedRecord] = {}
         if settings.resume:
+            drop_torn_tail(self.answers_path)
             for rec in read_answers(self.answers_path):
                 self.records[rec["nodeid"]] = rec
         self.expected: set[str] = set()
@@ -140,14 +141,19 @@ class RunStore:
         if context is not None:
             path = self.prompt_path(record["condition"], prompt["context_sha256"])
             if not path.exists():
-                path.write_text(context + "\n\n<!-- followed by each item's question block: "
-                                "answers.jsonl, prompt.question -->\n", encoding="utf-8")
+                write_atomic(path, context + "\n\n<!-- followed by each item's question block: "
+                             "answers.jsonl, prompt.question -->\n")
             prompt["context_file"] = str(path.relative_to(self.dir))
         self.records[record["nodeid"]] = record
-        with self.answers_path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+        fd = os.open(self.answers_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:  # one write of the whole line, then to disk: a kill leaves it whole or torn last
+            view = memoryview(line)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def prompt_path(self, condition: str, context_sha: str) -> Path:
         return self.dir / "prompts" / f"{condition}-{context_sha[:12]}.md"
@@ -183,10 +189,10 @@ class RunStore:
         self._write_json("questions.json", questions_json(records))
         self._write_json("grades.json", grades_json(records))
         self._write_json("report.json", report)
-        (self.dir / "report.md").write_text(render_markdown(report), encoding="utf-8")
+        write_atomic(self.dir / "report.md", render_markdown(report))
         from pytest_kgbench.html_report import render_html
 
-        (self.dir / "report.html").write_text(render_html(report), encoding="utf-8")
+        write_atomic(self.dir / "report.html", render_html(report))
         self.report = report
         if self.halted:
             session.exitstatus = HARNESS_BROKEN
@@ -215,7 +221,29 @@ class RunStore:
                                         f"and kept, exit status {HARNESS_BROKEN}", red=True)
 
     def _write_json(self, name: str, value: Any) -> None:
-        tmp = self.dir / f".{name}.tmp"
-        tmp.write_text(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n",
-                       encoding="utf-8")
-        tmp.replace(self.dir / name)
+        write_atomic(self.dir / name,
+                     json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, to disk, then rename it over `path`: a
+    kill at any moment leaves the old file or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def drop_torn_tail(path: Path) -> None:
+    """Cut a last line a kill left unfinished (no newline) off answers.jsonl before a resume
+    appends to it; its item was never banked and will be asked again."""
+    if not path.is_file():
+        return
+    with path.open("rb+") as fh:
+        data = fh.read()
+        if data and not data.endswith(b"\n"):
+            fh.truncate(data.rfind(b"\n") + 1)
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -35,13 +35,17 @@ def target_of(where: Any) -> Target:
 
 
 def guard_for(built: Built, persona: str) -> Guard:
-    """The guard of a persona over a built variant."""
-    from pytest_kgbench.executors.sparql import personal_predicates
+    """The guard of a persona over a built variant. Its `view` says which build of the
+    variant the persona's stores open: the full data, or the restricted copy without what the
+    persona may not read (every store kind opens `built.files(guard.view)`)."""
+    from pytest_kgbench.executors.guard import PersonalProperty
+    from pytest_kgbench.rdfmap import personal_properties
 
     pack = built.pack
+    props = tuple(PersonalProperty(*p) for p in personal_properties(pack.personal, pack.rdf))
     return Guard(persona=persona, reads_personal=pack.reads_personal(persona),
                  personal=dict(pack.personal),
-                 personal_predicates=personal_predicates(pack.personal, pack.rdf))
+                 personal_predicates=frozenset(p.predicate for p in props), properties=props)
 
 
 def store_kind(language: str, engines: Mapping[str, str] | None = None) -> StoreKind:
@@ -51,7 +55,8 @@ def store_kind(language: str, engines: Mapping[str, str] | None = None) -> Store
 
 def open_store(built: Built, where: Any, persona: str, *,
                engines: Mapping[str, str] | None = None, timeout: float = 60.0) -> Executor:
-    """The store `where` (a condition, or a reference query's name) queries for `persona`."""
+    """The store `where` (a condition, or a reference query's name) queries for `persona`,
+    opened on the persona's view of the variant (withheld data absent)."""
     target = target_of(where)
     kind = store_kind(target.language, engines)
     return kind.open(built, target.data, guard_for(built, persona), ontology=target.ontology,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_kgbench.executors import QueryResult
+from pytest_kgbench.executors import CAPS, QueryResult
 from pytest_kgbench.together import serves
 
 TOOLS: tuple[dict[str, Any], ...] = (
@@ -32,7 +32,9 @@ TOOLS: tuple[dict[str, Any], ...] = (
     {
         "name": "run_query",
         "description": "Run one read-only query (SQL for a SQL store, SPARQL for a graph) and "
-                       "return its rows. Writes are refused; a query past the time limit fails.",
+                       "return its rows. One SELECT (or, in SPARQL, ASK) per call; writes, "
+                       "settings, catalog and file functions, SERVICE, CONSTRUCT and DESCRIBE "
+                       "are refused; a query past the time limit fails. " + CAPS.describe(),
         "input_schema": {
             "type": "object",
             "properties": {"query": {"type": "string"}},

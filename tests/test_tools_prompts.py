@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+
 from pytest_kgbench import conditions
-from pytest_kgbench.executors.sparql import SparqlExecutor
+from pytest_kgbench.executors import CAPS
 from pytest_kgbench.executors.sql import SqlExecutor, database_from_csv_text
+from pytest_kgbench.mcp_server import log_line
 from pytest_kgbench.prompts import build_prompt
 from pytest_kgbench.reading import tables_from_text
-from pytest_kgbench.stores import guard_for, store_from_context
-from pytest_kgbench.tools import TOOL_NAMES, call_tool, tools_for
+from pytest_kgbench.stores import guard_for, open_store, store_from_context
+from pytest_kgbench.tools import TOOL_NAMES, TOOLS, call_tool, tools_for
 
 
 def _q(credit_questions, qid):
@@ -22,8 +25,7 @@ def test_querying_conditions_have_three_tools_reading_none() -> None:
 
 
 def test_tools_list_describe_and_run(credit_base) -> None:
-    ex = SqlExecutor.open(credit_base.duckdb_path, credit_base.pack.tables,
-                          guard_for(credit_base, "analyst"))
+    ex = open_store(credit_base, "sql", "analyst")
     text, result = call_tool(ex, "list_tables", {})
     assert "rating_actions (" in text and result is None
     text, _ = call_tool(ex, "describe", {"name": "contacts"})
@@ -70,17 +72,40 @@ def test_definitions_appear_only_where_the_condition_gives_them(credit_base, cre
 def test_the_rdf_prompt_parses_back_to_the_graph_minus_personal_data(credit_base, credit_questions) -> None:
     prompt = build_prompt(conditions.BY_ID["R2"], credit_base, _q(credit_questions, "credit-Q01"))
     guard = guard_for(credit_base, "analyst")
-    graph = store_from_context(prompt.context, "sparql", guard).graph
+    store = store_from_context(prompt.context, "sparql", guard)
     personal = guard.personal_predicates
     assert personal
     expected = sum(1 for t in credit_base.graph if str(t[1]) not in personal)
-    assert len(graph) == expected
+    assert store.triples == expected
+    store.close()
+
+
+def test_results_are_capped_and_the_caps_are_stated(credit_base) -> None:
+    """The model is told the caps, a capped result says so, and the result kept is the
+    capped one (with the row count), not every row."""
+    run_query = next(t for t in TOOLS if t["name"] == "run_query")
+    assert CAPS.describe() in run_query["description"]
+    for store in (open_store(credit_base, "sql", "analyst"),
+                  open_store(credit_base, "sparql", "analyst")):
+        many = ("SELECT * FROM range(100000)" if store.language == "sql" else
+                "SELECT ?p WHERE { ?s ?p ?o }")
+        text, res = call_tool(store, "run_query", {"query": many})
+        assert res is not None and res.truncated and len(res.rows) == CAPS.rows
+        assert res.row_count > CAPS.rows and f"showing {CAPS.rows} of" in text
+        assert CAPS.describe() in text
+        logged = json.loads(log_line("run_query", {"query": many}, text, res))["result"]
+        assert len(logged["rows"]) == CAPS.rows and logged["row_count"] == res.row_count
+        wide = ("SELECT repeat('x', 100000000) AS x" if store.language == "sql" else
+                "SELECT (STRLEN(?x) AS ?n) ?x WHERE { BIND(CONCAT("
+                + ", ".join(["'" + "x" * 400 + "'"] * 10) + ") AS ?x) }")
+        text, res = call_tool(store, "run_query", {"query": wide})
+        assert res is not None and res.ok and res.cells_cut == 1 and res.truncated
+        assert len(text) < CAPS.result_chars + 2000
+        assert sum(len(str(v)) for row in res.rows for v in row) <= CAPS.result_chars
+        store.close()
 
 
 def _executor(built, cond):
     if cond.mode != "querying":
         return None
-    guard = guard_for(built, "analyst")
-    if cond.language == "sql":
-        return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard)
-    return SparqlExecutor(built.graph, guard)
+    return open_store(built, cond, "analyst")

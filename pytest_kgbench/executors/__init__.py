@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
@@ -17,9 +17,35 @@ from typing import Any, Protocol, TypeVar
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class Caps:
+    """What one query may give back: rows, characters per cell and in all, and the length of a
+    query and of a message. The model is told these caps (the run_query tool's description) and
+    each capped result says it was capped; what the run keeps (answers.jsonl, the MCP log) is
+    the capped result the model saw plus the row count, never every row."""
+
+    rows: int = 500
+    cell_chars: int = 1_000
+    result_chars: int = 30_000
+    query_chars: int = 20_000
+    message_chars: int = 2_000
+    count_rows: int = 100_000  # rows counted past the cap, to say how many there were
+
+    def describe(self) -> str:
+        """The caps in a sentence, as the tool description and a capped result state them."""
+        return (f"Results are capped at {self.rows} rows and {self.result_chars:,} characters "
+                f"(a cell at {self.cell_chars:,}); a capped result says how many rows there "
+                f"were: aggregate or filter to see the rest. A query may be at most "
+                f"{self.query_chars:,} characters.")
+
+
+CAPS = Caps()
+
+
 @dataclass
 class QueryResult:
-    """One statement as it ran: rows (JSON-able), what it read, and how it ended."""
+    """One statement as it ran: rows (JSON-able, capped: what the model saw), what it read,
+    how many rows it returned, and how it ended."""
 
     language: str
     statement: str
@@ -32,6 +58,9 @@ class QueryResult:
     truncated: bool = False
     elapsed_s: float = 0.0
     question: str | None = None  # asked together: the question id the query was run for
+    row_count: int | None = None   # rows the query returned (counted up to Caps.count_rows)
+    row_count_exact: bool = True   # False: there were more than row_count rows
+    cells_cut: int = 0             # cells shortened to the cell cap
 
     @property
     def ok(self) -> bool:
@@ -40,8 +69,8 @@ class QueryResult:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def preview(self, limit: int = 50) -> str:
-        """The result as text for a model: a header, up to `limit` rows, and how it ended."""
+    def preview(self, caps: Caps = CAPS) -> str:
+        """The result as text for a model: a header, the (capped) rows, and how it ended."""
         if self.refused:
             return f"REFUSED by the executor: {self.refused}"
         if self.timed_out:
@@ -49,14 +78,77 @@ class QueryResult:
         if self.error:
             return f"ERROR: {self.error}"
         lines = [" | ".join(self.columns)]
-        for row in self.rows[:limit]:
+        for row in self.rows:
             lines.append(" | ".join("" if v is None else str(v) for v in row))
-        more = len(self.rows) - limit
-        if more > 0 or self.truncated:
-            cut = " (result truncated)" if self.truncated else ""
-            lines.append(f"... {max(more, 0)} more rows{cut}")
-        lines.append(f"({len(self.rows)} rows)")
+        total = len(self.rows) if self.row_count is None else self.row_count
+        if self.truncated:
+            more = "" if self.row_count_exact else "more than "
+            cut = (f"; {self.cells_cut} cell(s) cut at {caps.cell_chars:,} characters"
+                   if self.cells_cut else "")
+            lines.append(f"(result capped: showing {len(self.rows)} of {more}{total} rows{cut}. "
+                         f"{caps.describe()})")
+        else:
+            lines.append(f"({len(self.rows)} rows)")
         return "\n".join(lines)
+
+    def cap_text(self, caps: Caps = CAPS) -> None:
+        """Shorten the statement and the messages to their caps (in place)."""
+        self.statement = clip(self.statement, caps.query_chars)
+        if self.error is not None:
+            self.error = clip(self.error, caps.message_chars)
+        if self.refused is not None:
+            self.refused = clip(self.refused, caps.message_chars)
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, saying how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [cut: {len(text):,} characters]"
+
+
+def fill_capped(result: QueryResult, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+                convert: Callable[[Any], Any], caps: Caps = CAPS) -> None:
+    """Put a query's rows into `result`, capped: at most `caps.rows` rows, each cell at most
+    `caps.cell_chars` characters once converted (`convert` makes a cell JSON-able), all of them
+    within `caps.result_chars`; rows past the cap are counted (up to `caps.count_rows`), not
+    kept. `rows` is consumed lazily, so an engine streaming its result never hands over more
+    than that."""
+    result.columns = [clip(str(c), 200) for c in columns]
+    budget = caps.result_chars - sum(len(c) for c in result.columns)
+    kept: list[list[Any]] = []
+    count = 0
+    full = False
+    cut = 0
+    for row in rows:
+        if count >= caps.count_rows:
+            result.row_count_exact = False
+            break
+        count += 1
+        if full:
+            continue
+        if len(kept) >= caps.rows:
+            full = True
+            continue
+        cells: list[Any] = []
+        for value in row:
+            cell = convert(value)
+            if isinstance(cell, str) and len(cell) > caps.cell_chars:
+                cell = clip(cell, caps.cell_chars)
+                cut += 1
+            size = len(str(cell)) if cell is not None else 0
+            if size > budget:
+                full = True
+                break
+            budget -= size
+            cells.append(cell)
+        if full:
+            continue
+        kept.append(cells)
+    result.rows = kept
+    result.row_count = count
+    result.cells_cut = cut
+    result.truncated = len(kept) < count or cut > 0 or not result.row_count_exact
 
 
 @dataclass(frozen=True)

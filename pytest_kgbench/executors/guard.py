@@ -1,108 +1,249 @@
-"""The guard: what a persona may do with a store. Reading only; personal data only for personas
-that may read it. It decides before a statement runs, and the store is read-only underneath it
-as well, so a statement the guard misjudged still cannot write.
+"""The guard: what a persona may do with a store, decided by the parser of the engine that runs
+the query — DuckDB's own for SQL, rdflib's (and on Oxigraph, Oxigraph's too) for SPARQL.
+
+The guard is not the defence of withheld data: a persona that may not read personal data is
+given a store built without it (build.py), so no query of any shape can return it. The guard is
+the classifier in front of the store: it refuses what the store must never run (writes, batches,
+settings, catalog and file table functions, SERVICE, CONSTRUCT and DESCRIBE) and gives a clear,
+Trino-style refusal naming the column when a query asks for withheld data. It never raises: a
+text its parser rejects is not run and comes back as an error, a statement it does not
+recognise is refused, because "allow what cannot be parsed" is how a parser differential gets
+through.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+
+from pytest_kgbench.executors import CAPS, Caps
+
+FULL, RESTRICTED = "full", "restricted"  # the views of a variant a store is built in
+
+
+@dataclass(frozen=True)
+class PersonalProperty:
+    """A personal column as the graph holds it: the predicate its cells map to, and the class
+    of its table's rows (so descriptions can say the property is withheld)."""
+
+    predicate: str
+    table: str
+    column: str
+    klass: str | None = None
 
 
 @dataclass(frozen=True)
 class Guard:
     """Persona rules over one store. `personal` maps table -> personal columns;
-    `personal_predicates` holds the IRIs those columns map to in RDF."""
+    `personal_predicates` holds the IRIs those columns map to in RDF (`properties` says which
+    column each one is)."""
 
     persona: str = "analyst"
     reads_personal: bool = False
     personal: dict[str, frozenset[str]] = field(default_factory=dict)
     personal_predicates: frozenset[str] = frozenset()
+    properties: tuple[PersonalProperty, ...] = ()
+
+    @property
+    def view(self) -> str:
+        """Which build of the variant this persona's store is opened on: the full data, or
+        the restricted copy without the personal columns and triples."""
+        withholds = not self.reads_personal and (any(self.personal.values())
+                                                 or bool(self.personal_predicates))
+        return RESTRICTED if withholds else FULL
 
     def withheld_columns(self, table: str) -> frozenset[str]:
         """Columns of `table` this persona may not see (left out of descriptions and prompts)."""
         if self.reads_personal:
             return frozenset()
-        return self.personal.get(table, frozenset())
+        lowered = {t.lower(): cols for t, cols in self.personal.items()}
+        return lowered.get(table.lower(), frozenset())
 
     def withheld_predicates(self) -> frozenset[str]:
         return frozenset() if self.reads_personal else self.personal_predicates
 
+    def withheld_by_class(self) -> dict[str, tuple[str, ...]]:
+        """class IRI -> the withheld predicate IRIs of its instances."""
+        out: dict[str, set[str]] = {}
+        for prop in self.properties:
+            if prop.klass and prop.predicate in self.withheld_predicates():
+                out.setdefault(prop.klass, set()).add(prop.predicate)
+        return {k: tuple(sorted(v)) for k, v in out.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        """The guard as builtin values (it crosses into a store's worker process)."""
+        return {"persona": self.persona, "reads_personal": self.reads_personal,
+                "personal": {t: sorted(c) for t, c in self.personal.items()},
+                "personal_predicates": sorted(self.personal_predicates),
+                "properties": [vars(p) for p in self.properties]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Guard:
+        return cls(persona=str(data["persona"]), reads_personal=bool(data["reads_personal"]),
+                   personal={t: frozenset(c) for t, c in data["personal"].items()},
+                   personal_predicates=frozenset(data["personal_predicates"]),
+                   properties=tuple(PersonalProperty(**p) for p in data["properties"]))
+
     def check(self, language: str, statement: str) -> str | None:
         """The refusal for a statement in `language` ('sql' or 'sparql'), without a store."""
         if language == "sparql":
-            return self.check_sparql(statement)
+            return classify_sparql(statement, self).refused
         import duckdb
 
-        con = duckdb.connect(":memory:")
+        con = duckdb.connect(":memory:", config={"enable_external_access": False})
         try:
-            return self.check_sql(con, statement)
+            return classify_sql(con, statement, self).refused
         finally:
             con.close()
 
-    # --- SQL ---------------------------------------------------------------------------------
-
     def check_sql(self, con: Any, statement: str) -> str | None:
-        """The reason to refuse `statement`, or None to let it run."""
-        import duckdb
-
-        try:
-            statements = con.extract_statements(statement)
-        except duckdb.Error:
-            return None  # a syntax error: let the store report it as an error
-        if not statements:
-            return None
-        for st in statements:
-            if st.type != duckdb.StatementType.SELECT:
-                kind = str(st.type).rsplit(".", 1)[-1]
-                return (f"{kind} statements are not allowed: the store is read-only for "
-                        f"persona '{self.persona}'")
-        if self.reads_personal or not self.personal:
-            return None
-        for st in statements:
-            tree = sql_tree(con, st.query)
-            tables = {t.lower() for t in sql_tables(tree)} if tree is not None else None
-            for table, cols in self.personal.items():
-                if tables is not None and table.lower() not in tables:
-                    continue
-                refs, star = _sql_column_refs(tree)
-                hit = sorted(c for c in cols if c.lower() in refs)
-                if hit or star:
-                    what = ", ".join(f"{table}.{c}" for c in (hit or sorted(cols)))
-                    return (f"persona '{self.persona}' may not read personal data ({what})")
-        return None
-
-    # --- SPARQL ------------------------------------------------------------------------------
+        return classify_sql(con, statement, self).refused
 
     def check_sparql(self, statement: str) -> str | None:
-        """The reason to refuse a SPARQL statement, or None (syntax errors are left to run)."""
-        parsed = parse_sparql(statement)
-        if parsed is None:
-            if not is_sparql_update(statement):
-                return None
-            return f"SPARQL updates are not allowed: the store is read-only for persona " \
-                   f"'{self.persona}'"
-        withheld = self.withheld_predicates()
-        if not withheld:
-            return None
-        used = query_iris(statement)
-        hit = sorted(withheld & used)
+        return classify_sparql(statement, self).refused
+
+    def denied(self, table: str, columns: list[str], via: str = "") -> str:
+        """The refusal of a query naming withheld columns (the wording of Trino's)."""
+        how = f"{via}: " if via else ""
+        return (f"Access Denied: Cannot select from columns [{', '.join(columns)}] in table "
+                f"{table} ({how}personal data withheld from persona '{self.persona}')")
+
+
+@dataclass
+class Verdict:
+    """What the guard made of one statement: refused (never run), rejected by the engine's
+    parser (never run, reported as the query's error), or let through; plus what the parser
+    saw (SQL: the base table names; SPARQL: the IRIs and the translated query)."""
+
+    refused: str | None = None
+    error: str | None = None
+    tables: set[str] = field(default_factory=set)
+    iris: frozenset[str] = frozenset()
+    query: Any = None
+
+    @property
+    def runs(self) -> bool:
+        return self.refused is None and self.error is None
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    """Every dict of a JSON tree, without recursion (a deep tree cannot overflow the stack)."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+# --- SQL: DuckDB's parser ---------------------------------------------------------------------
+
+QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
+TABLE_REFS = frozenset({"BASE_TABLE", "JOIN", "SUBQUERY", "TABLE_FUNCTION", "EXPRESSION_LIST",
+                        "EMPTY", "EMPTY_FROM", "PIVOT", "DELIM_GET", "COLUMN_DATA"})
+ORDER_TYPES = frozenset({"ORDER_DEFAULT", "ASCENDING", "DESCENDING", "INVALID"})
+TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+DENIED_FUNCTIONS = frozenset({"query", "query_table", "getvariable", "current_setting", "getenv",
+                              "json_execute_serialized_sql", "sql_auto_complete",
+                              "which_secret", "checkpoint", "force_checkpoint"})
+DENIED_PREFIXES = ("duckdb_", "pragma_", "sqlite_", "read_", "parquet_", "sniff_", "glob")
+CATALOG_PREFIXES = ("duckdb_", "pragma_", "sqlite_", "pg_")
+CATALOG_SCHEMAS = frozenset({"information_schema", "pg_catalog"})
+CATALOG_NAMES = frozenset({"system", "temp"})
+
+
+def classify_sql(con: Any, statement: str, guard: Guard, caps: Caps = CAPS) -> Verdict:
+    """DuckDB's parser on `statement`: exactly one SELECT, reading no catalog, file or other
+    table by name, naming no withheld column. `con` is the store's connection (so the
+    store's deadline interrupts the parse too) or any DuckDB connection."""
+    import duckdb
+
+    if len(statement) > caps.query_chars:
+        return Verdict(refused=f"the query is {len(statement):,} characters long; at most "
+                               f"{caps.query_chars:,} are accepted")
+    try:
+        statements = con.extract_statements(statement)
+        kinds = [str(st.type).rsplit(".", 1)[-1] for st in statements]
+    except duckdb.InterruptException:
+        raise
+    except duckdb.Error as exc:
+        return Verdict(error=f"{type(exc).__name__}: {exc}")
+    except RecursionError:
+        return Verdict(error="the query is nested too deeply to parse; it was not run")
+    except Exception as exc:  # noqa: BLE001 - e.g. a statement type the client does not know
+        return Verdict(refused=f"the statement is of a kind the guard does not recognise "
+                               f"({type(exc).__name__}: {exc}); only one SELECT is accepted")
+    if not statements:
+        return Verdict(error="no statement: the query is empty or only a comment")
+    if len(statements) > 1:
+        return Verdict(refused=f"batches are not allowed: one statement per query (this text "
+                               f"holds {len(statements)}); send them one at a time")
+    kind = kinds[0]
+    if kind != "SELECT":
+        return Verdict(refused=f"{kind} statements are not allowed: the store is read-only "
+                               f"for persona '{guard.persona}' (one SELECT per query)")
+    tree = sql_tree(con, statement)
+    if tree is None:
+        return Verdict(refused="DuckDB's parser cannot describe this SELECT to the guard; "
+                               "it was not run")
+    return _classify_tree(tree, guard)
+
+
+def _classify_tree(tree: dict[str, Any], guard: Guard) -> Verdict:
+    verdict = Verdict(tables=sql_tables(tree))
+    refs: set[str] = set()
+    for node in _walk(tree):
+        cls = node.get("class")
+        if cls is not None:
+            if cls == "COLUMN_REF" and node.get("column_names"):
+                refs.add(str(node["column_names"][-1]).lower())
+            elif cls == "FUNCTION":
+                name = str(node.get("function_name") or "").lower()
+                if name in DENIED_FUNCTIONS or name.startswith(DENIED_PREFIXES):
+                    verdict.refused = f"the function {name}() is not allowed in a query"
+                    return verdict
+            continue
+        kind = node.get("type")
+        if not isinstance(kind, str):
+            continue
+        if kind == "TABLE_FUNCTION":
+            name = str((node.get("function") or {}).get("function_name") or "").lower()
+            if name not in TABLE_FUNCTIONS:
+                verdict.refused = (f"the table function {name}() is not allowed: only "
+                                   f"{', '.join(sorted(TABLE_FUNCTIONS))}; read the store's "
+                                   f"tables by name, and use the list_tables and describe "
+                                   f"tools for the catalog")
+                return verdict
+        elif kind == "BASE_TABLE":
+            name = str(node.get("table_name") or "").lower()
+            schema = str(node.get("schema_name") or "").lower()
+            catalog = str(node.get("catalog_name") or "").lower()
+            if (schema in CATALOG_SCHEMAS or catalog in CATALOG_NAMES or schema in CATALOG_NAMES
+                    or name.startswith(CATALOG_PREFIXES) or name in CATALOG_SCHEMAS):
+                what = ".".join(p for p in (catalog, schema, name) if p)
+                verdict.refused = (f"the catalog {what} is not offered: use the list_tables "
+                                   f"and describe tools")
+                return verdict
+        elif kind == "SHOW_REF":
+            verdict.refused = ("DESCRIBE, SHOW and SUMMARIZE are not offered: use the "
+                               "list_tables and describe tools")
+            return verdict
+        elif not (kind in QUERY_NODES or kind in TABLE_REFS or kind in ORDER_TYPES
+                  or kind.endswith(("_MODIFIER", "_TYPE_INFO"))):
+            verdict.refused = (f"the query uses a construct the guard does not recognise "
+                               f"({kind}); only a plain SELECT is accepted")
+            return verdict
+    for table in sorted(verdict.tables):
+        hit = sorted(c for c in guard.withheld_columns(table) if c.lower() in refs)
         if hit:
-            return f"persona '{self.persona}' may not read personal data ({', '.join(hit)})"
-        return None
-
-
-def _walk(node: Any) -> Iterator[Any]:
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _walk(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _walk(value)
+            verdict.refused = guard.denied(table, hit)
+            return verdict
+    return verdict
 
 
 def sql_tree(con: Any, query: str) -> dict[str, Any] | None:
@@ -110,12 +251,19 @@ def sql_tree(con: Any, query: str) -> dict[str, Any] | None:
 
     The parser, not the binder: `duckdb.get_table_names` binds USING joins and fails on them.
     """
+    import duckdb
+
     try:
         row = con.execute("SELECT json_serialize_sql(?)", [query]).fetchone()
+    except duckdb.InterruptException:
+        raise
     except Exception:  # noqa: BLE001 - any failure means: no tree
         return None
-    tree = json.loads(row[0]) if row and row[0] else {}
-    return None if tree.get("error") else tree
+    try:
+        tree = json.loads(row[0]) if row and row[0] else {}
+    except (ValueError, RecursionError):
+        return None
+    return None if not isinstance(tree, dict) or tree.get("error") else tree
 
 
 def sql_tables(tree: dict[str, Any]) -> set[str]:
@@ -124,79 +272,131 @@ def sql_tables(tree: dict[str, Any]) -> set[str]:
             if node.get("type") == "BASE_TABLE" and node.get("table_name")}
 
 
-def _sql_column_refs(tree: dict[str, Any] | None) -> tuple[set[str], bool]:
-    """Column names a SELECT refers to (lower-case, last part) and whether it uses a star."""
-    if tree is None:
-        return set(), True  # cannot see inside: treat as reading everything
-    refs: set[str] = set()
-    star = False
-    for node in _walk(tree):
-        if node.get("class") == "COLUMN_REF" and node.get("column_names"):
-            refs.add(str(node["column_names"][-1]).lower())
-        elif node.get("class") == "STAR":
-            star = True
-    return refs, star
+# --- SPARQL: rdflib's parser ------------------------------------------------------------------
+
+SPARQL_FORMS = frozenset({"SelectQuery", "AskQuery"})
 
 
-@lru_cache(maxsize=1024)
-def parse_sparql(statement: str) -> Any:
-    """rdflib's parse of a SPARQL query, once per text (guard and read set share it); None when
-    the text is not a query."""
+def classify_sparql(statement: str, guard: Guard, namespaces: Mapping[str, str] | None = None,
+                    caps: Caps = CAPS) -> Verdict:
+    """rdflib's parser and algebra on `statement`: one SELECT or ASK, no SERVICE anywhere, no
+    FROM, no withheld predicate named. `namespaces`: the store's bound prefixes, which the
+    engine resolves undeclared prefixes with (so the guard reads the query as it will run)."""
+    if len(statement) > caps.query_chars:
+        return Verdict(refused=f"the query is {len(statement):,} characters long; at most "
+                               f"{caps.query_chars:,} are accepted")
     from pyparsing import ParseException
+    from rdflib.plugins.sparql.algebra import translateQuery
     from rdflib.plugins.sparql.parser import parseQuery
 
     try:
-        return parseQuery(statement)
-    except ParseException:
-        return None
+        parsed = parseQuery(statement)
+    except ParseException as exc:
+        if is_sparql_update(statement):
+            return Verdict(refused=f"SPARQL updates are not allowed: the store is read-only for "
+                                   f"persona '{guard.persona}' (one SELECT or ASK per query)")
+        return Verdict(error=f"the query does not parse: {exc}")
+    except RecursionError:
+        return Verdict(error="the query is nested too deeply to parse; it was not run")
+    except Exception as exc:  # noqa: BLE001 - the parser's own failures are the query's
+        return Verdict(error=f"the query does not parse: {type(exc).__name__}: {exc}")
+    try:
+        query = translateQuery(parsed, initNs=dict(namespaces or {}))
+        form = query.algebra.name
+        datasets = query.algebra.get("datasetClause")
+        names, iris = _algebra(query.algebra)
+    except RecursionError:
+        return Verdict(error="the query is nested too deeply to read; it was not run")
+    except Exception as exc:  # noqa: BLE001 - e.g. an unknown prefix
+        return Verdict(error=f"the query cannot be read: {type(exc).__name__}: {exc}")
+    verdict = Verdict(iris=frozenset(iris), query=query)
+    if form not in SPARQL_FORMS:
+        verdict.refused = (f"{form.removesuffix('Query').upper()} queries are not offered: use "
+                           f"SELECT or ASK")
+    elif "ServiceGraphPattern" in names:
+        verdict.refused = "SERVICE (a federated query) is not allowed: the store has no network"
+    elif datasets:
+        verdict.refused = ("FROM and FROM NAMED are not allowed: a query reads the store's own "
+                           "graph")
+    else:
+        withheld = guard.withheld_predicates()
+        hit = sorted(withheld & verdict.iris)
+        if hit:
+            props = [p for p in guard.properties if p.predicate in hit]
+            table = props[0].table if props else "the graph"
+            columns = sorted({p.column for p in props}) or hit
+            verdict.refused = guard.denied(table, columns,
+                                           via=", ".join(_curie(i, namespaces) for i in hit))
+    return verdict
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
+def _classified(statement: str, guard: str, namespaces: tuple[tuple[str, str], ...],
+                caps: Caps) -> tuple[str | None, str | None, frozenset[str]]:
+    verdict = classify_sparql(statement, Guard.from_json(json.loads(guard)), dict(namespaces),
+                              caps)
+    return verdict.refused, verdict.error, verdict.iris
+
+
+def classify_sparql_cached(statement: str, guard: str, namespaces: Mapping[str, str],
+                           caps: Caps = CAPS) -> Verdict:
+    """`classify_sparql` without the translated query, once per text, guard (`Guard.to_json`
+    as JSON) and store prefixes in a process: rdflib's parser is slow, and the same
+    reference queries come back for every variant and seed."""
+    refused, error, iris = _classified(statement, guard, tuple(sorted(namespaces.items())),
+                                       caps)
+    return Verdict(refused=refused, error=error, iris=iris)
+
+
+def _curie(iri: str, namespaces: Mapping[str, str] | None) -> str:
+    for prefix, ns in sorted((namespaces or {}).items(), key=lambda kv: -len(kv[1])):
+        if prefix and iri.startswith(ns) and len(iri) > len(ns):
+            return f"{prefix}:{iri[len(ns):]}"
+    return f"<{iri}>"
+
+
+def _algebra(root: Any) -> tuple[set[str], set[str]]:
+    """The names of every algebra node and every IRI of a translated query, without recursion
+    (property paths hide their IRIs in attributes)."""
+    from rdflib import URIRef
+    from rdflib.paths import Path
+
+    names: set[str] = set()
+    iris: set[str] = set()
+    stack = [root]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, URIRef):
+            iris.add(str(node))
+        elif isinstance(node, dict):
+            name = getattr(node, "name", None)
+            if isinstance(name, str):
+                names.add(name)
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple, set, frozenset)):
+            stack.extend(node)
+        elif isinstance(node, Path):
+            for attr in ("args", "arg", "path"):
+                if hasattr(node, attr):
+                    stack.append(getattr(node, attr))
+    return names, iris
+
+
 def is_sparql_update(statement: str) -> bool:
-    from pyparsing import ParseException
+    """Whether rdflib reads `statement` as a SPARQL update (never raises)."""
     from rdflib.plugins.sparql.parser import parseUpdate
 
     try:
         parseUpdate(statement)
-    except ParseException:
+    except Exception:  # noqa: BLE001 - anything but a parse (RecursionError too): not an update
         return False
     return True
 
 
-@lru_cache(maxsize=1024)
-def query_iris(statement: str) -> frozenset[str]:
+def query_iris(statement: str, namespaces: Mapping[str, str] | None = None) -> frozenset[str]:
     """Every IRI a SPARQL query mentions (empty when it does not parse)."""
-    parsed = parse_sparql(statement)
-    if parsed is None:
-        return frozenset()
-    try:
-        return frozenset(sparql_iris(parsed))
-    except Exception:  # noqa: BLE001 - an untranslatable query reads nothing we can name
-        return frozenset()
-
-
-def sparql_iris(parsed: Any) -> set[str]:
-    """Every IRI a parsed SPARQL query mentions (prefixes expanded)."""
-    from rdflib import URIRef
-    from rdflib.paths import Path
-    from rdflib.plugins.sparql.algebra import translateQuery
-
-    query = translateQuery(parsed)
-    found: set[str] = set()
-
-    def visit(node: Any) -> None:
-        if isinstance(node, URIRef):
-            found.add(str(node))
-        elif isinstance(node, dict):
-            for value in node.values():
-                visit(value)
-        elif isinstance(node, (list, tuple, set)):
-            for value in node:
-                visit(value)
-        elif isinstance(node, Path):  # property paths hide their IRIs in attributes
-            for attr in ("args", "arg", "path"):
-                if hasattr(node, attr):
-                    visit(getattr(node, attr))
-
-    visit(query.algebra)
-    return found
+    return classify_sparql(statement, Guard(reads_personal=True), namespaces).iris

@@ -1,161 +1,171 @@
 """The graph store: SPARQL over an rdflib Graph, held by rdflib's own memory store (`rdflib`)
-or by Oxigraph through oxrdflib (`oxigraph`, native code, much faster on large graphs). Queries
-only (updates refused), every query bounded in time."""
+or by Oxigraph through oxrdflib (`oxigraph`, native code, much faster on large graphs).
+
+The engine runs in a worker process of its own (`sparql_worker`, through `worker.Worker`): the
+persona's graph (without the triples it may not read) loaded once, no network, killed at each
+query's deadline and restarted. This side is the executor the agents, the checks and the MCP
+server hold: it sends one query at a time and turns the reply into a `QueryResult`."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import tempfile
 import time
-from collections import Counter
 from collections.abc import Mapping
-from functools import cached_property
+from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.errors import HarnessBroken
 from pytest_kgbench.executors import (
+    CAPS,
+    Caps,
     QueryResult,
     QueryTimeout,
     TableInfo,
-    jsonable,
     run_with_timeout,
 )
-from pytest_kgbench.executors.guard import Guard, query_iris
+from pytest_kgbench.executors.guard import Guard, Verdict, classify_sparql, classify_sparql_cached
+from pytest_kgbench.executors.worker import Worker, WorkerDied
 
 if TYPE_CHECKING:
     from pytest_kgbench.build import Built
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return None
-    from rdflib import Literal
-
-    if isinstance(value, Literal):
-        return jsonable(value.toPython())
-    return str(value)
+# texts up to this long are classified here (cached, in a thread stopped at the deadline);
+# longer ones in the worker, whose kill at the deadline nothing in a parser can outlast
+PARSE_HERE = 4_000
+WORKER_MODULE = "pytest_kgbench.executors.sparql_worker"
 
 
 class SparqlExecutor:
-    """Runs SPARQL queries on an rdflib Graph through a `Guard`, with a time bound."""
+    """Runs SPARQL queries on a graph in its worker process, through a `Guard`, with a time
+    bound the operating system enforces (the worker is killed at the deadline)."""
 
     language = "sparql"
     unit = "instances"
 
-    def __init__(self, graph: Any, guard: Guard, timeout: float = 60.0,
-                 max_rows: int = 10_000) -> None:
-        self.graph = graph
+    def __init__(self, worker: Worker, guard: Guard, timeout: float = 60.0,
+                 caps: Caps = CAPS, owned: tuple[Path, ...] = ()) -> None:
+        self.worker = worker
         self.guard = guard
         self.timeout = timeout
-        self.max_rows = max_rows
-        self._catalog: list[TableInfo] | None = None
+        self.caps = caps
+        self._owned = owned  # temporary files the worker loads, removed on close
+        self._guard_json = json.dumps(guard.to_json(), sort_keys=True)
+
+    @classmethod
+    def over(cls, plugin: str, files: list[tuple[Path, str]], guard: Guard, *,
+             timeout: float = 60.0, parsers: tuple[str, ...] = (), caps: Caps = CAPS,
+             owned: tuple[Path, ...] = (), prefixes: Mapping[str, str] | None = None
+             ) -> SparqlExecutor:
+        """An executor over `files` ((path, rdflib format) pairs) loaded into one graph held
+        by the rdflib store `plugin`, with `prefixes` bound; `parsers`: engines' own parsers
+        that must accept a query too (sparql_worker.PARSERS)."""
+        config = {"plugin": plugin, "files": [[str(p), f] for p, f in files],
+                  "prefixes": dict(prefixes or {}), "guard": guard.to_json(),
+                  "caps": asdict(caps), "parsers": list(parsers)}
+        return cls(Worker(WORKER_MODULE, config), guard, timeout, caps, owned)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self.worker.ready()
+
+    @property
+    def triples(self) -> int:
+        """How many triples the store holds."""
+        return int(self.info["triples"])
 
     def close(self) -> None:
-        pass
+        self.worker.close()
+        for path in self._owned:
+            path.unlink(missing_ok=True)
+
+    def classify(self, statement: str, timeout: float | None = None) -> Verdict:
+        """The guard's verdict with rdflib's parser, here, once per text (cached), stopped at
+        `timeout` (pyparsing is pure Python: the thread really stops)."""
+        namespaces = self.info["namespaces"]
+        _warm_parser()
+        return run_with_timeout(
+            lambda: classify_sparql_cached(statement, self._guard_json, namespaces, self.caps),
+            self.timeout if timeout is None else timeout)
 
     def reads(self, statement: str) -> list[str]:
         """The classes and properties (as CURIEs) a query mentions."""
-        iris = query_iris(statement)
-        return sorted(self._curie(i) for i in iris if i in self._vocabulary and i != RDF_TYPE)
+        return self._reads(self.classify(statement))
 
-    @cached_property
-    def _vocabulary(self) -> frozenset[str]:
-        """Every predicate and class IRI of the graph, once per executor."""
-        return frozenset({str(p) for p in self.graph.predicates()}
-                         | {str(o) for o in self.graph.objects(None, _uri(RDF_TYPE))})
-
-    def _curie(self, iri: str) -> str:
-        from rdflib import URIRef
-
-        try:
-            return self.graph.namespace_manager.curie(URIRef(iri), generate=False)
-        except (ValueError, KeyError):
-            return iri
+    def _reads(self, verdict: Verdict) -> list[str]:
+        vocabulary = self.info["vocabulary"]
+        return sorted(vocabulary[i] for i in verdict.iris
+                      if i in vocabulary and i != RDF_TYPE)
 
     def refusal(self, statement: str) -> str | None:
-        return self.guard.check_sparql(statement)
+        try:
+            return self.classify(statement).refused
+        except QueryTimeout:
+            return None
 
     def run(self, statement: str) -> QueryResult:
-        result = QueryResult(language="sparql", statement=statement)
+        """One query within the deadline: the guard's parse (here) and the engine's parse and
+        evaluation (in the worker) both count; past it the worker is killed, so nothing runs
+        on. A query the guard refuses never reaches the worker."""
         start = time.perf_counter()
-        refusal = self.refusal(statement)
-        result.reads = self.reads(statement)
-        if refusal:
-            result.refused = refusal
-            return result
-
-        def evaluate() -> tuple[list[str], list[list[Any]]]:
-            res = self.graph.query(statement)
-            if res.type == "ASK":
-                return ["ask"], [[bool(res.askAnswer)]]
-            if res.type != "SELECT":
-                raise ValueError("only SELECT and ASK queries are supported")
-            names = [str(v) for v in (res.vars or [])]
-            rows = []
-            for i, row in enumerate(res):
-                if i > self.max_rows:
-                    break
-                rows.append([_cell(row[j]) for j in range(len(names))])
-            return names, rows
-
+        result = QueryResult(language="sparql", statement=statement)
+        here = len(statement) <= PARSE_HERE
         try:
-            columns, rows = run_with_timeout(evaluate, self.timeout)
-            result.columns = columns
-            result.truncated = len(rows) > self.max_rows
-            result.rows = rows[: self.max_rows]
+            verdict = self.classify(statement) if here else Verdict()
         except QueryTimeout:
-            result.timed_out = True
-            result.error = f"stopped after {self.timeout:g} s"
-        except Exception as exc:  # noqa: BLE001 - rdflib raises many kinds; all are the query's
-            result.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            result.elapsed_s = round(time.perf_counter() - start, 4)
+            result.timed_out, result.error = True, f"stopped after {self.timeout:g} s"
+            verdict = Verdict(error=result.error)
+        result.reads = self._reads(verdict)
+        if verdict.refused or verdict.error:
+            result.refused, result.error = verdict.refused, result.error or verdict.error
+        else:
+            left = self.timeout - (time.perf_counter() - start)
+            request = {"op": "run", "statement": statement, "read": here}
+            try:
+                reply = self.worker.call(request, left) if left > 0 else None
+            except WorkerDied as exc:
+                result.error = str(exc)
+            else:
+                if reply is None:
+                    result.timed_out = True
+                    result.error = f"stopped after {self.timeout:g} s"
+                elif "language" in reply:
+                    reads, result = result.reads, QueryResult(**reply)
+                    result.reads = reads if here else result.reads
+                else:
+                    result.error = str(reply.get("error") or "the store's worker failed")
+        result.elapsed_s = round(time.perf_counter() - start, 4)
+        result.cap_text(self.caps)
         return result
 
     def prefixes(self) -> dict[str, str]:
-        return {p: str(ns) for p, ns in self.graph.namespace_manager.namespaces()
-                if p and p not in ("brick", "csvw", "dc", "dcat", "dcam", "doap", "foaf", "geo",
-                                   "odrl", "org", "prof", "prov", "qb", "schema", "sh", "sosa",
-                                   "ssn", "time", "vann", "void", "wgs", "dcmitype")}
+        return dict(self.info["prefixes"])
 
     def catalog(self) -> list[TableInfo]:
         """Classes with instance counts; each 'column' is a property used on its instances."""
-        if self._catalog is not None:
-            return self._catalog
-        from rdflib import URIRef
+        return [TableInfo(name=t["name"], rows=int(t["rows"]),
+                          columns=tuple((p, n) for p, n in t["columns"]),
+                          withheld=tuple(t["withheld"])) for t in self.info["catalog"]]
 
-        withheld = self.guard.withheld_predicates()
-        rdf_type = URIRef(RDF_TYPE)
-        members: dict[str, list[Any]] = {}
-        for s, o in self.graph.subject_objects(rdf_type):
-            members.setdefault(str(o), []).append(s)
-        out = []
-        for cls in sorted(members):
-            props: Counter[str] = Counter()
-            hidden: set[str] = set()
-            for s in members[cls]:
-                for p in set(self.graph.predicates(s)):
-                    if str(p) == RDF_TYPE:
-                        continue
-                    if str(p) in withheld:
-                        hidden.add(self._curie(str(p)))
-                    else:
-                        props[self._curie(str(p))] += 1
-            out.append(TableInfo(name=self._curie(cls), rows=len(members[cls]),
-                                 columns=tuple((p, f"{n} uses") for p, n in sorted(props.items())),
-                                 withheld=tuple(sorted(hidden))))
-        self._catalog = out
-        return out
+    def _curie(self, iri: str) -> str:
+        for prefix, ns in self.prefixes().items():
+            if iri.startswith(ns) and len(iri) > len(ns):
+                return f"{prefix}:{iri[len(ns):]}"
+        return iri
 
     def describe(self, name: str) -> str:
+        wanted = {name, self._curie(name.strip("<>"))}  # a CURIE, or a full IRI
         for info in self.catalog():
-            if name in (info.name, self._curie(name)):
+            if info.name in wanted:
                 cols = "\n".join(f"  {p} ({n})" for p, n in info.columns)
                 note = (f"\n  (withheld from persona '{self.guard.persona}': "
                         f"{', '.join(info.withheld)})" if info.withheld else "")
                 return f"class {info.name} ({info.rows} instances)\n{cols}{note}"
         return f"ERROR: no class named '{name}'"
-
 
     def store_block(self) -> str:
         lines = ["## The store: an RDF graph (SPARQL)", "", "Prefixes:", ""]
@@ -169,37 +179,69 @@ class SparqlExecutor:
         return "\n".join(lines)
 
 
+_PREFIX = re.compile(r"^@prefix\s+([\w.-]*):\s*<([^>]*)>\s*\.", re.M)
+
+
+def turtle_prefixes(path: Path) -> dict[str, str]:
+    """The @prefix declarations at the head of a Turtle file."""
+    with path.open(encoding="utf-8") as fh:
+        return dict(_PREFIX.findall(fh.read(1 << 16)))
+
+
+_WARM: list[bool] = []
+
+
+def _warm_parser() -> None:
+    """Build rdflib's query grammar once per process, outside any query's deadline (the first
+    parse pays for it: a tenth of a second, more on a busy machine)."""
+    if not _WARM:
+        classify_sparql("ASK { ?s ?p ?o }", Guard(reads_personal=True))
+        _WARM.append(True)
+
+
 class GraphStore:
-    """A SPARQL store kind: a built variant's graph held by one rdflib store plugin."""
+    """A SPARQL store kind: a built variant's graph held by one rdflib store plugin, in a
+    worker process."""
 
     language = "sparql"
 
     def __init__(self, name: str, plugin: str, *, default: bool = False,
-                 needs: str | None = None) -> None:
+                 needs: str | None = None, parsers: tuple[str, ...] = ()) -> None:
         self.name = name
         self.plugin = plugin    # the rdflib store plugin holding the triples
         self.default = default
         self.needs = needs      # the module the plugin comes from
+        self.parsers = parsers  # the engine's own parser, which must accept a query too
 
     def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> SparqlExecutor:
         if data not in ("raw", "derived"):
             raise HarnessBroken(f"the graph store has no '{data}' data (raw or derived)")
-        graph = built.load_graph(self.plugin, derived=data == "derived", ontology=ontology)
-        return SparqlExecutor(graph, guard, timeout)
+        files = built.files(guard.view)  # the persona's build: withheld triples absent
+        load: list[tuple[Path, str]] = [(files.data, files.data_format)]
+        if data == "derived":
+            if files.derived_nt is None:
+                raise HarnessBroken(f"{built.pack.name} has no rule-derived graph")
+            load.append((files.derived_nt, "nt"))
+        if ontology:
+            load.append((built.pack.definitions_ttl, "turtle"))
+        return SparqlExecutor.over(self.plugin, load, guard, timeout=timeout,
+                                   parsers=self.parsers, prefixes=turtle_prefixes(files.prefixes))
 
     def from_context(self, context: str, guard: Guard) -> SparqlExecutor:
-        import rdflib
-
         from pytest_kgbench.reading import turtle_blocks
 
-        graph = rdflib.Graph(store=self.plugin)
+        owned = []
         for body in turtle_blocks(context):
-            graph.parse(data=body, format="turtle")
-        return SparqlExecutor(graph, guard)
+            fd, name = tempfile.mkstemp(prefix="kgbench-context-", suffix=".ttl")
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(body)
+            owned.append(Path(name))
+        return SparqlExecutor.over(self.plugin, [(p, "turtle") for p in owned], guard,
+                                   parsers=self.parsers, owned=tuple(owned))
 
     def classify(self, guard: Guard, statement: str) -> str | None:
-        return guard.check_sparql(statement)
+        return classify_sparql(statement, guard).refused
 
     def check(self) -> str | None:
         if self.needs is None:
@@ -212,33 +254,12 @@ class GraphStore:
 
 
 STORES = (GraphStore("rdflib", "default", default=True),
-          GraphStore("oxigraph", "Oxigraph", needs="oxrdflib"))
-
-
-def _uri(iri: str) -> Any:
-    from rdflib import URIRef
-
-    return URIRef(iri)
+          GraphStore("oxigraph", "Oxigraph", needs="oxrdflib", parsers=("oxigraph",)))
 
 
 def personal_predicates(personal: Mapping[str, frozenset[str]], rdf: Mapping[str, Any]
                         ) -> frozenset[str]:
     """The predicate IRIs that personal columns map to under a pack's RDF mapping."""
-    from pytest_kgbench.rdfmap import camel, expand
+    from pytest_kgbench.rdfmap import personal_properties
 
-    prefixes = dict(rdf.get("prefixes") or {})
-    vocab = rdf.get("vocab")
-    out = set()
-    for table, cols in personal.items():
-        tmap = (rdf.get("tables") or {}).get(table) or {}
-        columns = tmap.get("columns") or {}
-        for col in cols:
-            entry = columns.get(col)
-            if entry == "skip":
-                continue
-            pred = entry if isinstance(entry, str) else (entry or {}).get("predicate")
-            if pred is None and vocab:
-                pred = f"{vocab}:{camel(col)}"
-            if pred:
-                out.add(expand(pred, prefixes))
-    return frozenset(out)
+    return frozenset(p for p, _, _, _ in personal_properties(personal, rdf))

@@ -1,5 +1,7 @@
-"""DuckDB: the SQL store kind (`duckdb`). Opened read-only, external access off, every query
-bounded in time."""
+"""DuckDB: the SQL store kind (`duckdb`). Opened read-only on the persona's build of the data
+(without the columns it may not read), external access off, memory, temp disk and threads
+limited and the configuration then locked, so no statement can lift a limit; every query,
+the guard's parse included, inside one deadline, and its result capped."""
 
 from __future__ import annotations
 
@@ -7,13 +9,14 @@ import csv
 import io
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.errors import HarnessBroken
-from pytest_kgbench.executors import QueryResult, TableInfo, jsonable
-from pytest_kgbench.executors.guard import Guard, sql_tables, sql_tree
+from pytest_kgbench.executors import CAPS, Caps, QueryResult, TableInfo, fill_capped, jsonable
+from pytest_kgbench.executors.guard import Guard, classify_sql
 from pytest_kgbench.packs import TableSpec, parse_value
 
 if TYPE_CHECKING:
@@ -25,6 +28,25 @@ SAFE_CONFIG = {
     "autoload_known_extensions": False,
     "allow_community_extensions": False,
 }
+LIMITS: dict[str, Any] = {
+    "memory_limit": "1GB",             # a query past it fails with DuckDB's out-of-memory error
+    "max_temp_directory_size": "0B",   # nothing spills to disk
+    "threads": 1,                      # a query keeps at most one core busy
+}
+
+
+def connect(path: str, *, read_only: bool) -> Any:
+    """A connection with external access off and the limits set; the caller locks it."""
+    import duckdb
+
+    return duckdb.connect(path, read_only=read_only, config={**SAFE_CONFIG, **LIMITS})
+
+
+def lock(con: Any) -> Any:
+    """Lock the connection's configuration: no SET or RESET can lift a limit afterwards."""
+    con.execute("SET enable_progress_bar = false")
+    con.execute("SET lock_configuration = true")
+    return con
 
 
 def _ddl(spec: TableSpec) -> str:
@@ -32,17 +54,24 @@ def _ddl(spec: TableSpec) -> str:
     return f'CREATE TABLE "{spec.name}" ({cols})'
 
 
-def create_database(path: Path, specs: Mapping[str, TableSpec], csv_dir: Path) -> None:
-    """Write a DuckDB file holding every table, typed as the manifest declares."""
+def create_database(path: Path, specs: Mapping[str, TableSpec], csv_dir: Path, *,
+                    withheld: Mapping[str, frozenset[str]] | None = None) -> None:
+    """Write a DuckDB file holding every table, typed as the manifest declares; with
+    `withheld` (table -> columns), the tables are written without those columns, so the file
+    a restricted persona's store opens does not hold them at all."""
     import duckdb
 
     con = duckdb.connect(str(path))
     try:
         for spec in specs.values():
-            con.execute(_ddl(spec))
+            drop = (withheld or {}).get(spec.name, frozenset())
+            kept = replace(spec, columns=tuple((c, t) for c, t in spec.columns
+                                               if c not in drop))
+            con.execute(_ddl(kept))
             types = ", ".join(f"'{c}': '{t}'" for c, t in spec.columns)
+            cols = ", ".join(f'"{c}"' for c, _ in kept.columns)
             con.execute(
-                f'INSERT INTO "{spec.name}" SELECT * FROM read_csv(?, header = true, '
+                f'INSERT INTO "{spec.name}" SELECT {cols} FROM read_csv(?, header = true, '
                 f"columns = {{{types}}}, auto_detect = false, nullstr = '')",
                 [str(csv_dir / f"{spec.name}.csv")])
         con.execute("CHECKPOINT")
@@ -56,9 +85,7 @@ def database_from_csv_text(tables: Mapping[str, tuple[TableSpec, str]]) -> Any:
     Rows are parsed in Python by the declared types and inserted; no file is touched, and
     external access is switched off before anyone queries it.
     """
-    import duckdb
-
-    con = duckdb.connect(":memory:", config=dict(SAFE_CONFIG))
+    con = connect(":memory:", read_only=False)
     for spec, text in tables.values():
         con.execute(_ddl(spec))
         reader = csv.DictReader(io.StringIO(text))
@@ -66,7 +93,16 @@ def database_from_csv_text(tables: Mapping[str, tuple[TableSpec, str]]) -> Any:
         if rows:
             marks = ", ".join("?" for _ in spec.columns)
             con.executemany(f'INSERT INTO "{spec.name}" VALUES ({marks})', rows)
-    return con
+    return lock(con)
+
+
+def _fetched(cursor: Any, chunk: int = 2048) -> Iterator[tuple[Any, ...]]:
+    """A cursor's rows, fetched a chunk at a time (the cap stops fetching early)."""
+    while True:
+        batch = cursor.fetchmany(chunk)
+        if not batch:
+            return
+        yield from batch
 
 
 class SqlExecutor:
@@ -76,64 +112,79 @@ class SqlExecutor:
     unit = "rows"
 
     def __init__(self, con: Any, specs: Mapping[str, TableSpec], guard: Guard,
-                 timeout: float = 60.0, max_rows: int = 10_000) -> None:
+                 timeout: float = 60.0, caps: Caps = CAPS) -> None:
         self.con = con
         self.specs = dict(specs)
         self.guard = guard
         self.timeout = timeout
-        self.max_rows = max_rows
+        self.caps = caps
         self._by_lower = {name.lower(): name for name in self.specs}
+        self._catalog: list[TableInfo] | None = None
+        self._lock = threading.Lock()
 
     @classmethod
     def open(cls, path: Path, specs: Mapping[str, TableSpec], guard: Guard,
              timeout: float = 60.0) -> SqlExecutor:
-        """Open a built database file read-only, with external access disabled."""
-        import duckdb
-
-        con = duckdb.connect(str(path), read_only=True, config=dict(SAFE_CONFIG))
-        return cls(con, specs, guard, timeout)
+        """Open a built database file read-only, external access off, limits locked."""
+        return cls(lock(connect(str(path), read_only=True)), specs, guard, timeout)
 
     def close(self) -> None:
         self.con.close()
 
     def reads(self, statement: str) -> list[str]:
         """The pack tables a statement reads (CTE names and unknown names left out)."""
-        tree = sql_tree(self.con, statement)
-        names = sql_tables(tree) if tree is not None else set()
+        return self._reads(classify_sql(self.con, statement, self.guard, self.caps).tables)
+
+    def _reads(self, names: set[str]) -> list[str]:
         return sorted({self._by_lower[n.lower()] for n in names if n.lower() in self._by_lower})
 
     def refusal(self, statement: str) -> str | None:
-        return self.guard.check_sql(self.con, statement)
+        return classify_sql(self.con, statement, self.guard, self.caps).refused
 
     def run(self, statement: str) -> QueryResult:
+        """Classify and run one statement within the deadline: DuckDB's interrupt fires at
+        `timeout` seconds from the start, whether the guard's parse or the query is running."""
+        with self._lock:
+            return self._run(statement)
+
+    def _run(self, statement: str) -> QueryResult:
         import duckdb
 
         result = QueryResult(language="sql", statement=statement)
         start = time.perf_counter()
-        refusal = self.refusal(statement)
-        result.reads = self.reads(statement)
-        if refusal:
-            result.refused = refusal
-            return result
         timer = threading.Timer(self.timeout, self.con.interrupt)
+        timer.daemon = True
         timer.start()
         try:
-            cursor = self.con.execute(statement)
-            result.columns = [d[0] for d in (cursor.description or [])]
-            rows = cursor.fetchmany(self.max_rows + 1)
-            result.truncated = len(rows) > self.max_rows
-            result.rows = [[jsonable(v) for v in row] for row in rows[: self.max_rows]]
+            verdict = classify_sql(self.con, statement, self.guard, self.caps)
+            result.reads = self._reads(verdict.tables)
+            if verdict.runs:
+                cursor = self.con.execute(statement)
+                columns = [d[0] for d in (cursor.description or [])]
+                fill_capped(result, columns, _fetched(cursor), jsonable, self.caps)
+            else:
+                result.refused, result.error = verdict.refused, verdict.error
         except duckdb.InterruptException:
             result.timed_out = True
             result.error = f"stopped after {self.timeout:g} s"
         except duckdb.Error as exc:
             result.error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # noqa: BLE001 - e.g. a value Python cannot convert
+            result.error = f"{type(exc).__name__}: {exc}"
         finally:
             timer.cancel()
+            timer.join()
             result.elapsed_s = round(time.perf_counter() - start, 4)
+        if time.perf_counter() - start > self.timeout and not result.timed_out:
+            result.rows, result.timed_out = [], True  # the deadline passed: nothing is late
+            result.error = f"stopped after {self.timeout:g} s"
+        result.cap_text(self.caps)
         return result
 
     def catalog(self) -> list[TableInfo]:
+        """The tables, their visible columns and row counts (counted once: read-only)."""
+        if self._catalog is not None:
+            return self._catalog
         out = []
         for name, spec in self.specs.items():
             withheld = self.guard.withheld_columns(name)
@@ -141,6 +192,7 @@ class SqlExecutor:
             out.append(TableInfo(
                 name=name, rows=int(count), withheld=tuple(sorted(withheld)),
                 columns=tuple((c, t) for c, t in spec.columns if c not in withheld)))
+        self._catalog = out
         return out
 
     def describe(self, name: str) -> str:
@@ -162,6 +214,18 @@ class SqlExecutor:
         return "\n".join(lines)
 
 
+_PARSERS = threading.local()
+
+
+def _parser() -> Any:
+    """An empty in-memory connection of this thread's, for classifying without a store
+    (connecting costs tens of milliseconds; the parser holds no data)."""
+    con = getattr(_PARSERS, "con", None)
+    if con is None:
+        con = _PARSERS.con = lock(connect(":memory:", read_only=False))
+    return con
+
+
 class DuckDBStore:
     """The `duckdb` store kind: a built variant's raw or executed tables."""
 
@@ -171,10 +235,11 @@ class DuckDBStore:
 
     def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> SqlExecutor:
+        files = built.files(guard.view)  # the persona's build: withheld columns absent
         if data == "raw":
-            return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard, timeout)
-        if data == "executed":
-            return SqlExecutor.open(built.executed_duckdb_path, built.pack.executed_tables,
+            return SqlExecutor.open(files.duckdb, built.pack.tables, guard, timeout)
+        if data == "executed" and files.executed_duckdb is not None:
+            return SqlExecutor.open(files.executed_duckdb, built.pack.executed_tables,
                                     guard, timeout)
         raise HarnessBroken(f"the DuckDB store has no '{data}' data (raw or executed)")
 
@@ -186,13 +251,7 @@ class DuckDBStore:
                            {n: s for n, (s, _) in tables.items()}, guard)
 
     def classify(self, guard: Guard, statement: str) -> str | None:
-        import duckdb
-
-        con = duckdb.connect(":memory:")
-        try:
-            return guard.check_sql(con, statement)
-        finally:
-            con.close()
+        return classify_sql(_parser(), statement, guard).refused
 
     def check(self) -> str | None:
         return None

@@ -1,0 +1,244 @@
+"""The guard and the persona's store against the attack classes of the audit (issue 13): each
+class by name, on DuckDB, rdflib and Oxigraph, through the executors the agents use.
+
+The defence of withheld data is the store: the analyst's is built without the personal
+columns and triples, so every route below returns no withheld value whatever the guard
+thinks of it. The guard is the classifier in front: it refuses what must never run and names
+the column when a query asks for withheld data.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_kgbench.executors.guard import Guard, classify_sparql, classify_sql
+from pytest_kgbench.stores import guard_for, open_store
+
+CR = "PREFIX cr: <https://kgbench.example/credit/def#>\n"
+
+
+@pytest.fixture(scope="module")
+def withheld(credit_base) -> set[str]:
+    """Every email and phone of credit/base: what the analyst must never see."""
+    return {str(r[c]) for r in credit_base.tables["contacts"] for c in ("email", "phone")
+            if r[c]}
+
+
+@pytest.fixture(scope="module")
+def sql(credit_base):
+    ex = open_store(credit_base, "sql", "analyst", timeout=5.0)
+    yield ex
+    ex.close()
+
+
+@pytest.fixture(scope="module", params=["rdflib", "oxigraph"])
+def sparql(request, credit_base):
+    ex = open_store(credit_base, "sparql", "analyst", engines={"sparql": request.param},
+                    timeout=5.0)
+    yield ex
+    ex.close()
+
+
+def _leaks(result, values: set[str]) -> list[str]:
+    text = str(result.to_dict()).casefold()
+    return [v for v in values if v.casefold() in text]
+
+
+# --- D1-D3: SQL routes to personal data -----------------------------------------------------
+
+SQL_ROUTES = [
+    "SELECT c FROM contacts c",                                   # whole-row reference
+    "SELECT to_json(c) FROM contacts c",
+    "SELECT c::VARCHAR FROM contacts c",
+    "SELECT c['email'] FROM contacts c",                          # struct access
+    "SELECT unnest(c) FROM contacts c",
+    "SELECT * FROM contacts AS t(a, b, n, r, e, p)",              # alias list
+    "SELECT e FROM contacts AS t(a, b, n, r, e, p)",
+    "SELECT #5, #6 FROM contacts",                                # positional
+    "SELECT COLUMNS('.*') FROM contacts",
+    "SELECT COLUMNS('e.*|p.*') FROM contacts",
+    "SELECT (c::VARCHAR)::INTEGER FROM contacts c",               # error carrying the value
+    "SELECT CAST(c AS INTEGER) FROM contacts c",
+    "SELECT string_agg(c::VARCHAR, ',') FROM contacts c",
+    "SELECT * FROM contacts NATURAL JOIN (SELECT 'x@y.example' AS email)",  # yes/no probe
+    "SELECT count(*) FROM contacts c WHERE c::VARCHAR LIKE '%@%'",
+    "SELECT * FROM (SELECT * FROM contacts) s",
+    "WITH x AS (SELECT * FROM contacts) SELECT x FROM x",
+    "SELECT * EXCLUDE (name) FROM contacts",
+    "SELECT hex(c::VARCHAR) FROM contacts c",
+]
+
+
+@pytest.mark.parametrize("statement", SQL_ROUTES)
+def test_no_sql_route_reaches_a_withheld_value(sql, withheld, statement: str) -> None:
+    res = sql.run(statement)
+    assert not _leaks(res, withheld), (statement, res.rows[:2], res.error)
+    if "x@y" in statement:
+        assert not res.ok  # the analyst's contacts have no email to join on
+
+
+def test_the_probe_gives_the_same_answer_for_a_true_and_a_false_guess(sql, credit_base) -> None:
+    true = credit_base.tables["contacts"][0]["email"]
+    answers = [sql.run(f"SELECT count(*) FROM contacts c WHERE contains(c::VARCHAR, '{g}')")
+               for g in (true, "nobody@nowhere.example")]
+    assert answers[0].rows == answers[1].rows == [[0]]
+
+
+@pytest.mark.parametrize("statement, says", [
+    ("SELECT * FROM query_table('contacts')", "query_table"),
+    ("SELECT * FROM query('SELECT em' || 'ail FROM contacts')", "query"),
+    ("SELECT * FROM pragma_storage_info('contacts')", "pragma_storage_info"),
+    ("SELECT * FROM duckdb_columns()", "duckdb_columns"),
+    ("SELECT * FROM information_schema.columns", "information_schema"),
+    ("SELECT * FROM read_csv('/etc/passwd')", "read_csv"),
+    ("SELECT * FROM read_text('/etc/hostname')", "read_text"),
+    ("SELECT * FROM glob('/*')", "glob"),
+    ("SELECT current_setting('memory_limit')", "current_setting"),
+    ("PRAGMA storage_info('contacts')", "PRAGMA"),
+    ("SET threads = 8", "SET"),
+    ("RESET memory_limit", "SET"),
+    ("SET VARIABLE x = (SELECT 1)", "SET"),
+    ("CALL pragma_version()", "CALL"),
+    ("EXPLAIN SELECT 1", "EXPLAIN"),
+    ("DESCRIBE contacts", "describe tools"),
+    ("SUMMARIZE contacts", "describe tools"),
+    ("SHOW TABLES", "describe tools"),
+    ("UPDATE EXTENSIONS", "not recognise"),
+    ("WITH d AS (DELETE FROM contacts RETURNING *) SELECT * FROM d", "DELETE_QUERY_NODE"),
+    ("SELECT 1; SELECT 2", "batches"),
+    ("SELECT 1; DELETE FROM contacts", "batches"),
+    ("ATTACH '/tmp/x.duckdb' AS x", "ATTACH"),
+    ("LOAD httpfs", "LOAD"),
+    ("INSTALL httpfs", "not allowed"),
+    ("EXPORT DATABASE '/tmp/kgbench-export'", "EXPORT"),
+    ("CHECKPOINT", "CALL"),
+    ("SELECT email FROM contacts", "Access Denied: Cannot select from columns [email] in "
+                                   "table contacts"),
+    ("SELECT c.phone, c.email FROM contacts c", "columns [email, phone] in table contacts"),
+    ("SELECT 'x' FROM contacts " + "x" * 25_000, "characters long"),
+])
+def test_sql_the_classifier_refuses(sql, statement: str, says: str) -> None:
+    res = sql.run(statement)
+    assert res.refused and says in res.refused, res.refused or res.error
+    assert not res.rows
+
+
+def test_sql_parser_errors_and_odd_text_are_errors_never_exceptions(sql) -> None:
+    for statement in ("SELEC 1", "", "-- only a comment", "SELECT (" * 5000, "\x00",
+                      "SELECT '\udcff'"):
+        res = sql.run(statement)
+        assert not res.ok and not res.rows, statement[:40]
+
+
+# --- D4-D6: SPARQL routes ---------------------------------------------------------------------
+
+SPARQL_ROUTES = [
+    "SELECT ?o WHERE { ?s ?p ?o }",                                   # variable predicate
+    "SELECT ?p ?o WHERE { ?s a <https://kgbench.example/credit/def#Contact> ; ?p ?o }",
+    CR + "SELECT ?o WHERE { ?s !(cr:name|cr:role|a) ?o }",            # negated property set
+    CR + "SELECT ?o WHERE { BIND(IRI(CONCAT(STR(cr:), 'em', 'ail')) AS ?p) ?s ?p ?o }",
+    "SELECT ?o WHERE { ?s ?p ?o FILTER(CONTAINS(STR(?o), '@')) }",    # a filter on '@'
+    "SELECT ?o WHERE { ?s ?p ?o FILTER(REGEX(STR(?o), '^[+][0-9]')) }",
+    "SELECT (GROUP_CONCAT(STR(?o)) AS ?all) WHERE { ?s ?p ?o }",
+    CR + "SELECT ?o WHERE { ?c a cr:Contact ; (!a)* ?o }",
+]
+
+
+@pytest.mark.parametrize("statement", SPARQL_ROUTES)
+def test_no_sparql_route_reaches_a_withheld_value(sparql, withheld, statement: str) -> None:
+    res = sparql.run(statement)
+    assert not _leaks(res, withheld), (statement, res.rows[:2], res.error)
+
+
+def test_an_ask_probe_is_false_for_a_true_guess(sparql, credit_base) -> None:
+    true = credit_base.tables["contacts"][0]["email"]
+    for guess in (true, "nobody@nowhere.example"):
+        res = sparql.run(f"ASK {{ ?s ?p '{guess}' }}")
+        assert res.ok and res.rows == [[False]]
+
+
+@pytest.mark.parametrize("statement, says", [
+    ("SELECT * WHERE { SERVICE <http://127.0.0.1:9/> { ?s ?p ?o } }", "SERVICE"),
+    ("SELECT * WHERE { ?s ?p ?o OPTIONAL { SERVICE <http://127.0.0.1:9/> { ?s ?q ?r } } }",
+     "SERVICE"),
+    ("SELECT * WHERE { ?s ?p ?o FILTER EXISTS { SERVICE <http://127.0.0.1:9/> { ?s ?q ?r } } }",
+     "SERVICE"),
+    ("SELECT * WHERE { ?s ?p ?o MINUS { SERVICE SILENT <http://127.0.0.1:9/> { ?s ?p ?o } } }",
+     "SERVICE"),
+    ("SELECT * WHERE { GRAPH ?g { SERVICE ?x { ?s ?p ?o } } }", "SERVICE"),
+    ("SELECT * WHERE { { SELECT * WHERE { SERVICE <http://127.0.0.1:9/> { ?s ?p ?o } } } }",
+     "SERVICE"),
+    ("SELECT * WHERE { SERVICE <file:///etc/passwd#> { ?s ?p ?o } }", "SERVICE"),
+    ("SELECT * WHERE { \\u0053ERVICE <http://127.0.0.1:9/> { ?s ?p ?o } }", "SERVICE"),
+    ("SELECT * FROM <http://127.0.0.1:9/data> WHERE { ?s ?p ?o }", "FROM"),
+    ("SELECT * FROM NAMED <file:///etc/passwd> WHERE { GRAPH ?g { ?s ?p ?o } }", "FROM"),
+    ("CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o }", "CONSTRUCT"),
+    ("DESCRIBE <https://kgbench.example/credit/id/contact/CT-0001>", "DESCRIBE"),
+    ("DELETE WHERE { ?s ?p ?o }", "updates"),
+    ("LOAD <http://127.0.0.1:9/x>", "updates"),
+    ("CLEAR ALL", "updates"),
+    (CR + "SELECT ?e WHERE { ?c cr:email ?e }", "Access Denied: Cannot select from columns "
+                                                "[email] in table contacts (cr:email"),
+    ("SELECT ?e WHERE { ?c cr:phone ?e }", "[phone]"),                # prefix of the store
+    (CR + "SELECT ?e WHERE { ?i ^cr:issuer/(cr:email|cr:role) ?e }", "[email]"),
+    ("SELECT * WHERE { ?s ?p 'x' } " + "#" * 25_000, "characters long"),
+])
+def test_sparql_the_classifier_refuses(sparql, statement: str, says: str) -> None:
+    res = sparql.run(statement)
+    assert res.refused and says in res.refused, res.refused or res.error
+    assert not res.rows
+
+
+@pytest.mark.parametrize("statement", [
+    'VERSION "1.2" SELECT * WHERE { ?s ?p ?o }',                      # Oxigraph's SPARQL 1.2
+    "SELECT * WHERE { ?s ?p ?o LATERAL { SELECT ?o WHERE { } } }",
+    "SELECT * WHERE { ?s ?p ?o FILTER(isTRIPLE(?o)) }",
+    "SELECT * WHERE { ?s ?p 'x'@en-US--ltr }",
+    "SELECT * WHERE { <<( ?s ?p ?o )>> ?q ?r }",
+    "SELECT * WHERE " + "{" * 60 + " ?s ?p ?o " + "}" * 60,           # RecursionError
+    "SELECT * WHERE { ?s ?p ?o",
+    "",
+])
+def test_sparql_what_a_parser_rejects_is_not_run(sparql, statement: str) -> None:
+    """Never 'allow if unparseable': rdflib's parser (and on Oxigraph, Oxigraph's too) must
+    accept a query for it to run; what it rejects is the query's error."""
+    res = sparql.run(statement)
+    assert not res.ok and not res.rows and (res.error or res.refused)
+
+
+def test_a_query_both_parsers_accept_runs_on_both(credit_base) -> None:
+    for engine in ("rdflib", "oxigraph"):
+        ex = open_store(credit_base, "sparql", "analyst", engines={"sparql": engine})
+        res = ex.run(CR + "SELECT (COUNT(?c) AS ?n) WHERE { ?c a cr:Country }")
+        assert res.ok and res.rows == [[8]], engine
+        ex.close()
+
+
+# --- the classifier, without a store ----------------------------------------------------------
+
+GUARD = Guard(persona="analyst", personal={"contacts": frozenset({"email", "phone"})})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(max_size=300))
+def test_the_classifiers_never_raise(text: str) -> None:
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    for verdict in (classify_sql(con, text, GUARD), classify_sparql(text, GUARD)):
+        assert verdict.runs or verdict.refused or verdict.error
+    con.close()
+
+
+def test_a_privacy_officers_store_holds_the_personal_data(credit_base, withheld) -> None:
+    assert guard_for(credit_base, "privacy_officer").view == "full"
+    assert guard_for(credit_base, "analyst").view == "restricted"
+    for lang in ("sql", "sparql"):
+        ex = open_store(credit_base, lang, "privacy_officer")
+        query = ("SELECT email FROM contacts" if lang == "sql" else
+                 CR + "SELECT ?e WHERE { ?c cr:email ?e }")
+        res = ex.run(query)
+        assert res.ok and {r[0] for r in res.rows} <= withheld and res.rows
+        ex.close()

@@ -1,0 +1,121 @@
+"""Withheld data is absent from the persona's store: the restricted view of a variant is built
+once with it, fingerprinted in its manifest, and opened for every persona that may not read
+personal data; its databases lack the columns and its graph the triples."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import duckdb
+import pytest
+
+from pytest_kgbench import conditions
+from pytest_kgbench.build import RESTRICTED, _without, build_variant
+from pytest_kgbench.ontology import run_rules, to_sorted_ntriples
+from pytest_kgbench.stores import guard_for, open_store
+
+
+@pytest.fixture(scope="module", params=["credit", "research"])
+def built(request, credit_base, research_base):
+    return credit_base if request.param == "credit" else research_base
+
+
+def _values(built) -> set[str]:
+    return {str(r[c]) for t, cols in built.pack.personal.items()
+            for r in built.tables[t] for c in cols if r.get(c)}
+
+
+def test_the_restricted_databases_lack_the_personal_columns(built) -> None:
+    files = built.files(RESTRICTED)
+    assert files.duckdb != built.duckdb_path and files.executed_duckdb is not None
+    for path, specs in ((files.duckdb, built.pack.tables),
+                        (files.executed_duckdb, built.pack.executed_tables)):
+        con = duckdb.connect(str(path), read_only=True)
+        for table, cols in built.pack.personal.items():
+            if table not in specs:
+                continue
+            have = {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
+            assert have and not have & cols, (path, table)
+            assert have == {c for c, _ in specs[table].columns} - cols
+        whole = str([con.execute(f'SELECT * FROM "{t}"').fetchall() for t in specs])
+        con.close()
+        assert not [v for v in _values(built) if v in whole]
+
+
+def test_the_restricted_graph_lacks_the_personal_triples(built) -> None:
+    files = built.files(RESTRICTED)
+    guard = guard_for(built, "analyst")
+    for path in (files.data, files.derived_nt):
+        assert path is not None
+        text = path.read_text(encoding="utf-8")
+        assert not [v for v in _values(built) if v in text], path
+        assert not [p for p in guard.personal_predicates if p in text], path
+
+
+def test_the_view_is_fingerprinted_in_the_manifest(built) -> None:
+    view = built.manifest["views"][RESTRICTED]
+    assert view["withheld"] == {t: sorted(c) for t, c in built.pack.personal.items()}
+    files = built.manifest["files"]
+    for name in ("restricted/data.nt", "restricted/derived.nt"):
+        assert files[name] == hashlib.sha256((built.dir / name).read_bytes()).hexdigest()
+
+
+def test_filtered_rules_are_the_rules_run_on_the_restricted_graph(built) -> None:
+    """The restricted derived graph is the full one without the personal predicates; that is
+    what running the rules on the restricted graph gives, when the rules name none of them."""
+    guard = guard_for(built, "analyst")
+    assert not built.manifest["views"][RESTRICTED]["rules_rerun"]
+    shapes = built.pack.ontology_file("shapes.ttl")
+    restricted = _without(built.graph, set(guard.personal_predicates))
+    rerun = run_rules(restricted, shapes.read_text(encoding="utf-8"))
+    assert to_sorted_ntriples(_without(rerun, set(guard.personal_predicates))) == \
+        built.files(RESTRICTED).derived_nt.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("cid", ["D1", "D3", "D4", "D5", "D6"])
+def test_each_persona_opens_its_own_view(credit_base, cid: str) -> None:
+    cond = conditions.by_id(cid)
+    for persona, view in (("analyst", RESTRICTED), ("privacy_officer", "full")):
+        ex = open_store(credit_base, cond, persona)
+        files = credit_base.files(view)
+        if cond.language == "sql":
+            path = (files.executed_duckdb if cond.data == "executed" else files.duckdb)
+            opened = ex.con.execute("SELECT path FROM duckdb_databases() WHERE NOT internal"
+                                    ).fetchone()[0]
+            assert opened == str(path), persona
+        else:
+            loaded = json.dumps(ex.worker.config["files"])
+            assert str(files.data) in loaded, persona
+        contacts = next(t for t in ex.catalog() if t.name in ("contacts", "cr:Contact"))
+        assert bool(contacts.withheld) == (persona == "analyst")
+        text = ex.describe(contacts.name)
+        assert ("withheld from persona 'analyst'" in text) == (persona == "analyst")
+        ex.close()
+
+
+def test_the_store_block_names_withheld_properties_the_graph_does_not_hold(credit_base) -> None:
+    ex = open_store(credit_base, "sparql", "analyst")
+    block = ex.store_block()
+    assert "cr:Contact" in block and "(withheld from you: cr:email, cr:phone)" in block
+    for name in ("cr:Contact", "https://kgbench.example/credit/def#Contact"):
+        assert ex.describe(name).startswith("class cr:Contact ("), name
+    assert ex.describe("cr:Nothing").startswith("ERROR")
+    ex.close()
+
+
+def test_a_personal_value_kept_under_another_name_fails_the_build(credit_pack, tmp_path) -> None:
+    """The view is built by column name; a value copied into another column or an IRI would
+    survive that, so the build looks for the values themselves and refuses."""
+    from pytest_kgbench.build import write_restricted
+    from pytest_kgbench.errors import InputError
+
+    built = build_variant(credit_pack, "base", tmp_path / "cache")
+    rows = {"contacts": [dict(r, name=r["email"]) for r in built.executed["contacts"]]}
+    out = tmp_path / "out"
+    for folder in ("csv", "executed"):
+        (out / folder).mkdir(parents=True)
+        for f in (built.dir / folder).iterdir():
+            (out / folder / f.name).write_bytes(f.read_bytes())
+    with pytest.raises(InputError, match="under another column"):
+        write_restricted(credit_pack, out, built.tables, built.graph, None, rows)
