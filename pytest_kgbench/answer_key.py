@@ -9,9 +9,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_kgbench.build import Built
-from pytest_kgbench.errors import InputError
+from pytest_kgbench.errors import HarnessBroken, InputError
 from pytest_kgbench.executors import jsonable
-from pytest_kgbench.questions import Question
+from pytest_kgbench.questions import KEY_QUERIES, Question
+
+_QUERIED: dict[tuple[str, str, str], dict[str, Any]] = {}
 
 
 def compute_key(question: Question, built: Built) -> dict[str, Any] | None:
@@ -19,6 +21,8 @@ def compute_key(question: Question, built: Built) -> dict[str, Any] | None:
     hand-written key for a fixed pack without one; None for abstain/block questions."""
     if question.expect != "answer":
         return None
+    if question.key in KEY_QUERIES:
+        return _plain_fields(question, query_key(question, built))
     if question.key is None:
         hand = dict(question.hand_key or {})
         null = [f.name for f in question.fields if hand.get(f.name) is None]
@@ -36,16 +40,21 @@ def compute_key(question: Question, built: Built) -> dict[str, Any] | None:
     if not isinstance(value, Mapping):
         raise InputError(question.file, f"key function '{question.key}' must return a mapping "
                          "of answer fields", question=question.id, field="key")
+    return _plain_fields(question, value, f"key function '{question.key}'")
+
+
+def _plain_fields(question: Question, value: Mapping[str, Any],
+                  source: str = "the gold query") -> dict[str, Any]:
     value = {k: v for k, v in value.items() if k != "_records"}
     missing = [f.name for f in question.fields if f.name not in value]
     if missing:
-        raise InputError(question.file, f"key function '{question.key}' gives no value for "
-                         f"{missing}", question=question.id, field="key")
+        raise InputError(question.file, f"{source} gives no value for {missing}",
+                         question=question.id, field="key")
     null = [f.name for f in question.fields if value[f.name] is None]
     if null:
-        raise InputError(question.file, f"key function '{question.key}' gives null for {null} "
-                         "on this variant: a key states its answer (e.g. 'unrated', 0, []); "
-                         "null is what a model writes when it cannot determine a value",
+        raise InputError(question.file, f"{source} gives null for {null} on this variant: a "
+                         "key states its answer (e.g. 'unrated', 0, []); null is what a model "
+                         "writes when it cannot determine a value",
                          question=question.id, field="key")
     return {name: _plain(v) for name, v in value.items()}
 
@@ -55,3 +64,31 @@ def _plain(value: Any) -> Any:
         items = [_plain(v) for v in value]
         return sorted(items, key=str) if isinstance(value, set) else items
     return jsonable(value)
+
+
+def query_key(question: Question, built: Built) -> dict[str, Any]:
+    """The fields the question's gold query gives on the built data (a pack without key
+    functions: the key is the reference's result). The query failing is the harness's failure,
+    never a grade: HarnessBroken."""
+    from pytest_kgbench.answers import fields_from_rows
+    from pytest_kgbench.stores import open_store
+
+    language = question.key.split(".", 1)[1] if question.key else "sql"
+    cache = (str(built.dir), question.id, question.sha256)
+    if cache not in _QUERIED:
+        store = open_store(built, language, question.persona, timeout=300.0)
+        try:
+            result = store.run(question.gold[language])
+        finally:
+            store.close()
+        if not result.ok:
+            raise HarnessBroken(f"{question.file}: question {question.id}: its key is the result "
+                                f"of its gold {language} query, which "
+                                f"{'was refused' if result.refused else 'failed'}: "
+                                f"{result.refused or result.error}")
+        try:
+            _QUERIED[cache] = fields_from_rows(question.fields, result.columns, result.rows)
+        except KeyError as exc:
+            raise InputError(question.file, f"its gold {language} query {exc.args[0]}",
+                             question=question.id, field=f"gold.{language}") from exc
+    return _QUERIED[cache]

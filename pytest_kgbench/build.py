@@ -256,10 +256,13 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         write_csv(csv_dir / f"{name}.csv", spec, tables[name])
     typed = read_tables(csv_dir, pack.tables)  # what every consumer reads: the files
     create_database(out / "raw.duckdb", pack.tables, csv_dir)
-    graph = rdfmap.map_tables(typed, pack.tables, pack.rdf)
+    graph = data_graph(pack, typed, out)
     (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
     seconds["raw"] = round(time.perf_counter() - started, 3)
-    if pack.definitions_ttl.is_file():
+    supplied = pack.ontology_file("definitions.md")
+    if supplied is not None:
+        shutil.copyfile(supplied, out / "definitions.md")
+    elif pack.definitions_ttl.is_file():
         (out / "definitions.md").write_text(
             ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
             encoding="utf-8")
@@ -300,6 +303,36 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
                                        encoding="utf-8")
+
+
+def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
+    """The variant's graph: the pack's own mapping over the tables (`rdf.tables`), a supplied
+    graph file (`rdf.file`), the tables through an R2RML mapping run by morph-kgc
+    (`rdf.r2rml`), or no graph at all (the pack's graph conditions are then skipped)."""
+    import rdflib
+
+    from pytest_kgbench import rdfmap
+
+    rdf = pack.rdf
+    if rdf.get("tables"):
+        return rdfmap.map_tables(typed, pack.tables, rdf)
+    graph = rdflib.Graph()
+    for prefix, iri in (rdf.get("prefixes") or {}).items():
+        graph.bind(prefix, iri)
+    if rdf.get("file"):
+        path = pack.resolve_file(str(rdf["file"]))
+        try:
+            graph.parse(path)
+        except Exception as exc:  # noqa: BLE001 - any parser's complaint, named with the file
+            raise InputError(str(path), f"is not an RDF graph rdflib can read: {exc}") from exc
+    elif rdf.get("r2rml"):
+        from pytest_kgbench.r2rml import materialize
+
+        for triple in materialize(pack.resolve_file(str(rdf["r2rml"])), out / "raw.duckdb",
+                                  pack.tables, where=str(pack.dir / "pack.yaml")):
+            graph.add(triple)
+    rdfmap.bind_id_namespaces(graph, rdf)
+    return graph
 
 
 def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: Any,

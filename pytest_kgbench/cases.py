@@ -45,7 +45,21 @@ class Case:
 
 def pack_conditions(pack: Pack, conds: tuple[Condition, ...]) -> list[Condition]:
     """The selected conditions this pack has every artefact for."""
-    return [c for c in conds if all(pack.has(f) for f in c.requires)]
+    return [c for c in conds if pack.lacks(c.artefacts) is None]
+
+
+def not_run(pack: Pack, conds: tuple[Condition, ...]) -> list[str]:
+    """Why parts of the selection do not run on this pack, one line each ("pack cwd-acme has
+    no rules (shapes.ttl): D6 skipped"); the whole pack when its data is unavailable."""
+    if pack.unavailable:
+        return [f"pack {pack.name} skipped: {pack.unavailable}"]
+    by_reason: dict[str, list[str]] = {}
+    for cond in conds:
+        why = pack.lacks(cond.artefacts)
+        if why:
+            by_reason.setdefault(why, []).append(cond.id)
+    return [f"pack {pack.name} {why}: {', '.join(ids)} skipped"
+            for why, ids in by_reason.items()]
 
 
 def cases_for(qset: QuestionSet, pack: Pack, settings: Settings) -> Iterator[Case]:
@@ -80,3 +94,25 @@ def asks_together(settings: Settings) -> bool:
     from pytest_kgbench.registry import current
 
     return settings.ask == "together" and current().agent(settings.agent).kind != "replay"
+
+
+def session_notes(settings: Settings, args: list[str]) -> list[str]:
+    """The not-run lines of the session's packs (those whose question files the collection
+    arguments reach; every selected pack when there are none)."""
+    from pathlib import Path
+
+    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.locate import open_pack, selected
+
+    roots = [Path(a.split("::", 1)[0]).resolve() for a in args]
+    out: list[str] = []
+    for source in selected(settings).values():
+        if roots and not any(f == r or r in f.parents for f in source.question_files
+                             for r in roots):
+            continue
+        try:
+            pack = open_pack(settings, source.name)
+        except InputError:
+            continue  # collection reports it, naming the file and field
+        out += not_run(pack, settings.conditions)
+    return out

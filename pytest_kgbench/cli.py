@@ -1,5 +1,7 @@
 """The `kgbench` console script: the things one does beside a pytest run.
 
+    kgbench init DIR                                 write a starter pack (your own data)
+    kgbench validate DIR|PACK                        check a pack; every problem named
     kgbench build  --pack credit [--variant base] [--seed N]   build a variant, print where
     kgbench check  --pack credit [--variant base] [--seed N]   key = gold SQL = gold SPARQL,
                                                                 traps bite
@@ -30,7 +32,7 @@ from pytest_kgbench.errors import KgbenchError
 
 
 def _pack_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pack", required=True, help="pack name (a folder under --datasets)")
+    p.add_argument("--pack", required=True, help="pack name, or a folder holding a pack.yaml")
     p.add_argument("--variant", default="base")
     p.add_argument("--seed", type=int, default=None, help="dataset seed (default: the pack's)")
     p.add_argument("--root", default=".", help="repository root holding datasets/, ontology/, "
@@ -38,15 +40,63 @@ def _pack_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache", default=None, help="cache folder (default: <root>/.kgbench-cache)")
     p.add_argument("--datasets", default=None, help="packs folder (default: <root>/datasets)")
     p.add_argument("--ontology", default=None, help="definitions folder (default: <root>/ontology)")
+    p.add_argument("--external-data", default=None,
+                   help="folder holding packs' external data (default: $KGBENCH_EXTERNAL)")
+
+
+def _settings(args: argparse.Namespace, **values: Any) -> Any:
+    """Settings over the repository at --root, with --pack (a name or a folder) selected."""
+    from pytest_kgbench.settings import (
+        DEFAULT_ALIASES,
+        DEFAULT_PRICES,
+        Settings,
+        pack_settings,
+        read_tool_config,
+    )
+
+    root = Path(args.root).resolve()
+    table = read_tool_config(root)
+    paths = {name: str(Path(value).resolve()) for name, value in (
+        ("datasets_dir", getattr(args, "datasets", None)),
+        ("ontology_dir", getattr(args, "ontology", None)),
+        ("cache_dir", getattr(args, "cache", None))) if value}
+    packs = pack_settings(getattr(args, "pack", None) or "", table.get("packs") or {}, root,
+                          getattr(args, "external_data", None))
+    return Settings.at(
+        root, aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
+        prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
+        windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()},
+        **paths, **packs, **values)
+
+
+def _pack(args: argparse.Namespace) -> Any:
+    from pytest_kgbench.locate import open_pack
+
+    settings = _settings(args)
+    pack = open_pack(settings, settings.pack_names[0])
+    if pack.unavailable:
+        raise KgbenchError(f"pack {pack.name} cannot run here: {pack.unavailable}")
+    return pack
+
+
+def _questions(pack: Any) -> Any:
+    """Every question of a pack's question files, as one QuestionSet."""
+    from pytest_kgbench.questions import QuestionSet, load_questions, set_fingerprint
+
+    if not pack.question_files:
+        raise KgbenchError(f"pack {pack.name} has no question file (questions.yaml beside its "
+                           "pack.yaml, or questions/<pack>.yaml in the repository)")
+    sets = [load_questions(path, pack=pack.name) for path in pack.question_files]
+    questions = tuple(q for qs in sets for q in qs.questions)
+    return QuestionSet(path=str(pack.question_files[0]), questions=questions,
+                       sha256=set_fingerprint({q.id: q.sha256 for q in questions}))
 
 
 def _built(args: argparse.Namespace):  # noqa: ANN202 - returns (pack, built, seconds)
     from pytest_kgbench.build import build_variant
-    from pytest_kgbench.packs import find_pack
 
     root = Path(args.root)
-    pack = find_pack(args.pack, Path(args.datasets) if args.datasets else root / "datasets",
-                     Path(args.ontology) if args.ontology else root / "ontology")
+    pack = _pack(args)
     start = time.perf_counter()
     built = build_variant(pack, args.variant, Path(args.cache or root / ".kgbench-cache"),
                           seed=args.seed)
@@ -62,13 +112,47 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    """Write the starter pack into DIR: a few tables, SKOS definitions and questions."""
+    import shutil
+
+    target = Path(args.dir)
+    if target.exists() and any(target.iterdir()):
+        raise KgbenchError(f"{target} exists and is not empty: kgbench init writes a new pack")
+    shutil.copytree(Path(__file__).parent / "starter", target, dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = target / "pack.yaml"
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace("THIS_FOLDER", str(target)),
+                        encoding="utf-8")
+    print(f"wrote a starter pack in {target}:")
+    for path in sorted(p for p in target.rglob("*") if p.is_file()):
+        print(f"  {path.relative_to(target)}")
+    print(f"next: kgbench validate {target} && pytest --pack {target} --agent gold")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Check a pack and print every problem with its file, question and field."""
+    from pytest_kgbench.validate import validate_pack
+
+    settings = _settings(args, engines=_engines(args))
+    report = validate_pack(settings, settings.pack_names[0], needs=not args.no_needs)
+    for problem in report.problems:
+        print(f"PROBLEM {problem}")
+    for note in report.notes:
+        print(f"note    {note}")
+    verdict = (f"{len(report.problems)} problem(s)" if report.problems else
+               f"valid: {report.checked} question check(s) passed")
+    print(f"pack {report.pack}: {verdict}")
+    return 1 if report.problems else 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from pytest_kgbench.build import build_variant
-    from pytest_kgbench.questions import load_questions
     from pytest_kgbench.validate import check_needs, check_questions
 
     pack, built, _ = _built(args)
-    qset = load_questions(Path(args.root) / "questions" / f"{args.pack}.yaml")
+    qset = _questions(pack)
     checks = check_questions(list(qset.questions), built, engines=_engines(args))
     bad = 0
     for c in checks:
@@ -110,30 +194,18 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 def _runtime(args: argparse.Namespace) -> Any:
     """A Runtime over the repository at --root, outside pytest (prompt, mcp, estimate)."""
     from pytest_kgbench.runtime import Runtime
-    from pytest_kgbench.settings import DEFAULT_ALIASES, DEFAULT_PRICES, Settings, read_tool_config
 
-    root = Path(args.root).resolve()
-    table = read_tool_config(root)
-    paths = {name: str(Path(value).resolve()) for name, value in (
-        ("datasets_dir", args.datasets), ("ontology_dir", args.ontology),
-        ("cache_dir", args.cache)) if value}
-    settings = Settings.at(
-        root, variants=(args.variant,), run_id="cli",
+    return Runtime(_settings(
+        args, variants=(args.variant,), run_id="cli",
         query_timeout=float(getattr(args, "query_timeout", 60)), dataset_seed=args.seed,
-        stats_seed=0, engines=_engines(args),
-        aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
-        prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
-        windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()}, **paths)
-    return Runtime(settings)
+        stats_seed=0, engines=_engines(args)))
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
     from pytest_kgbench.costs import tokens_of
-    from pytest_kgbench.questions import load_questions
 
-    root = Path(args.root).resolve()
-    qset = load_questions(root / "questions" / f"{args.pack}.yaml")
+    qset = _questions(_pack(args))
     question = next((q for q in qset.questions if q.id == args.question), None)
     if question is None and (args.question or args.ask == "apart"):
         raise KgbenchError(f"no question {args.question} in {qset.path}")
@@ -219,19 +291,20 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
     from pytest_kgbench.cases import Case, cases_for
     from pytest_kgbench.costs import estimate_lines
+    from pytest_kgbench.locate import selected
     from pytest_kgbench.questions import load_questions
     from pytest_kgbench.settings import default_agent
 
-    root = Path(args.root).resolve()
     runtime = _runtime(args)
     models = tuple(m.strip() for m in ",".join(args.model).split(",") if m.strip())
     runtime.settings = replace(
         runtime.settings, agent=default_agent(True), models=models, repeats=args.repeats,
         condition_ids=tuple(c.id for c in conditions.select(args.condition)))
     cases: list[Case] = []
-    for path in sorted((root / "questions").glob("*.yaml")):
-        if not args.pack or path.stem in args.pack:
-            cases += cases_for(load_questions(path), runtime.pack(path.stem), runtime.settings)
+    for name, source in selected(runtime.settings).items():
+        for path in source.question_files:
+            cases += cases_for(load_questions(path, pack=name), runtime.pack(name),
+                               runtime.settings)
     estimates = runtime.estimate(cases, together=args.ask == "together")
     runtime.close()
     heading = f"{args.repeats} repeat(s), variant {args.variant}, asked {args.ask}"
@@ -282,9 +355,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_power(args: argparse.Namespace) -> int:
     from pytest_kgbench.power import simulate
-    from pytest_kgbench.questions import load_questions
 
-    qset = load_questions(Path(args.root) / "questions" / f"{args.pack}.yaml")
+    qset = _questions(_pack(args))
     questions = [q for q in qset.questions if q.tier == args.tier
                  and (q.variants is None or args.variant in q.variants)]
     if not questions:
@@ -388,6 +460,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("build", help="build (or load) a pack variant and print its tables")
     _pack_args(p)
     p.set_defaults(func=cmd_build)
+    p = sub.add_parser("init", help="write a small commented starter pack into DIR")
+    p.add_argument("dir")
+    p.set_defaults(func=cmd_init)
+    p = sub.add_parser("validate", help="check a pack (a folder or a name): manifest, data, "
+                       "questions, keys = gold SQL = gold SPARQL, traps, needs, artefacts")
+    p.add_argument("pack", help="a folder holding a pack.yaml, or a pack's name")
+    p.add_argument("--root", default=".", help="project root (default: .)")
+    p.add_argument("--cache", default=None, help="cache folder (default: <root>/.kgbench-cache)")
+    p.add_argument("--external-data", default=None,
+                   help="folder holding packs' external data (default: $KGBENCH_EXTERNAL)")
+    p.add_argument("--no-needs", action="store_true", help="skip the needs check")
+    _engine_args(p)
+    p.set_defaults(func=cmd_validate)
     p = sub.add_parser("check", help="check every question's key, gold queries and trap, and "
                        "that the data exercises every question's needs")
     _pack_args(p)

@@ -8,7 +8,6 @@ the same list.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,9 @@ import pytest
 from pytest_kgbench import keys
 from pytest_kgbench.cases import Case, cases_for, session_of
 from pytest_kgbench.errors import InputError
-from pytest_kgbench.packs import Pack, find_pack
-from pytest_kgbench.questions import Question, QuestionSet, load_questions
+from pytest_kgbench.locate import open_pack, source_of_file
+from pytest_kgbench.packs import Pack
+from pytest_kgbench.questions import KEY_QUERIES, Question, QuestionSet, load_questions
 from pytest_kgbench.registry import current
 from pytest_kgbench.settings import Settings
 
@@ -111,7 +111,8 @@ class QuestionItem(pytest.Function):
     """A kgbench item: a `pytest.Function` (so it gets fixtures) named for its question."""
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, self.name
+        # a line number is needed: pytest places an item's runtime skip with it
+        return self.path, 0, self.name
 
 
 def check_collected(qset: QuestionSet, pack: Pack, settings: Settings) -> None:
@@ -125,7 +126,7 @@ def check_collected(qset: QuestionSet, pack: Pack, settings: Settings) -> None:
         if q.persona not in pack.personas:
             raise InputError(q.file, f"no persona '{q.persona}' in the pack",
                              question=q.id, field="persona")
-        if q.key is not None and q.expect == "answer":
+        if q.key is not None and q.key not in KEY_QUERIES and q.expect == "answer":
             pack.key_function(q.key, question=q.id)
 
 
@@ -135,10 +136,15 @@ class QuestionFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         settings: Settings = self.config.stash[keys.SETTINGS]
         agent = current().agent(settings.agent)
+        source = source_of_file(settings, self.path)
+        name = source.name if source else self.path.stem
+        if settings.pack_names and name not in settings.pack_names:
+            return
         try:
-            qset = load_questions(self.path)
-            pack = find_pack(self.path.stem, Path(settings.datasets_dir),
-                             Path(settings.ontology_dir))
+            pack = open_pack(settings, name)
+            if pack.unavailable:
+                return  # the controller's notes say why (runstore.RunStore.not_run)
+            qset = load_questions(self.path, pack=name)
             check_collected(qset, pack, settings)
         except InputError as exc:
             raise self.CollectError(str(exc)) from exc

@@ -14,6 +14,12 @@ from dataclasses import dataclass
 
 from pytest_kgbench.errors import InputError
 
+# the pack artefacts each kind of shown definitions is made from (Pack.has names them)
+SHOWN_FROM: dict[str, tuple[str, ...]] = {
+    "markdown": ("definitions",), "ontology": ("definitions.ttl",),
+    "neutral": ("neutral.ttl",), "decoy": ("decoy.md",), "axioms": ("axioms.ttl", "shapes.ttl"),
+}
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -29,6 +35,19 @@ class Condition:
     #                               "axioms"
     load_ontology: bool = False   # querying: the ontology's triples are loaded into the store
     requires: tuple[str, ...] = ()  # artefacts the pack must have (see Pack.has)
+
+    @property
+    def artefacts(self) -> tuple[str, ...]:
+        """What the pack must have for this condition (Pack.has): its `requires`, RDF for a
+        graph condition, and the files its definitions are shown from."""
+        need = list(self.requires)
+        if self.language == "sparql" or self.data == "rdf":
+            need.append("rdf")
+        for kind in self.definitions:
+            need += SHOWN_FROM.get(kind, ())
+        if self.load_ontology:
+            need.append("definitions.ttl")
+        return tuple(dict.fromkeys(need))
 
     @property
     def reference(self) -> str:

@@ -284,8 +284,11 @@ def _header(report: Mapping[str, Any]) -> str:
             ("started", report.get("started")), ("finished", report.get("finished")),
             ("commit", report.get("commit") or "unknown")]
     rows = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in meta)
+    not_run = "".join(f"<li>{_e(line)}</li>" for line in report.get("not_run") or [])
     return (f"<h1>kgbench run {_e(report.get('run_id'))}</h1>"
-            f'<dl class="meta">{rows}<dt>status</dt><dd>{status}</dd></dl>')
+            f'<dl class="meta">{rows}<dt>status</dt><dd>{status}</dd></dl>'
+            + (f'<p class="muted">Not run:</p><ul class="muted">{not_run}</ul>'
+               if not_run else ""))
 
 
 def _headline(report: Mapping[str, Any]) -> str:

@@ -23,12 +23,13 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 from pytest_kgbench.errors import InputError
+from pytest_kgbench.tabledata import DataSpec
 
 Row = dict[str, Any]
 Tables = dict[str, list[Row]]
 T = TypeVar("T")
 
-SQL_TYPES = ("VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "BOOLEAN")
+SQL_TYPES = ("VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "TIMESTAMP", "BOOLEAN")
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,10 @@ class Pack:
     personas: dict[str, Persona]
     variants: dict[str, Mapping[str, Any]]
     seed: int
+    question_files: tuple[Path, ...] = ()
+    data: DataSpec | None = None  # a fixed pack's data (None: generated, or CSVs in `data/`)
+    unavailable: str | None = None  # why the pack cannot run here (its external data absent)
+    external: Path | None = None  # the external-data folder the session names
     _modules: dict[str, ModuleType] = field(default_factory=dict)
 
     @property
@@ -81,19 +86,48 @@ class Pack:
 
     @property
     def definitions_ttl(self) -> Path:
-        return self.ontology_dir / "definitions.ttl"
+        return self.ontology_file("definitions.ttl") or self.ontology_dir / "definitions.ttl"
+
+    def resolve_file(self, ref: str) -> Path:
+        """A file the manifest names: relative to the pack's folder, or `external:REL` under
+        the external-data folder."""
+        if ref.startswith("external:"):
+            if self.external is None:
+                raise InputError(str(self.dir / "pack.yaml"), f"names {ref}, but no "
+                                 "--external-data folder is set")
+            return self.external / ref.removeprefix("external:")
+        return self.dir / ref
 
     def ontology_file(self, name: str) -> Path | None:
-        """An optional ontology artefact (e.g. `neutral.ttl`); None when the pack lacks it."""
-        path = self.ontology_dir / name
+        """An optional ontology artefact (e.g. `neutral.ttl`); None when the pack lacks it.
+        pack.yaml's `definitions` may map an artefact to a file of another name or place."""
+        named = (self.manifest.get("definitions") or {}).get(name)
+        path = self.resolve_file(str(named)) if named else self.ontology_dir / name
         return path if path.is_file() else None
 
     def has(self, artefact: str) -> bool:
-        """Whether the pack has an artefact a condition needs: an ontology file, or
-        `executed` (a function computing the executed tables)."""
+        """Whether the pack has an artefact a condition needs: an ontology file, `executed` (a
+        function computing the executed tables), `rdf` (a graph of the data: a mapping, an
+        R2RML file or a supplied graph) or `definitions` (definitions.ttl, or a supplied
+        definitions.md)."""
         if artefact == "executed":
             return bool(self.executed_tables)
+        if artefact == "rdf":
+            return bool(self.rdf.get("tables") or self.rdf.get("r2rml") or self.rdf.get("file"))
+        if artefact == "definitions":
+            return self.has("definitions.ttl") or self.has("definitions.md")
         return self.ontology_file(artefact) is not None
+
+    def lacks(self, artefacts: tuple[str, ...]) -> str | None:
+        """Why the pack cannot give these artefacts (for a skip reason), or None."""
+        missing = [a for a in artefacts if not self.has(a)]
+        if not missing:
+            return None
+        said = {"rdf": "no RDF (an rdf mapping, an R2RML file or a graph file in pack.yaml)",
+                "definitions": "no definitions (definitions.ttl or definitions.md)",
+                "executed": "no executed tables (pack.yaml's executed.function)",
+                "shapes.ttl": "no rules (shapes.ttl)"}
+        return "has " + "; ".join(said.get(a, f"no {a}") for a in missing)
 
     def module(self, name: str) -> ModuleType:
         """Import a module of the pack's package (e.g. `keys`) by file location."""
@@ -148,6 +182,17 @@ class Pack:
         if "generator" in self.manifest:
             fn = self.callable(str(self.manifest["generator"]), field_name="generator")
             return fn(variant=variant, seed=seed, **dict(params))
+        if self.unavailable:
+            raise InputError(str(self.dir / "pack.yaml"), self.unavailable, field="data")
+        if self.data is not None:
+            from pytest_kgbench import tabledata
+
+            con = tabledata.load(self.data)
+            try:
+                return {name: tabledata.rows(con, name, list(spec.column_names))
+                        for name, spec in self.tables.items()}
+            finally:
+                con.close()
         data_dir = self.dir / str(params.get("data", self.manifest.get("data", "data")))
         return read_tables(data_dir, self.tables)
 
@@ -155,14 +200,25 @@ class Pack:
     def fingerprint(self) -> str:
         """SHA-256 over every file of the pack and its ontology folder (code, manifest, TTL)."""
         digest = hashlib.sha256()
-        for base in (self.dir, self.ontology_dir):
-            if not base.is_dir():
-                continue
-            for path in sorted(base.rglob("*")):
+        for base in (self.dir, self.ontology_dir, *self.external_files()):
+            files = sorted(base.rglob("*")) if base.is_dir() else [base]
+            for path in files:
                 if path.is_file() and "__pycache__" not in path.parts:
-                    digest.update(str(path.relative_to(base)).encode())
+                    digest.update(str(path.relative_to(base) if base.is_dir()
+                                      else path.name).encode())
                     digest.update(path.read_bytes())
         return digest.hexdigest()
+
+    def external_files(self) -> list[Path]:
+        """The files and folders outside the pack's folder that its build reads."""
+        refs = [str(v) for v in (self.manifest.get("definitions") or {}).values()]
+        refs += [str(self.rdf[k]) for k in ("file", "r2rml") if self.rdf.get(k)]
+        out = [self.resolve_file(r) for r in refs if r.startswith("external:")]
+        if self.data is not None and not self.data.path.is_relative_to(self.dir):
+            out.append(self.data.path)
+            if self.data.ddl is not None:
+                out.append(self.data.ddl)
+        return [p for p in out if p.exists()]
 
     def reads_personal(self, persona: str) -> bool:
         if persona not in self.personas:
@@ -188,22 +244,111 @@ def _parse_tables(spec_map: Any, where: str, field_name: str) -> dict[str, Table
     return tables
 
 
-def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
-    """Load the pack `name` from `datasets_dir/name/pack.yaml`."""
+def find_pack(name: str, datasets_dir: Path, ontology_dir: Path, *,
+              external: Path | None = None) -> Pack:
+    """The repository's pack `name`: `datasets_dir/name/pack.yaml`, its definitions in
+    `ontology_dir/name/` (or in its own folder), its questions in `questions/name.yaml`."""
+    pack_dir = datasets_dir / name
+    if not (pack_dir / "pack.yaml").is_file():
+        raise InputError(str(pack_dir / "pack.yaml"),
+                         f"no pack named '{name}' (expected its manifest here)")
+    own = ontology_dir / name
+    questions = datasets_dir.parent / "questions" / f"{name}.yaml"
+    return load_pack(pack_dir, name=name, ontology_dir=own if own.is_dir() else None,
+                     question_files=(questions,) if questions.is_file() else None,
+                     external=external)
+
+
+def read_manifest(pack_dir: Path) -> dict[str, Any]:
     import yaml
 
-    pack_dir = datasets_dir / name
     manifest_path = pack_dir / "pack.yaml"
     where = str(manifest_path)
     if not manifest_path.is_file():
-        raise InputError(where, f"no pack named '{name}' (expected its manifest here)")
+        raise InputError(where, "a pack folder holds a pack.yaml (kgbench init DIR writes one)")
     try:
         manifest = yaml.safe_load(manifest_path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise InputError(where, f"not valid YAML: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise InputError(where, "must be a YAML mapping (name, tables, data, ...)")
+    return manifest
+
+
+def own_question_files(pack_dir: Path, manifest: Mapping[str, Any]) -> tuple[Path, ...]:
+    """A folder pack's question files: `questions` in pack.yaml (a file or a folder of *.yaml),
+    else questions.yaml, else questions/*.yaml."""
+    named = manifest.get("questions")
+    candidates = [pack_dir / str(named)] if named else [pack_dir / "questions.yaml",
+                                                          pack_dir / "questions"]
+    for path in candidates:
+        if path.is_file():
+            return (path.resolve(),)
+        if path.is_dir():
+            return tuple(sorted(p.resolve() for p in path.glob("*.y*ml")))
+    return ()
+
+
+def data_spec(pack_dir: Path, manifest: Mapping[str, Any], external: Path | None,
+              ) -> tuple[DataSpec | None, str | None]:
+    """Where a fixed pack's data is (None for a generated pack, or CSVs beside declared tables,
+    read as before), and why it is unavailable here (its external folder absent)."""
+    where = str(pack_dir / "pack.yaml")
+    entry = manifest.get("data", "data")
+    if "generator" in manifest:
+        return None, None
+    if isinstance(entry, str):
+        entry = {"path": entry}
+    if not isinstance(entry, Mapping):
+        raise InputError(where, "must be a folder, a .duckdb file or a mapping (path, external, "
+                         "ddl, files)", field="data")
+    unknown = set(entry) - {"path", "external", "ddl", "files"}
+    if unknown:
+        raise InputError(where, f"unknown keys {sorted(unknown)}", field="data")
+    if "external" in entry:
+        if external is None:
+            return None, (f"its data lives outside the repository ({entry['external']}): pass "
+                          "--external-data DIR (or set KGBENCH_EXTERNAL) to the folder holding it")
+        base = external / str(entry["external"])
+        if not base.exists():
+            return None, f"its data folder {base} does not exist (see --external-data)"
+    else:
+        base = pack_dir / str(entry.get("path", "data"))
+    ddl = entry.get("ddl")
+    ddl_path = (base / str(ddl) if "external" in entry and not str(ddl).startswith(".")
+                else pack_dir / str(ddl)) if ddl else None
+    spec = DataSpec(path=base.resolve(), ddl=ddl_path,
+                    files={str(k): str(v) for k, v in (entry.get("files") or {}).items()},
+                    where=where)
+    if (manifest.get("tables") and base.is_dir() and ddl is None
+            and all((base / f"{t}.csv").is_file() for t in manifest["tables"])):
+        return None, None  # declared tables over their CSV files: read with the declared types
+    return spec, None
+
+
+def load_pack(pack_dir: Path, *, name: str | None = None, ontology_dir: Path | None = None,
+              question_files: tuple[Path, ...] | None = None,
+              external: Path | None = None) -> Pack:
+    """A pack from its folder: pack.yaml (docs/packs.md), its data, its definitions (in
+    `ontology_dir`, else the folder itself) and its question files."""
+    pack_dir = pack_dir.resolve()
+    manifest = read_manifest(pack_dir)
+    where = str(pack_dir / "pack.yaml")
+    name = name or str(manifest.get("name") or pack_dir.name)
+    spec, unavailable = data_spec(pack_dir, manifest, external)
     tables = _parse_tables(manifest.get("tables"), where, "tables")
-    if not tables:
-        raise InputError(where, "a pack needs at least one table", field="tables")
+    if not tables and spec is not None and unavailable is None:
+        from pytest_kgbench import tabledata
+
+        con = tabledata.load(spec, schema_only=True)
+        try:
+            tables = {t: TableSpec(t, tuple(tabledata.columns(con, t)))
+                      for t in tabledata.table_names(con)}
+        finally:
+            con.close()
+    if not tables and unavailable is None:
+        raise InputError(where, "a pack needs at least one table: declare them, or put CSV or "
+                         "Parquet files in its data folder", field="tables")
     executed = manifest.get("executed") or {}
     executed_tables = _parse_tables(executed.get("tables"), where, "executed.tables")
     if executed and not executed.get("function"):
@@ -211,7 +356,8 @@ def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
                          field="executed.function")
     personal: dict[str, frozenset[str]] = {}
     for tname, cols in (manifest.get("personal") or {}).items():
-        if tname not in tables or not set(cols) <= set(tables[tname].column_names):
+        if unavailable is None and (
+                tname not in tables or not set(cols) <= set(tables[tname].column_names)):
             raise InputError(where, f"names columns not in table '{tname}'",
                              field=f"personal.{tname}")
         personal[tname] = frozenset(cols)
@@ -223,20 +369,26 @@ def find_pack(name: str, datasets_dir: Path, ontology_dir: Path) -> Pack:
     from pytest_kgbench.evidence import spec_problem
 
     for concept, kinds in (manifest.get("evidence") or {}).items():
-        for kind, spec in (kinds or {}).items():
+        for kind, espec in (kinds or {}).items():
             if kind == "ablate":
-                if not isinstance(spec, list) or not all(isinstance(c, str) for c in spec):
+                if not isinstance(espec, list) or not all(isinstance(c, str) for c in espec):
                     raise InputError(where, "must list the columns whose filters are the "
                                      "definition", field=f"evidence.{concept}.ablate")
                 continue
-            problem = spec_problem(spec)
+            problem = spec_problem(espec)
             if problem:
                 raise InputError(where, problem, field=f"evidence.{concept}.{kind}")
+    if ontology_dir is None:
+        named = manifest.get("ontology")
+        ontology_dir = pack_dir / str(named) if named else pack_dir
     return Pack(
-        name=name, dir=pack_dir, ontology_dir=ontology_dir / name, manifest=manifest,
+        name=name, dir=pack_dir, ontology_dir=ontology_dir, manifest=manifest,
         tables=tables, executed_tables=executed_tables, personal=personal, personas=personas,
         variants={str(k): (v or {}) for k, v in variants.items()},
         seed=int(manifest.get("seed", 0)),
+        question_files=(question_files if question_files is not None
+                        else own_question_files(pack_dir, manifest)),
+        data=spec, unavailable=unavailable, external=external,
     )
 
 
@@ -284,6 +436,8 @@ def parse_value(text: str, sql_type: str) -> Any:
         return float(text)
     if sql_type == "DATE":
         return dt.date.fromisoformat(text)
+    if sql_type == "TIMESTAMP":
+        return dt.datetime.fromisoformat(text)
     if sql_type == "BOOLEAN":
         return text.lower() in ("true", "1", "yes")
     return text

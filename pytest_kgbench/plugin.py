@@ -61,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         try:
             settings = settings_from_config(config)
+            _point_at_packs(config, settings)
             check_settings(settings, registry, asking=not config.option.collectonly
                            and _collects_questions(config, settings))
         except InputError as exc:
@@ -69,6 +70,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _is_worker(config) and not config.option.collectonly and \
             _collects_questions(config, settings):
         store = RunStore(settings)
+        from pytest_kgbench.cases import session_notes
+
+        store.meta["not_run"] = session_notes(settings, [str(Path(config.invocation_params.dir,
+                                                                   a)) for a in config.args])
         config.stash[keys.RUNSTORE] = store
         config.pluginmanager.register(store, "kgbench-runstore")
     if config.pluginmanager.hasplugin("xdist"):
@@ -98,6 +103,24 @@ def _keep_sessions_on_one_worker(config: pytest.Config, settings: Settings) -> N
                             f"needs --dist loadgroup (or plain -n), not --dist {dist}")
 
 
+def _point_at_packs(config: pytest.Config, settings: Settings) -> None:
+    """`--pack` without paths on the command line collects the selected packs' question files
+    (a folder pack's may lie outside the project)."""
+    from pytest_kgbench.locate import selected
+
+    if not settings.pack_names or config.args_source == pytest.Config.ArgsSource.ARGS:
+        return
+    config.args = [str(f) for source in selected(settings).values()
+                   for f in source.question_files]
+
+
+def _is_question_file(path: Path, settings: Settings) -> bool:
+    from pytest_kgbench.locate import source_of_file
+
+    return path.suffix in (".yaml", ".yml") and (
+        path.parent.name in settings.question_dirs or source_of_file(settings, path) is not None)
+
+
 def _collects_questions(config: pytest.Config, settings: Settings) -> bool:
     """Whether this session may collect question files (so a run folder is worth making).
 
@@ -108,7 +131,7 @@ def _collects_questions(config: pytest.Config, settings: Settings) -> bool:
     for arg in args:
         path = Path(config.invocation_params.dir, arg).resolve()
         if path.is_file():
-            if path.suffix in (".yaml", ".yml") and path.parent.name in settings.question_dirs:
+            if _is_question_file(path, settings):
                 return True
             continue
         if path.name in settings.question_dirs or any(
@@ -147,7 +170,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     from pytest_kgbench.collect import QuestionFile
 
     settings: Settings = parent.config.stash[keys.SETTINGS]
-    if file_path.suffix in (".yaml", ".yml") and file_path.parent.name in settings.question_dirs:
+    if _is_question_file(file_path, settings):
         return QuestionFile.from_parent(parent, path=file_path)
     return None
 

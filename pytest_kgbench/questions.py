@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ _TOP_KEYS = {
     "why", "needs", "expect", "persona", "must_not_contain", "checklist", "modes", "inverted",
 }
 MODES = ("reading", "querying")
+KEY_QUERIES = ("gold.sql", "gold.sparql")  # a key taken from running that reference query
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,11 @@ class Question:
     inverted: bool = False  # the naive reading is right here; the trap is an over-correction
     sha256: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
+    pack_name: str = ""  # the pack asked (a folder pack's questions.yaml); else the file's stem
 
     @property
     def pack(self) -> str:
-        return Path(self.file).stem
+        return self.pack_name or Path(self.file).stem
 
 
 @dataclass(frozen=True)
@@ -108,8 +110,9 @@ def set_fingerprint(question_hashes: Mapping[str, str]) -> str:
     return canonical_sha256(sorted(question_hashes.items()))
 
 
-def load_questions(path: str | Path) -> QuestionSet:
-    """Read and validate a question file; raise `InputError` naming file, question, field."""
+def load_questions(path: str | Path, *, pack: str | None = None) -> QuestionSet:
+    """Read and validate a question file; raise `InputError` naming file, question, field.
+    `pack`: the pack the questions ask about (default: the file's stem, questions/<pack>.yaml)."""
     import yaml
 
     path = Path(path)
@@ -126,6 +129,8 @@ def load_questions(path: str | Path) -> QuestionSet:
     seen: set[str] = set()
     for index, entry in enumerate(data):
         question = parse_question(entry, where=where, index=index)
+        if pack:
+            question = replace(question, pack_name=pack)
         if question.id in seen:
             raise InputError(where, "duplicate question id", question=question.id, field="id")
         seen.add(question.id)
@@ -235,7 +240,10 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
     if key is not None and not isinstance(key, str):
         raise InputError(where, "must name a key function", question=qid, field="key")
     if expect == "answer" and key is None and entry.get("hand_key") is None:
-        raise InputError(where, "needs a key function (or a hand_key for a fixed pack)",
+        # a pack without code: the key is what its gold query returns on the data
+        key = "gold.sql" if "sql" in gold else "gold.sparql"
+    if key in KEY_QUERIES and key.split(".", 1)[1] not in gold:
+        raise InputError(where, f"takes its key from {key}, which it does not have",
                          question=qid, field="key")
     params = entry.get("params") or {}
     if not isinstance(params, dict):
@@ -270,7 +278,8 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
     sha = canonical_sha256(entry)
     return Question(
         id=qid, tier=tier, text=text, fields=fields, expect=expect, file=where, index=index,
-        variants=variants, key=key.split(".", 1)[-1] if key else None, params=params,
+        variants=variants, params=params,
+        key=(key if key in KEY_QUERIES else key.split(".", 1)[-1]) if key else None,
         hand_key=hand_key, gold=dict(gold), trap=dict(trap),
         why=(entry.get("why") or None), needs=_str_list(entry, "needs", where, qid),
         persona=persona, must_not_contain=must_not,

@@ -37,7 +37,7 @@ from pytest_kgbench.packs import Tables, TableSpec
 _XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_OF_SQL = {
     "INTEGER": "integer", "BIGINT": "integer", "DOUBLE": "decimal", "DECIMAL": "decimal",
-    "DATE": "date", "BOOLEAN": "boolean",
+    "DATE": "date", "BOOLEAN": "boolean", "TIMESTAMP": "dateTime",
 }
 
 

@@ -131,7 +131,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
     """report.json as a dict: settings, fingerprint, items, per-arm accuracy, missing items.
     Items that could not be asked (graded "skipped") are listed apart, never in an arm."""
     skipped = [{"nodeid": r.get("nodeid"), "reason": r["reason"]} for r in records
-               if r["grade"] == "skipped"]
+               if r["grade"] == "skipped"] + list(meta.get("unasked") or [])
     records = [r for r in records if r["grade"] != "skipped"]
     multi_model = len({r["model"] for r in records}) > 1
     arms: dict[str, list[BankedRecord]] = defaultdict(list)
@@ -158,7 +158,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         "settings": settings.to_dict(), "commit": meta.get("commit"),
         "fingerprint": fingerprint(records, meta),
         "complete": not missing, "missing": missing,
-        "skipped": skipped,
+        "skipped": skipped, "not_run": list(meta.get("not_run") or []),
         "counts": {"items": len(records), "skipped": len(skipped),
                    "expected": len(records) + len(skipped) + len(missing)},
         "items": [{f: rec.get(f) for f in ITEM_FIELDS} for rec in records],
@@ -326,6 +326,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+b / −a",
                          "McNemar p", "Holm p", "could reach p<0.05"], rows) + [""]
     lines += judge_lines(report.get("judge"))
+    if report.get("not_run"):
+        lines += ["## Not run on these packs (the pack lacks what the condition needs)", ""]
+        lines += [f"- {line}" for line in report["not_run"]] + [""]
     if report.get("skipped"):
         lines += ["## Items skipped (not asked, not in the accuracy)", ""]
         lines += [f"- `{m['nodeid']}`: {m['reason']}" for m in report["skipped"]] + [""]
@@ -426,6 +429,7 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
               for i, h in enumerate(header)]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    out += [f"not run: {line}" for line in report.get("not_run") or []]
     if not report["complete"]:
         out.append(f"INCOMPLETE: {len(report['missing'])} item(s) never reported; see report.md")
     return out

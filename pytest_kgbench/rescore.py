@@ -67,15 +67,15 @@ def stored_missing(run_dir: Path) -> list[dict[str, str]]:
 
 def _questions(settings: Settings, records: list[BankedRecord]) -> dict[tuple[str, str], Question]:
     out: dict[tuple[str, str], Question] = {}
-    for name in sorted({r["question_file"] for r in records}):
-        for qdir in settings.question_dirs:
-            path = Path(settings.rootdir) / qdir / name
-            if path.is_file():
-                for q in load_questions(path).questions:
-                    out[(q.pack, q.id)] = q
-                break
-        else:
-            raise KgbenchError(f"question file {name} not found under {settings.rootdir}")
+    from pytest_kgbench.locate import question_file
+
+    for pack, name in sorted({(r["pack"], r["question_file"]) for r in records}):
+        path = question_file(settings, pack, name)
+        if path is None:
+            raise KgbenchError(f"question file {name} of pack {pack} not found under "
+                               f"{settings.rootdir} (a folder pack: pass it with --pack)")
+        for q in load_questions(path, pack=pack).questions:
+            out[(q.pack, q.id)] = q
     return out
 
 

@@ -88,6 +88,7 @@ class RunStore:
                 self.records[rec["nodeid"]] = rec
         self.expected: set[str] = set()
         self.errors: dict[str, str] = {}
+        self.unasked: dict[str, str] = {}  # nodeid -> why it was skipped unasked
         self.halted: str | None = None  # why the harness broke, when it did
         self.started = _now()
         self.report: dict[str, Any] | None = None
@@ -122,6 +123,13 @@ class RunStore:
             self.halted = str(props[BROKEN_PROPERTY])
         raw = props.get(RECORD_PROPERTY)
         if raw is None:
+            if report.skipped and report.nodeid not in self.records:
+                # skipped before it was asked (a skip marker: no reference query for the
+                # condition): reported as skipped with its reason, never missing
+                longrepr = report.longrepr
+                why = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+                self.unasked[report.nodeid] = str(why).removeprefix("Skipped: ")
+                return
             if report.failed and report.nodeid not in self.records:
                 self.errors.setdefault(report.nodeid,
                                        f"{report.when}: {report.longreprtext[:2000]}")
@@ -170,7 +178,7 @@ class RunStore:
             self.meta["resumes"][-1]["reasked"] = sorted(nodeids)
 
     def missing(self) -> list[dict[str, str]]:
-        gone = sorted(self.expected - set(self.records))
+        gone = sorted(self.expected - set(self.records) - set(self.unasked))
         never = NOT_ASKED if self.halted else ("never reported (worker crash, or a record that "
                                                "did not cross processes)")
         return [{"nodeid": n, "why": self.errors.get(n, never)} for n in gone]
@@ -182,6 +190,8 @@ class RunStore:
         missing = self.missing()
         self.meta["finished"] = _now()
         self.meta["halted"] = self.halted
+        self.meta["unasked"] = [{"nodeid": n, "reason": why}
+                                for n, why in sorted(self.unasked.items())]
         report = build_report(records, self.settings, missing=missing, meta=self.meta)
         report["halted"] = self.halted
         self.meta["fingerprint"] = report["fingerprint"]

@@ -21,10 +21,11 @@ from pytest_kgbench.conditions import Condition
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
 from pytest_kgbench.executors import Executor
 from pytest_kgbench.grading import Grade, grade
+from pytest_kgbench.locate import open_pack
 from pytest_kgbench.metrics import MetricInput, measure_all
-from pytest_kgbench.packs import Pack, find_pack, normalise_id
+from pytest_kgbench.packs import Pack, normalise_id
 from pytest_kgbench.prompts import Prompt, build_prompt
-from pytest_kgbench.questions import Question
+from pytest_kgbench.questions import KEY_QUERIES, Question
 from pytest_kgbench.record import ItemRecord
 from pytest_kgbench.registry import Agent, current
 from pytest_kgbench.settings import Settings
@@ -64,8 +65,7 @@ class Runtime:
 
     def pack(self, name: str) -> Pack:
         if name not in self._packs:
-            self._packs[name] = find_pack(name, Path(self.settings.datasets_dir),
-                                          Path(self.settings.ontology_dir))
+            self._packs[name] = open_pack(self.settings, name)
         return self._packs[name]
 
     def built(self, pack_name: str, variant: str) -> Built:
@@ -332,7 +332,7 @@ class Runtime:
         else the entities of its key's entity fields."""
         if q.expect != "answer":
             return []
-        if q.key:
+        if q.key and q.key not in KEY_QUERIES:
             fn = built.pack.key_function(q.key, question=q.id)
             value = fn(built.tables, **dict(q.params))
             if "_records" in value:

@@ -58,6 +58,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--model", "model alias or id; comma list or repeated", repeatable=True),
     Option("--repeats", "times each item is asked", "1"),
     Option("--variant", "pack variants to run: names, comma list or 'all'", "base"),
+    Option("--pack", "packs to run: names, or folders holding a pack.yaml; comma list or "
+           "repeated (default: every pack found)", repeatable=True),
+    Option("--external-data", "folder holding packs' external data (a conformance pack's "
+           "published files); default: $KGBENCH_EXTERNAL"),
     Option("--run-id", "name of the run folder under reports/"),
     Option("--query-timeout", "seconds before a query is stopped", "60"),
     Option("--max-rounds", "tool-call rounds in a querying condition", "8"),
@@ -141,6 +145,9 @@ class Settings:
     prices: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
     windows: Mapping[str, int] = field(default_factory=dict)  # model id -> context tokens
+    packs: Mapping[str, str] = field(default_factory=dict)  # folder packs: name -> folder
+    pack_names: tuple[str, ...] = ()  # the packs --pack selects (none: every pack found)
+    external_dir: str | None = None   # where packs' external data lives
 
     @property
     def conditions(self) -> tuple[Any, ...]:
@@ -183,7 +190,7 @@ class Settings:
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        for name in ("condition_ids", "models", "variants", "question_dirs"):
+        for name in ("condition_ids", "models", "variants", "question_dirs", "pack_names"):
             if name in values:
                 values[name] = tuple(values[name])
         return cls(**values)
@@ -355,10 +362,65 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
         prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
         windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()},
+        **pack_settings(given("kgbench_pack", ",".join(stored.get("pack_names") or ())),
+                        table.get("packs") or {}, root,
+                        given("kgbench_external_data", stored.get("external_dir"))),
     )
     if folder is not None:
         check_resume(folder, settings)
     return settings
+
+
+def entry_point_packs() -> dict[str, str]:
+    """Packs installed distributions offer (entry point group `kgbench.packs`): each names a
+    module (or package) whose folder holds a pack.yaml."""
+    from importlib.metadata import entry_points
+
+    out: dict[str, str] = {}
+    for ep in entry_points(group="kgbench.packs"):
+        try:
+            module = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is named, not a traceback
+            raise InputError(f"entry point kgbench.packs:{ep.name}",
+                             f"cannot be loaded: {exc}") from exc
+        file = getattr(module, "__file__", None)
+        folder = Path(file).parent if file else Path(str(module))
+        out[ep.name] = str(folder.resolve())
+    return out
+
+
+def pack_settings(selection: Any, table: Mapping[str, Any], root: Path,
+                  external: Any) -> dict[str, Any]:
+    """The folder packs (entry points, then [tool.kgbench.packs], then --pack folders), the
+    selected pack names and the external-data folder."""
+    import os
+
+    from pytest_kgbench.packs import read_manifest
+
+    packs = entry_point_packs()
+    for name, folder in table.items():
+        path = (root / str(folder)).resolve()
+        if not (path / "pack.yaml").is_file():
+            raise InputError(str(root / "pyproject.toml"), f"{path} holds no pack.yaml",
+                             field=f"tool.kgbench.packs.{name}")
+        packs[str(name)] = str(path)
+    names: list[str] = []
+    for value in _words(selection):
+        path = Path(value).expanduser()
+        if (path / "pack.yaml").is_file():
+            manifest = read_manifest(path)
+            name = str(manifest.get("name") or path.resolve().name)
+            packs[name] = str(path.resolve())
+        elif "/" in value or path.exists():
+            raise InputError("--pack", f"{value} holds no pack.yaml (kgbench init {value} "
+                             "writes a starter pack)")
+        else:
+            name = value
+        if name not in names:
+            names.append(name)
+    external = external or os.environ.get("KGBENCH_EXTERNAL") or None
+    return {"packs": packs, "pack_names": tuple(names),
+            "external_dir": str(Path(str(external)).expanduser().resolve()) if external else None}
 
 
 # --- a resumed run is the run it says -----------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pytest_kgbench.answer_key import compute_key
@@ -262,3 +263,98 @@ def check_needs(questions: list[Question], builts: list[Built], *,
         for s in stores.values():
             s.close()
     return out
+
+
+# --- a whole pack, as `kgbench validate` checks it -------------------------------------------
+
+@dataclass
+class PackReport:
+    """What `kgbench validate` found: problems (each naming file, question and field) make it
+    fail; notes (conditions the pack does not support, and why) do not."""
+
+    pack: str
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    checked: int = 0
+
+
+def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport:
+    """Check a pack end to end: its manifest and files, its questions, each variant's build,
+    every key against the gold queries and traps, every need against the pack's evidence, and
+    the artefacts of every condition it supports."""
+    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.cases import not_run, pack_conditions
+    from pytest_kgbench.conditions import registered
+    from pytest_kgbench.errors import KgbenchError
+    from pytest_kgbench.locate import open_pack
+    from pytest_kgbench.prompts import artefact_texts
+    from pytest_kgbench.questions import load_questions
+
+    report = PackReport(name)
+    try:
+        pack = open_pack(settings, name)
+    except KgbenchError as exc:
+        report.problems.append(str(exc))
+        return report
+    if pack.unavailable:
+        report.problems.append(f"pack {name} cannot be checked here: {pack.unavailable}")
+        return report
+    where = str(pack.dir / "pack.yaml")
+    for artefact, ref in (pack.manifest.get("definitions") or {}).items():
+        if not pack.resolve_file(str(ref)).is_file():
+            report.problems.append(f"{where}: field 'definitions.{artefact}': "
+                                   f"{pack.resolve_file(str(ref))} does not exist")
+    for key in ("file", "r2rml"):
+        if pack.rdf.get(key) and not pack.resolve_file(str(pack.rdf[key])).is_file():
+            report.problems.append(f"{where}: field 'rdf.{key}': "
+                                   f"{pack.resolve_file(str(pack.rdf[key]))} does not exist")
+    if not pack.question_files:
+        report.problems.append(f"{pack.dir}: no question file (questions.yaml beside pack.yaml)")
+    questions: list[Question] = []
+    for path in pack.question_files:
+        try:
+            questions += load_questions(path, pack=name).questions
+        except KgbenchError as exc:
+            report.problems.append(str(exc))
+    evidence = pack.manifest.get("evidence") or {}
+    for q in questions:
+        for need in q.needs:
+            if need not in evidence:
+                report.problems.append(f"{q.file}: question {q.id}: field 'needs': {need} has "
+                                       f"no evidence pattern in {where} (evidence.{need})")
+        if q.persona not in pack.personas:
+            report.problems.append(f"{q.file}: question {q.id}: field 'persona': no persona "
+                                   f"'{q.persona}' in the pack")
+    if report.problems:
+        return report
+    builts = []
+    for variant in pack.variants:
+        try:
+            builts.append(build_variant(pack, variant, Path(settings.cache_dir),
+                                        seed=settings.dataset_seed))
+        except KgbenchError as exc:
+            report.problems.append(f"building {name}/{variant}: {exc}")
+    for built in builts:
+        try:
+            checks = check_questions(questions, built, engines=settings.engines)
+        except KgbenchError as exc:
+            report.problems.append(f"{name}/{built.variant}: {exc}")
+            continue
+        files = {q.id: q.file for q in questions}
+        for c in checks:
+            report.checked += 1
+            report.problems += [f"{files[c.question]}: question {c.question} ({built.variant}): "
+                                f"{p}" for p in c.problems]
+        conds = tuple(registered().values())
+        for cond in pack_conditions(pack, conds):
+            try:
+                artefact_texts(built, cond)
+            except KgbenchError as exc:
+                report.problems.append(f"{name}/{built.variant}: {exc}")
+    report.notes += not_run(pack, tuple(registered().values()))
+    if needs and builts and not report.problems:
+        for n in check_needs(questions, builts):
+            if n.exercised is False:
+                report.problems.append(f"{files[n.question]}: question {n.question}: field "
+                                       f"'needs': {n.need}: {n.why}")
+    return report

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from pytest_kgbench.executors import CAPS, Caps
+from pytest_kgbench.executors import CAPS, Caps, QueryTimeout
 
 FULL, RESTRICTED = "full", "restricted"  # the views of a variant a store is built in
 
@@ -298,6 +298,8 @@ def classify_sparql(statement: str, guard: Guard, namespaces: Mapping[str, str] 
         return Verdict(error=f"the query does not parse: {exc}")
     except RecursionError:
         return Verdict(error="the query is nested too deeply to parse; it was not run")
+    except QueryTimeout:
+        raise  # the deadline, not the query's text: never a verdict (nor cached as one)
     except Exception as exc:  # noqa: BLE001 - the parser's own failures are the query's
         return Verdict(error=f"the query does not parse: {type(exc).__name__}: {exc}")
     try:
@@ -307,6 +309,8 @@ def classify_sparql(statement: str, guard: Guard, namespaces: Mapping[str, str] 
         names, iris = _algebra(query.algebra)
     except RecursionError:
         return Verdict(error="the query is nested too deeply to read; it was not run")
+    except QueryTimeout:
+        raise
     except Exception as exc:  # noqa: BLE001 - e.g. an unknown prefix
         return Verdict(error=f"the query cannot be read: {type(exc).__name__}: {exc}")
     verdict = Verdict(iris=frozenset(iris), query=query)

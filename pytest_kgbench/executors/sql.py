@@ -43,7 +43,11 @@ def connect(path: str, *, read_only: bool) -> Any:
 
 
 def lock(con: Any) -> Any:
-    """Lock the connection's configuration: no SET or RESET can lift a limit afterwards."""
+    """Lock the connection's configuration: no SET or RESET can lift a limit afterwards. A
+    second connection to a file this process has open shares its database, locked already
+    (by `connect`'s settings: it is the only way this package opens one)."""
+    if con.execute("SELECT current_setting('lock_configuration')").fetchone()[0]:
+        return con
     con.execute("SET enable_progress_bar = false")
     con.execute("SET lock_configuration = true")
     return con

@@ -1,0 +1,169 @@
+"""A fixed pack's data read through DuckDB: a folder of CSV or Parquet files, a DuckDB file,
+optionally a DDL file that declares the tables first (docs/packs.md, "Data").
+
+The table specs (columns and SQL types) are what DuckDB holds once the data is loaded: the
+DDL's types where a DDL is given, else DuckDB's detection over the files. The rows come back
+as Python values of the pack's types (Decimals as floats). Pure module: no pytest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_kgbench.errors import InputError
+
+# DuckDB's type names -> the pack's SQL types (packs.SQL_TYPES)
+_INTEGER = {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT"}
+_BIGINT = {"BIGINT", "HUGEINT", "UINTEGER", "UBIGINT", "UHUGEINT"}
+_DOUBLE = {"FLOAT", "DOUBLE", "REAL"}
+
+
+def pack_type(duckdb_type: str) -> str:
+    """The pack's SQL type for a column DuckDB holds as `duckdb_type`."""
+    base = duckdb_type.upper().split("(", 1)[0].strip()
+    if base in _INTEGER:
+        return "INTEGER"
+    if base in _BIGINT:
+        return "BIGINT"
+    if base in _DOUBLE or base == "DECIMAL":
+        return "DOUBLE"
+    if base in ("DATE", "BOOLEAN"):
+        return base
+    if base.startswith("TIMESTAMP"):
+        return "TIMESTAMP"
+    return "VARCHAR"
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Where a fixed pack's data lives (a manifest's `data` entry, resolved)."""
+
+    path: Path                      # a folder of CSV/Parquet files, or a .duckdb file
+    ddl: Path | None = None         # SQL run first: it creates the tables with their types
+    files: Mapping[str, str] = field(default_factory=dict)  # table -> file name, when they differ
+    where: str = "pack.yaml"        # the manifest, for errors
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def statements(ddl: str) -> list[str]:
+    """The statements of a DDL file: comments dropped, split on semicolons outside quotes."""
+    text = re.sub(r"--[^\n]*", "", ddl)
+    out: list[str] = []
+    buf: list[str] = []
+    quote = ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == ";":
+            out.append("".join(buf).strip())
+            buf = []
+            continue
+        buf.append(ch)
+    out.append("".join(buf).strip())
+    return [s for s in out if s]
+
+
+def _file_for(spec: DataSpec, table: str) -> Path | None:
+    named = spec.files.get(table)
+    if named:
+        return spec.path / named
+    for suffix in (".csv", ".parquet"):
+        for candidate in (spec.path / f"{table}{suffix}", *spec.path.glob(f"*{suffix}")):
+            if candidate.is_file() and candidate.stem.lower() == table.lower():
+                return candidate
+    return None
+
+
+def _reader(path: Path) -> str:
+    if path.suffix == ".parquet":
+        return f"read_parquet({_sql_string(str(path))})"
+    return f"read_csv({_sql_string(str(path))}, header = true)"
+
+
+def load(spec: DataSpec, *, schema_only: bool = False) -> Any:
+    """An in-memory DuckDB connection holding the pack's tables (with `schema_only`, empty
+    tables of the same columns and types: what a manifest without `tables` declares)."""
+    import duckdb
+
+    limit = " LIMIT 0" if schema_only else ""
+
+    if not spec.path.exists():
+        raise InputError(spec.where, f"the data {spec.path} does not exist", field="data")
+    con = duckdb.connect(":memory:")
+    if spec.path.is_file():
+        if spec.path.suffix != ".duckdb":
+            raise InputError(spec.where, f"{spec.path} is neither a folder of CSV/Parquet files "
+                             "nor a .duckdb file", field="data")
+        con.execute(f"ATTACH {_sql_string(str(spec.path))} AS src (READ_ONLY)")
+        for (name,) in con.execute("SELECT table_name FROM information_schema.tables "
+                                   "WHERE table_catalog = 'src' AND table_schema = 'main' "
+                                   "ORDER BY table_name").fetchall():
+            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM src.main."{name}"{limit}')
+        con.execute("DETACH src")
+        return con
+    if spec.ddl is not None:
+        if not spec.ddl.is_file():
+            raise InputError(spec.where, f"the DDL {spec.ddl} does not exist", field="data.ddl")
+        for statement in statements(spec.ddl.read_text(encoding="utf-8")):
+            try:
+                con.execute(statement)
+            except duckdb.Error as exc:
+                raise InputError(str(spec.ddl), f"DuckDB cannot run '{statement[:80]}…': "
+                                 f"{exc}") from exc
+        for name in table_names(con):
+            path = _file_for(spec, name)
+            if path is None or schema_only:
+                continue  # a table the DDL declares and the data leaves empty
+            try:
+                con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {_reader(path)}')
+            except duckdb.Error as exc:
+                raise InputError(str(path), f"cannot be loaded into table {name}: {exc}") from exc
+        return con
+    found = sorted(p for p in spec.path.iterdir() if p.suffix in (".csv", ".parquet"))
+    if not found:
+        raise InputError(spec.where, f"{spec.path} holds no .csv or .parquet file", field="data")
+    for path in found:
+        try:
+            con.execute(f'CREATE TABLE "{path.stem}" AS SELECT * FROM {_reader(path)}{limit}')
+        except duckdb.Error as exc:
+            raise InputError(str(path), f"DuckDB cannot read it: {exc}") from exc
+    return con
+
+
+def table_names(con: Any) -> list[str]:
+    return [r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' "
+        "ORDER BY table_name").fetchall()]
+
+
+def columns(con: Any, table: str) -> list[tuple[str, str]]:
+    """(column, pack SQL type) of a loaded table, in order."""
+    rows = con.execute("SELECT column_name, data_type FROM information_schema.columns "
+                       "WHERE table_schema = 'main' AND table_name = ? ORDER BY ordinal_position",
+                       [table]).fetchall()
+    return [(str(c), pack_type(str(t))) for c, t in rows]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, dt.datetime):
+        return value.replace(microsecond=0)
+    return value
+
+
+def rows(con: Any, table: str, names: list[str]) -> list[dict[str, Any]]:
+    cols = ", ".join(f'"{c}"' for c in names)
+    result = con.execute(f'SELECT {cols} FROM "{table}"').fetchall()
+    return [{c: _plain(v) for c, v in zip(names, row)} for row in result]
