@@ -1,6 +1,6 @@
 """Question files: YAML -> validated `Question` objects, hashed when read.
 
-Pure module: no pytest. A question file is one YAML list of questions (DESIGN §5). Every error
+Pure module: no pytest. A question file is one YAML list of questions (docs/questions.md). Every error
 names the file, the question id and the field.
 """
 

@@ -1,4 +1,4 @@
-"""The run folder, written by the controller only (DESIGN §9).
+"""The run folder, written by the controller only (README: Reading a run).
 
 `RunStore` is registered as a plugin on the controller (serial session or xdist master). It
 learns which items were collected, banks each item's record to `answers.jsonl` the moment its

@@ -316,6 +316,8 @@ class Runtime:
             names: list[str] = []
             for kind in cond.definitions:
                 if kind in ("markdown", "ontology", "neutral"):
+                    if not built.pack.definitions_ttl.is_file():
+                        continue  # supplied Markdown only: no concepts to name
                     ttl = built.pack.definitions_ttl.read_text(encoding="utf-8")
                     for c in concepts(ttl):
                         names += [c["label"], c["curie"], c["curie"].split(":", 1)[-1]]
