@@ -108,8 +108,9 @@ def groups() -> dict[str, tuple[str, ...]]:
             "querying": tuple(c.id for c in ids if c.mode == "querying")}
 
 
-# The paired comparisons --ablation reports by default (README: Comparing conditions); R5-R7 exists on credit only,
-# which the pairing (questions present under both conditions) takes care of by itself.
+# The paired comparisons --ablation reports by default (README: Comparing conditions); R5-R7
+# exists on credit only, which the pairing (questions present under both conditions) takes care
+# of by itself.
 DESIGN_PAIRS: tuple[tuple[str, str], ...] = (
     ("R1", "R4"), ("R4", "R5"), ("R3", "R4"), ("R1", "R10"), ("D1", "D2"), ("D1", "D3"),
     ("D4", "D5"), ("D1", "D4"), ("D2", "D5"), ("D3", "D6"), ("R5", "R7"),

@@ -1,4 +1,5 @@
-"""report.html: one self-contained page for one run's report dict (report.json; README: Reading a run).
+"""report.html: one self-contained page for one run's report dict (report.json; README:
+Reading a run).
 
 No network: no scripts, no external stylesheets or fonts. Charts are matplotlib figures saved
 as SVG (text kept as text, ``svg.fonttype = 'none'``) and inlined. matplotlib is imported

@@ -1,7 +1,7 @@
 """Question files: YAML -> validated `Question` objects, hashed when read.
 
-Pure module: no pytest. A question file is one YAML list of questions (docs/questions.md). Every error
-names the file, the question id and the field.
+Pure module: no pytest. A question file is one YAML list of questions (docs/questions.md).
+Every error names the file, the question id and the field.
 """
 
 from __future__ import annotations
