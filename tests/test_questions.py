@@ -44,7 +44,8 @@ def test_the_fingerprint_moves_when_a_question_changes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("text", "question", "field", "words"), [
     (GOOD.replace("tier: L1", "tier: L9"), "t-Q1", "tier", "must be one of"),
     (GOOD.replace("kind: integer", "kind: bignum"), "t-Q1", "answer.count.kind", "kind must be"),
-    (GOOD.replace("  key: keys.count\n", ""), "t-Q1", "key", "needs a key function"),
+    (GOOD.replace("  key: keys.count\n", "  key: gold.sparql\n"), "t-Q1", "key",
+     "takes its key from gold.sparql, which it does not have"),
     (GOOD.replace("  gold: {sql: SELECT 1 AS count}\n", ""), "t-Q1", "gold", "reference query"),
     (GOOD.replace("tier: L1", "tier: L3"), "t-Q1", "trap", "trap query"),
     (GOOD + "  colour: blue\n", "t-Q1", None, "unknown keys ['colour']"),
