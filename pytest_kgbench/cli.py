@@ -127,7 +127,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     print(f"wrote a starter pack in {target}:")
     for path in sorted(p for p in target.rglob("*") if p.is_file()):
         print(f"  {path.relative_to(target)}")
-    print(f"next: kgbench validate {target} && pytest --pack {target} --agent gold")
+    print(f"next: kgbench validate {target} && pytest --pack={target} --agent gold")
     return 0
 
 
