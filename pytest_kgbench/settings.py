@@ -411,7 +411,7 @@ def pack_settings(selection: Any, table: Mapping[str, Any], root: Path,
             manifest = read_manifest(path)
             name = str(manifest.get("name") or path.resolve().name)
             packs[name] = str(path.resolve())
-        elif "/" in value or path.exists():
+        elif "/" in value or value.startswith("."):
             raise InputError("--pack", f"{value} holds no pack.yaml (kgbench init {value} "
                              "writes a starter pack)")
         else:
