@@ -44,6 +44,12 @@ class FieldSpec:
     def is_list(self) -> bool:
         return bool(current().field_kind(self.kind).is_list)
 
+    @property
+    def whole_result(self) -> bool:
+        """Whether the field is a query's whole result (a kind with `whole_result`, `rows`):
+        every row, every column in query order, whatever the columns are named."""
+        return bool(getattr(current().field_kind(self.kind), "whole_result", False))
+
     def describe(self) -> str:
         """How the field is explained to a model (its kind says, fieldkinds.py)."""
         what = current().field_kind(self.kind).describe(self)
