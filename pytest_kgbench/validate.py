@@ -313,7 +313,7 @@ def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport
     questions: list[Question] = []
     for path in pack.question_files:
         try:
-            questions += load_questions(path, pack=name).questions
+            questions += load_questions(path, pack=name, source=pack).questions
         except KgbenchError as exc:
             report.problems.append(str(exc))
     evidence = pack.manifest.get("evidence") or {}
