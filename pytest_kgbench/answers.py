@@ -105,13 +105,18 @@ def fields_from_rows(specs: tuple[FieldSpec, ...], columns: list[str],
                      rows: list[list[Any]]) -> dict[str, Any]:
     """Answer fields from a reference query's result.
 
-    A list field takes the distinct non-null values of the column of its name, in row order;
+    A field of a whole-result kind (`rows`) takes every row as a list of its cells, all
+    columns in query order, ignoring their names (SQL and SPARQL name them differently); a
+    list field takes the distinct non-null values of the column of its name, in row order;
     a scalar field takes its column's value in the first row (None without rows); a field with
     `count_of` and no column of its own is the length of that list field.
     """
     index = {c.lower(): i for i, c in enumerate(columns)}
     out: dict[str, Any] = {}
     for spec in specs:
+        if spec.whole_result:
+            out[spec.name] = [list(row) for row in rows]
+            continue
         col = index.get(spec.name.lower())
         if col is None:
             continue

@@ -86,7 +86,7 @@ def _questions(pack: Any) -> Any:
     if not pack.question_files:
         raise KgbenchError(f"pack {pack.name} has no question file (questions.yaml beside its "
                            "pack.yaml, or questions/<pack>.yaml in the repository)")
-    sets = [load_questions(path, pack=pack.name) for path in pack.question_files]
+    sets = [load_questions(path, pack=pack.name, source=pack) for path in pack.question_files]
     questions = tuple(q for qs in sets for q in qs.questions)
     return QuestionSet(path=str(pack.question_files[0]), questions=questions,
                        sha256=set_fingerprint({q.id: q.sha256 for q in questions}))
@@ -303,7 +303,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     cases: list[Case] = []
     for name, source in selected(runtime.settings).items():
         for path in source.question_files:
-            cases += cases_for(load_questions(path, pack=name), runtime.pack(name),
+            pack = runtime.pack(name)
+            cases += cases_for(load_questions(path, pack=name, source=pack), pack,
                                runtime.settings)
     estimates = runtime.estimate(cases, together=args.ask == "together")
     runtime.close()

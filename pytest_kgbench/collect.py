@@ -144,7 +144,7 @@ class QuestionFile(pytest.File):
             pack = open_pack(settings, name)
             if pack.unavailable:
                 return  # the controller's notes say why (runstore.RunStore.not_run)
-            qset = load_questions(self.path, pack=name)
+            qset = load_questions(self.path, pack=name, source=pack)
             check_collected(qset, pack, settings)
         except InputError as exc:
             raise self.CollectError(str(exc)) from exc
@@ -158,8 +158,16 @@ class QuestionFile(pytest.File):
                     reruns=settings.model_reruns, reruns_delay=0.5,
                     only_rerun=["TransientModelError"]))
             ref = case.condition.reference
-            if (agent.kind == "reference" and case.question.expect != "abstain"
+            if case.question.skip:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"{case.question.id}: {case.question.skip}"))
+            elif (agent.kind == "reference" and case.question.expect != "abstain"
                     and ref not in case.question.gold):
                 item.add_marker(pytest.mark.skip(
                     reason=f"{case.question.id} has no '{ref}' reference query"))
+            elif (agent.kind == "reference" and case.question.disagreement
+                    and case.question.key != f"gold.{ref}"):
+                item.add_marker(pytest.mark.skip(
+                    reason=f"{case.question.id}: its {ref} reference disagrees with its key "
+                    f"({case.question.disagreement})"))
             yield item

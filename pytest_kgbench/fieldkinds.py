@@ -8,6 +8,7 @@ Pure module: no pytest, no I/O. Nothing here raises for a value a model wrote.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import math
 import re
 import unicodedata
@@ -246,6 +247,107 @@ class ListKind:
         return ok, f1(exp, out)
 
 
+def norm_cell(value: Any) -> Any:
+    """One cell of a table, for comparing: None for null/unbound/empty; a float for a number
+    (or text that is one: "1200.00", "1,200"); YYYY-MM-DD for a date, or a date-time at
+    midnight ("2019-01-15T00:00:00", "2019-01-15 00:00:00"); any other date-time as ISO text
+    (seconds kept); any other text stripped, spaces collapsed and case-folded."""
+    if value is None or isinstance(value, bool):
+        return None if value is None else str(value).casefold()
+    if isinstance(value, (int, float, decimal.Decimal)):
+        return norm_number(float(value) if isinstance(value, decimal.Decimal) else value)
+    if isinstance(value, dt.datetime):
+        value = value.isoformat()
+    elif isinstance(value, dt.date):
+        return value.isoformat()
+    text = re.sub(r"\s+", " ", norm_text(value)).strip()
+    if text.casefold() in ("", "null", "none"):
+        return None
+    number = norm_number(text)
+    if number is not None:
+        return number
+    m = _DATETIME.fullmatch(text)
+    if m is not None:
+        time = text[len(m.group(1)) + 1:]
+        if re.fullmatch(r"00:00(?::00(?:\.0+)?)?(?:Z|[+-]00:?00)?", time):
+            return m.group(1)
+        return m.group(1) + "T" + time
+    return text.casefold()
+
+
+def _matching(left: list[Any], right: list[Any], same: Callable[[Any, Any], bool]) -> int:
+    """The size of a maximum matching between `left` and `right` under `same` (augmenting
+    paths: exact however the tolerance makes near values pair up, unlike a greedy pass)."""
+    owner: list[int | None] = [None] * len(right)
+
+    def augment(i: int, seen: list[bool]) -> bool:
+        for j, candidate in enumerate(right):
+            if not seen[j] and same(left[i], candidate):
+                seen[j] = True
+                held = owner[j]
+                if held is None or augment(held, seen):
+                    owner[j] = i
+                    return True
+        return False
+
+    return sum(augment(i, [False] * len(right)) for i in range(len(left)))
+
+
+class RowsKind:
+    """A table: a list of rows, each a list of cells (`fields_from_rows` gives the field the
+    whole result, every column in query order, whatever the columns are named).
+
+    Compared as a multiset of rows: a row missing, or listed twice where the key has it once,
+    is wrong. Cells are normalised by `norm_cell`; numbers match within the field's tolerance
+    (at least 1e-9 apart counts as equal), everything else exactly after normalising.
+
+    Column order within a row is ignored, soundly: two rows match when their cells can be
+    paired one to one (same count, a perfect matching of equal cells), so [a, b] matches
+    [b, a] but [a, a] never matches [a, b]. SQL and SPARQL (and a model) list columns in
+    their own orders, and a row's values are what the question asks; the price is that two
+    columns of the same row swapped are not caught. Rows are paired by a maximum matching too,
+    so near numbers cannot steal each other's partner. F1 over rows beside the verdict.
+    """
+
+    is_list = True
+    whole_result = True  # fields_from_rows gives it the query's whole result
+    name = "rows"
+
+    def describe(self, spec: FieldSpec) -> str:
+        return ("a table: a list of rows, each row a list of its values (one row per result, "
+                "the columns the question asks for)")
+
+    @staticmethod
+    def rows(value: Any) -> list[list[Any]]:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, (list, tuple)):
+            return [[norm_cell(value)]]
+        return [[norm_cell(c) for c in (row if isinstance(row, (list, tuple)) else [row])]
+                for row in value]
+
+    def compare(self, spec: FieldSpec, expected: Any, got: Any,
+                aliases: Aliases) -> tuple[bool, float | None]:
+        def cell_same(a: Any, b: Any) -> bool:
+            if isinstance(a, float) and isinstance(b, float):
+                return abs(a - b) <= max(spec.abs_tol, spec.rel_tol * abs(a), 1e-9)
+            return a == b
+
+        def row_same(a: list[Any], b: list[Any]) -> bool:
+            return len(a) == len(b) and _matching(a, b, cell_same) == len(a)
+
+        exp, out = self.rows(expected), self.rows(got)
+        if not exp and not out:
+            return True, 1.0
+        if len(out) > max(4 * len(exp), 1000) or any(len(r) > 1000 for r in out):
+            return False, 0.0  # far more than the key holds: wrong, and not worth matching
+        matched = _matching(exp, out, row_same)
+        ok = matched == len(exp) == len(out)
+        return ok, round(2 * matched / (len(exp) + len(out)), 6)
+
+
 def _plain(fn: Callable[[Any], Any]) -> Callable[[Any, Mapping[str, str]], Any]:
     return lambda value, _aliases: fn(value)
 
@@ -261,4 +363,5 @@ FIELD_KINDS = (
     ScalarKind("entity", "one {entity} identifier", norm_entity),
     ListKind("entity_list", "a list of {entity} identifiers", norm_entity),
     ListKind("string_list", "a list of strings", _plain(norm_string)),
+    RowsKind(),
 )

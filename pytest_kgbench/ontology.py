@@ -5,6 +5,11 @@ Pure module (rdflib only). What is rendered, per skos:Concept of the scheme, in 
 `skos:scopeNote`, `skos:example`, and the concepts it is related to. A `skos:OrderedCollection`
 renders its members in list order. Nothing else is rendered, so the two forms carry the same
 definitions by construction.
+
+A file with no skos:Concept (a published OWL or RDFS vocabulary, such as a pack's
+`definitions: {definitions.ttl: ...}` taken from elsewhere) renders its vocabulary instead:
+each class, then each property, with its rdfs:label, its rdfs:comment or skos:definition,
+and a property's domain and range (`vocabulary`).
 """
 
 from __future__ import annotations
@@ -66,6 +71,34 @@ def _label(graph: Any, node: Any) -> str:
     return _one(graph, node, SKOS.prefLabel) or _curie(graph, node)
 
 
+def vocabulary(ttl: str) -> list[dict[str, Any]]:
+    """Every class and property of an OWL/RDFS vocabulary: {curie, label, kind, definition,
+    domain, range}, classes first, each group by label."""
+    from rdflib import OWL, RDF, RDFS, URIRef
+    from rdflib.namespace import SKOS
+
+    graph = _graph(ttl)
+    kinds = [(OWL.Class, "class"), (RDFS.Class, "class"), (OWL.ObjectProperty, "relation"),
+             (OWL.DatatypeProperty, "attribute"), (RDF.Property, "property")]
+    seen: dict[Any, str] = {}
+    for rdf_type, kind in kinds:
+        for node in graph.subjects(RDF.type, rdf_type):
+            if isinstance(node, URIRef) and node not in seen:
+                seen[node] = kind
+    out = []
+    for node, kind in seen.items():
+        out.append({
+            "curie": _curie(graph, node), "kind": kind,
+            "label": _one(graph, node, RDFS.label) or _curie(graph, node),
+            "definition": (_one(graph, node, SKOS.definition)
+                           or _one(graph, node, RDFS.comment) or ""),
+            "domain": sorted(_curie(graph, d) for d in graph.objects(node, RDFS.domain)),
+            "range": sorted(_curie(graph, r) for r in graph.objects(node, RDFS.range)),
+        })
+    out.sort(key=lambda v: (v["kind"] != "class", str(v["label"]).casefold(), str(v["curie"])))
+    return out
+
+
 def render_markdown(ttl: str) -> str:
     """The Markdown form of a SKOS Turtle file of definitions."""
     from rdflib import RDF
@@ -95,6 +128,14 @@ def render_markdown(ttl: str) -> str:
             lines.append(f"- Related: {', '.join(c['related'])}")
         if c["notes"] or c["examples"] or c["related"]:
             lines.append("")
+    if not any(graph.subjects(RDF.type, SKOS.Concept)):
+        for v in vocabulary(ttl):
+            lines += [f"## {v['label']} (`{v['curie']}`, {v['kind']})", ""]
+            if v["definition"]:
+                lines += [v["definition"], ""]
+            if v["domain"] or v["range"]:
+                lines += [f"- Domain: {', '.join(v['domain']) or '-'}; "
+                          f"range: {', '.join(v['range']) or '-'}", ""]
     for coll in sorted(graph.subjects(RDF.type, SKOS.OrderedCollection), key=str):
         label = _label(graph, coll)
         head = graph.value(coll, SKOS.memberList)

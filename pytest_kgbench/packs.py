@@ -131,32 +131,15 @@ class Pack:
 
     def module(self, name: str) -> ModuleType:
         """Import a module of the pack's package (e.g. `keys`) by file location."""
-        if name in self._modules:
-            return self._modules[name]
-        package = f"kgbench_pack_{self.name.replace('-', '_')}"
-        if package not in sys.modules:
-            init = self.dir / "__init__.py"
-            if not init.is_file():
-                raise InputError(str(self.dir), "a pack with Python code needs an __init__.py")
-            spec = importlib.util.spec_from_file_location(
-                package, init, submodule_search_locations=[str(self.dir)])
-            assert spec and spec.loader
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[package] = mod
-            spec.loader.exec_module(mod)
-        full = f"{package}.{name}"
-        if full not in sys.modules:
-            path = self.dir / f"{name}.py"
-            if not path.is_file():
-                raise InputError(str(self.dir / "pack.yaml"), f"names module '{name}', but "
-                                 f"{path} does not exist")
-            spec = importlib.util.spec_from_file_location(full, path)
-            assert spec and spec.loader
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[full] = mod
-            spec.loader.exec_module(mod)
-        self._modules[name] = sys.modules[full]
+        if name not in self._modules:
+            self._modules[name] = import_module(self.dir, self.name, name)
         return self._modules[name]
+
+    def data_loader(self) -> Callable[[Any, Path], None] | None:
+        """The pack's function that loads its fixed data into DuckDB (`data.loader`)."""
+        if self.data is None or not self.data.loader:
+            return None
+        return self.callable(self.data.loader, field_name="data.loader")
 
     def callable(self, ref: str, *, field_name: str) -> Callable[..., Any]:
         """Resolve 'module:function' from the manifest."""
@@ -187,7 +170,7 @@ class Pack:
         if self.data is not None:
             from pytest_kgbench import tabledata
 
-            con = tabledata.load(self.data)
+            con = tabledata.load(self.data, loader=self.data_loader())
             try:
                 return {name: tabledata.rows(con, name, list(spec.column_names))
                         for name, spec in self.tables.items()}
@@ -225,6 +208,33 @@ class Pack:
             raise InputError(str(self.dir / "pack.yaml"), f"no persona '{persona}' "
                              f"(known: {', '.join(sorted(self.personas))})", field="personas")
         return self.personas[persona].reads_personal
+
+
+def import_module(pack_dir: Path, pack_name: str, name: str) -> ModuleType:
+    """Import module `name` of the package in `pack_dir` by file location."""
+    package = f"kgbench_pack_{pack_name.replace('-', '_')}"
+    if package not in sys.modules:
+        init = pack_dir / "__init__.py"
+        if not init.is_file():
+            raise InputError(str(pack_dir), "a pack with Python code needs an __init__.py")
+        spec = importlib.util.spec_from_file_location(
+            package, init, submodule_search_locations=[str(pack_dir)])
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[package] = mod
+        spec.loader.exec_module(mod)
+    full = f"{package}.{name}"
+    if full not in sys.modules:
+        path = pack_dir / f"{name}.py"
+        if not path.is_file():
+            raise InputError(str(pack_dir / "pack.yaml"), f"names module '{name}', but "
+                             f"{path} does not exist")
+        spec = importlib.util.spec_from_file_location(full, path)
+        assert spec and spec.loader
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[full] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[full]
 
 
 def _parse_tables(spec_map: Any, where: str, field_name: str) -> dict[str, TableSpec]:
@@ -301,8 +311,8 @@ def data_spec(pack_dir: Path, manifest: Mapping[str, Any], external: Path | None
         entry = {"path": entry}
     if not isinstance(entry, Mapping):
         raise InputError(where, "must be a folder, a .duckdb file or a mapping (path, external, "
-                         "ddl, files)", field="data")
-    unknown = set(entry) - {"path", "external", "ddl", "files"}
+                         "ddl, files, loader)", field="data")
+    unknown = set(entry) - {"path", "external", "ddl", "files", "loader"}
     if unknown:
         raise InputError(where, f"unknown keys {sorted(unknown)}", field="data")
     if "external" in entry:
@@ -319,8 +329,8 @@ def data_spec(pack_dir: Path, manifest: Mapping[str, Any], external: Path | None
                 else pack_dir / str(ddl)) if ddl else None
     spec = DataSpec(path=base.resolve(), ddl=ddl_path,
                     files={str(k): str(v) for k, v in (entry.get("files") or {}).items()},
-                    where=where)
-    if (manifest.get("tables") and base.is_dir() and ddl is None
+                    where=where, loader=str(entry.get("loader") or ""))
+    if (manifest.get("tables") and base.is_dir() and ddl is None and not spec.loader
             and all((base / f"{t}.csv").is_file() for t in manifest["tables"])):
         return None, None  # declared tables over their CSV files: read with the declared types
     return spec, None
@@ -340,7 +350,13 @@ def load_pack(pack_dir: Path, *, name: str | None = None, ontology_dir: Path | N
     if not tables and spec is not None and unavailable is None:
         from pytest_kgbench import tabledata
 
-        con = tabledata.load(spec, schema_only=True)
+        loader = None
+        if spec.loader:
+            mod_name, _, fn_name = spec.loader.partition(":")
+            loader = getattr(import_module(pack_dir, name, mod_name), fn_name or "main", None)
+            if not callable(loader):
+                raise InputError(where, f"'{spec.loader}' is not a function", field="data.loader")
+        con = tabledata.load(spec, schema_only=True, loader=loader)
         try:
             tables = {t: TableSpec(t, tuple(tabledata.columns(con, t)))
                       for t in tabledata.table_names(con)}

@@ -1,7 +1,14 @@
 """Question files: YAML -> validated `Question` objects, hashed when read.
 
-Pure module: no pytest. A question file is one YAML list of questions (docs/questions.md).
-Every error names the file, the question id and the field.
+Pure module: no pytest. A question file is one YAML list of questions (docs/questions.md), or a mapping
+`{generate: "module:function"}`: the pack's function, called with the pack, returns the list
+(a pack whose questions are read from published data at run time). Either way every question
+is validated the same, and every error names the file, the question id and the field.
+
+Two keys mark a question whose published references cannot both be trusted:
+`disagreement: "<cause>"`: its SQL and SPARQL references disagree on the pack's data (the key
+stays the one it names; the gold agent does not run the other reference); `skip: "<reason>"`:
+it cannot be graded at all (its key query fails), and is skipped under every agent.
 """
 
 from __future__ import annotations
@@ -11,10 +18,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.errors import InputError
 from pytest_kgbench.registry import current
+
+if TYPE_CHECKING:
+    from pytest_kgbench.packs import Pack
 
 TIERS = ("L1", "L2", "L3", "L4", "L5")
 EXPECTS = ("answer", "abstain", "block")
@@ -23,6 +33,7 @@ RESERVED_FIELDS = ("abstain", "declined", "definitions_used", "records_used")
 _TOP_KEYS = {
     "id", "tier", "variants", "text", "answer", "key", "params", "hand_key", "gold", "trap",
     "why", "needs", "expect", "persona", "must_not_contain", "checklist", "modes", "inverted",
+    "disagreement", "skip",
 }
 MODES = ("reading", "querying")
 KEY_QUERIES = ("gold.sql", "gold.sparql")  # a key taken from running that reference query
@@ -43,6 +54,12 @@ class FieldSpec:
     @property
     def is_list(self) -> bool:
         return bool(current().field_kind(self.kind).is_list)
+
+    @property
+    def whole_result(self) -> bool:
+        """Whether the field is a query's whole result (a kind with `whole_result`, `rows`):
+        every row, every column in query order, whatever the columns are named."""
+        return bool(getattr(current().field_kind(self.kind), "whole_result", False))
 
     def describe(self) -> str:
         """How the field is explained to a model (its kind says, fieldkinds.py)."""
@@ -76,6 +93,8 @@ class Question:
     checklist: tuple[str, ...] = ()
     modes: tuple[str, ...] = MODES  # the kinds of condition the question is asked under
     inverted: bool = False  # the naive reading is right here; the trap is an over-correction
+    disagreement: str | None = None  # why its SQL and SPARQL references disagree
+    skip: str | None = None  # why it cannot be asked or graded anywhere
     sha256: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
     pack_name: str = ""  # the pack asked (a folder pack's questions.yaml); else the file's stem
@@ -110,9 +129,11 @@ def set_fingerprint(question_hashes: Mapping[str, str]) -> str:
     return canonical_sha256(sorted(question_hashes.items()))
 
 
-def load_questions(path: str | Path, *, pack: str | None = None) -> QuestionSet:
+def load_questions(path: str | Path, *, pack: str | None = None,
+                   source: Pack | None = None) -> QuestionSet:
     """Read and validate a question file; raise `InputError` naming file, question, field.
-    `pack`: the pack the questions ask about (default: the file's stem, questions/<pack>.yaml)."""
+    `pack`: the pack the questions ask about (default: the file's stem, questions/<pack>.yaml).
+    `source`: that pack, whose function a `{generate: ...}` file names."""
     import yaml
 
     path = Path(path)
@@ -123,8 +144,11 @@ def load_questions(path: str | Path, *, pack: str | None = None) -> QuestionSet:
         raise InputError(where, f"not valid YAML: {exc}") from exc
     except OSError as exc:
         raise InputError(where, f"cannot be read: {exc}") from exc
+    if isinstance(data, dict) and set(data) == {"generate"}:
+        data = _generated(str(data["generate"]), source, where)
     if not isinstance(data, list):
-        raise InputError(where, "a question file must be one YAML list of questions")
+        raise InputError(where, "a question file must be one YAML list of questions (or "
+                         "{generate: \"module:function\"})")
     questions: list[Question] = []
     seen: set[str] = set()
     for index, entry in enumerate(data):
@@ -137,6 +161,21 @@ def load_questions(path: str | Path, *, pack: str | None = None) -> QuestionSet:
         questions.append(question)
     file_sha = set_fingerprint({q.id: q.sha256 for q in questions})
     return QuestionSet(path=where, questions=tuple(questions), sha256=file_sha)
+
+
+def _generated(ref: str, source: Pack | None, where: str) -> Any:
+    """The question list the pack's function `ref` returns."""
+    if source is None:
+        raise InputError(where, f"generates its questions with the pack's {ref}, but was read "
+                         "without its pack", field="generate")
+    fn = source.callable(ref, field_name="generate")
+    try:
+        return fn(source)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the pack's failure, named with the file
+        raise InputError(where, f"the pack's {ref} failed: {type(exc).__name__}: {exc}",
+                         field="generate") from exc
 
 
 def _need(entry: Mapping[str, Any], name: str, kind: type | tuple[type, ...], where: str,
@@ -275,6 +314,12 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
         raise InputError(where, "a write request can only be refused where there is a store to "
                          "write to: set modes: [querying] (in a reading condition no model "
                          "runs a query, so none could be refused)", question=qid, field="modes")
+    marks = {}
+    for name in ("disagreement", "skip"):
+        value = entry.get(name)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InputError(where, "must say why, as text", question=qid, field=name)
+        marks[name] = value.strip() if value else None
     sha = canonical_sha256(entry)
     return Question(
         id=qid, tier=tier, text=text, fields=fields, expect=expect, file=where, index=index,
@@ -285,5 +330,6 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
         persona=persona, must_not_contain=must_not,
         checklist=_str_list(entry, "checklist", where, qid), modes=tuple(modes),
         inverted=bool(entry.get("inverted", False)), sha256=sha,
+        disagreement=marks["disagreement"], skip=marks["skip"],
         raw=entry,
     )

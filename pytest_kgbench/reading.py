@@ -67,8 +67,9 @@ def tables_from_text(text: str) -> dict[str, tuple[TableSpec, str]]:
     out: dict[str, tuple[TableSpec, str]] = {}
     for m in _CSV_BLOCK.finditer(text):
         types = m.group("info").split("columns:", 1)[-1].split(";", 1)[0]
+        # the type is the last word (a column's name may hold spaces: "Loss Ratio DOUBLE")
         cols = tuple((name, kind) for name, _, kind in
-                     (part.strip().partition(" ") for part in types.split(",")))
+                     (part.strip().rpartition(" ") for part in types.split(",")))
         spec = TableSpec(name=m.group("name"), columns=cols)
         out[spec.name] = (spec, m.group("body") + "\n")
     return out

@@ -67,14 +67,14 @@ def stored_missing(run_dir: Path) -> list[dict[str, str]]:
 
 def _questions(settings: Settings, records: list[BankedRecord]) -> dict[tuple[str, str], Question]:
     out: dict[tuple[str, str], Question] = {}
-    from pytest_kgbench.locate import question_file
+    from pytest_kgbench.locate import open_pack, question_file
 
     for pack, name in sorted({(r["pack"], r["question_file"]) for r in records}):
         path = question_file(settings, pack, name)
         if path is None:
             raise KgbenchError(f"question file {name} of pack {pack} not found under "
                                f"{settings.rootdir} (a folder pack: pass it with --pack)")
-        for q in load_questions(path, pack=pack).questions:
+        for q in load_questions(path, pack=pack, source=open_pack(settings, pack)).questions:
             out[(q.pack, q.id)] = q
     return out
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ class DataSpec:
     ddl: Path | None = None         # SQL run first: it creates the tables with their types
     files: Mapping[str, str] = field(default_factory=dict)  # table -> file name, when they differ
     where: str = "pack.yaml"        # the manifest, for errors
+    loader: str = ""                # a pack's "module:function" that loads the data itself
 
 
 def _sql_string(text: str) -> str:
@@ -91,9 +92,16 @@ def _reader(path: Path) -> str:
     return f"read_csv({_sql_string(str(path))}, header = true)"
 
 
-def load(spec: DataSpec, *, schema_only: bool = False) -> Any:
+def load(spec: DataSpec, *, schema_only: bool = False,
+         loader: Callable[[Any, Path], None] | None = None) -> Any:
     """An in-memory DuckDB connection holding the pack's tables (with `schema_only`, empty
-    tables of the same columns and types: what a manifest without `tables` declares)."""
+    tables of the same columns and types: what a manifest without `tables` declares).
+
+    With `loader` (the pack's `data.loader` function), the pack loads its data itself:
+    `loader(con, folder)` creates and fills the tables of `con` from the data folder, for data
+    the generic paths cannot read (a DDL that must be adapted first, files loaded under other
+    names). Its tables are then read like any others (`schema_only` loads them all the same:
+    the caller reads only their columns)."""
     import duckdb
 
     limit = " LIMIT 0" if schema_only else ""
@@ -101,6 +109,16 @@ def load(spec: DataSpec, *, schema_only: bool = False) -> Any:
     if not spec.path.exists():
         raise InputError(spec.where, f"the data {spec.path} does not exist", field="data")
     con = duckdb.connect(":memory:")
+    if spec.loader:
+        if loader is None:
+            raise InputError(spec.where, f"names the loader {spec.loader}, which was not "
+                             "resolved", field="data.loader")
+        try:
+            loader(con, spec.path)
+        except duckdb.Error as exc:
+            raise InputError(spec.where, f"the pack's loader {spec.loader} failed: {exc}",
+                             field="data.loader") from exc
+        return con
     if spec.path.is_file():
         if spec.path.suffix != ".duckdb":
             raise InputError(spec.where, f"{spec.path} is neither a folder of CSV/Parquet files "

@@ -93,6 +93,12 @@ def check_question(question: Question, built: Built, stores: Stores) -> Question
         if question.expect == "block":
             if "refused" not in got:
                 check.problems.append(f"gold {lang} was not refused by the guard")
+        elif question.disagreement and question.key != f"gold.{lang}":
+            # marked: this reference is known to disagree with the key; agreeing now is stale
+            if "error" not in got and "refused" not in got and \
+                    not same_fields(question, key, got, aliases):
+                check.problems.append(f"gold {lang} agrees with the key, but the question is "
+                                      f"marked disagreement ({question.disagreement}): stale")
         elif "error" in got or "refused" in got:
             check.problems.append(f"gold {lang} failed: {got}")
         else:
@@ -120,11 +126,11 @@ def check_question(question: Question, built: Built, stores: Stores) -> Question
 def check_questions(questions: list[Question], built: Built, *, timeout: float = 60.0,
                     engines: Mapping[str, str] | None = None) -> list[QuestionCheck]:
     """Check every question that runs on this variant (on the `engines` named per language,
-    else each language's default)."""
+    else each language's default); a question marked `skip` is not checked (it has no key)."""
     stores = Stores(built, timeout, engines)
     try:
         return [check_question(q, built, stores) for q in questions
-                if q.variants is None or built.variant in q.variants]
+                if (q.variants is None or built.variant in q.variants) and not q.skip]
     finally:
         stores.close()
 
@@ -313,7 +319,7 @@ def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport
     questions: list[Question] = []
     for path in pack.question_files:
         try:
-            questions += load_questions(path, pack=name).questions
+            questions += load_questions(path, pack=name, source=pack).questions
         except KgbenchError as exc:
             report.problems.append(str(exc))
     evidence = pack.manifest.get("evidence") or {}
