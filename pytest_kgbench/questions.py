@@ -1,9 +1,9 @@
 """Question files: YAML -> validated `Question` objects, hashed when read.
 
-Pure module: no pytest. A question file is one YAML list of questions (docs/questions.md), or a mapping
-`{generate: "module:function"}`: the pack's function, called with the pack, returns the list
-(a pack whose questions are read from published data at run time). Either way every question
-is validated the same, and every error names the file, the question id and the field.
+Pure module: no pytest. A question file is one YAML list of questions (docs/questions.md), or
+a mapping `{generate: "module:function"}`: the pack's function, called with the pack, returns
+the list (a pack whose questions are read from published data at run time). Either way every
+question is validated the same, and every error names the file, the question id and the field.
 
 Two keys mark a question whose published references cannot both be trusted:
 `disagreement: "<cause>"`: its SQL and SPARQL references disagree on the pack's data (the key

@@ -156,7 +156,8 @@ def materialize(mapping: Path, database: Path, tables: Mapping[str, TableSpec], 
         import morph_kgc
     except ImportError as exc:
         raise InputError(where, "an R2RML mapping is run by morph-kgc, which is not installed "
-                         "(pip install --no-deps morph-kgc; README, 'R2RML')",
+                         "(pip install 'pytest-kgbench[r2rml]' && pip install --no-deps "
+                         "morph-kgc==2.10.0; docs/packs.md, 'RDF')",
                          field="rdf.r2rml") from exc
     if not mapping.is_file():
         raise InputError(where, f"the R2RML mapping {mapping} does not exist", field="rdf.r2rml")
