@@ -578,7 +578,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from pytest_kgbench.registry import activate, deactivate, installed
 
-    if hasattr(signal, "SIGPIPE"):  # `kgbench prompt ... | head` ends quietly
+    if argv is None and hasattr(signal, "SIGPIPE"):
+        # the console script: `kgbench prompt ... | head` ends quietly. Never when called in a
+        # process of someone else's (a test, a notebook): a later write to a closed pipe
+        # anywhere in it would kill that whole process without a word
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     args = build_parser().parse_args(argv)
     try:

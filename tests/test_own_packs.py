@@ -221,3 +221,13 @@ def test_a_gold_query_key_that_fails_is_the_harness(starter: Path, tmp_path: Pat
     assert q.key == "gold.sql"
     with pytest.raises(HarnessBroken, match="its key is the result of its gold sql query"):
         compute_key(q, built)
+
+
+def test_calling_the_cli_in_process_leaves_sigpipe_alone(tmp_path: Path) -> None:
+    """main([...]) inside another process (this test's) must not make SIGPIPE fatal: a later
+    write to a closed pipe would kill the whole process (it killed xdist workers)."""
+    import signal
+
+    before = signal.getsignal(signal.SIGPIPE)
+    assert main(["init", str(tmp_path / "p")]) == 0
+    assert signal.getsignal(signal.SIGPIPE) == before
