@@ -50,6 +50,9 @@ def test_junitxml_records_each_items_grade(project, tmp_path) -> None:
     result = p.runpytest("questions", "--agent", "trap", "--condition", "D1", "-k", "Q10 or Q01",
                          f"--junitxml={xml}")
     assert result.ret == 0, result.stdout.str()
+    # the terminal summary names who answered and counts the letters, with their legend
+    result.stdout.fnmatch_lines(["*agent trap, models trap: C 1 W 1 (C correct, P partial, "
+                                 "W wrong,*"])
     cases = ET.parse(xml).getroot().findall(".//testcase")
     assert len(cases) == 2
     props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")}
