@@ -28,7 +28,8 @@ class Case:
     @property
     def param_id(self) -> str:
         variant = "" if self.variant == "base" else f"{self.variant}-"
-        return f"{variant}{self.condition.id}-{self.model}-r{self.repeat}"
+        # "rep1", not "r1": `-k R1` (pytest's -k ignores case) must not match every first repeat
+        return f"{variant}{self.condition.id}-{self.model}-rep{self.repeat}"
 
     @property
     def name(self) -> str:
@@ -41,6 +42,55 @@ class Case:
         q = self.question
         return {q.tier, q.pack, self.variant, self.condition.id, self.condition.label,
                 self.condition.mode, self.model, q.expect}
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        """The item's markers, for exact selection with -m (`-m L3`, `-m "credit and D1"`):
+        tier, pack, variant, condition id and agent (registered by `marker_lines`)."""
+        return tuple(dict.fromkeys((self.question.tier, self.question.pack, self.variant,
+                                    self.condition.id, self.agent)))
+
+
+def marker_lines(settings: Settings) -> list[str]:
+    """The `markers` ini lines that register every marker an item may carry, so that
+    --strict-markers accepts them."""
+    from pytest_kgbench.conditions import registered
+    from pytest_kgbench.locate import sources
+    from pytest_kgbench.questions import TIERS
+    from pytest_kgbench.registry import current
+
+    names: dict[str, str] = {t: f"kgbench tier {t}" for t in TIERS}
+    names.update({c: f"kgbench condition {c} ({cond.label})"
+                  for c, cond in registered().items()})
+    names.update({a: f"kgbench agent {a}" for a in current().agents})
+    for name, source in sources(settings).items():
+        names.setdefault(name, f"kgbench pack {name}")
+        try:
+            import yaml
+
+            manifest = yaml.safe_load((source.dir / "pack.yaml").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for variant in ((manifest or {}).get("variants") or {"base": {}}):
+            names.setdefault(str(variant), f"kgbench variant {variant}")
+    return [f"{name}: {what}" for name, what in names.items()]
+
+
+def sample_questions(questions: list[Question], n: int, seed: int) -> set[tuple[str, str]]:
+    """A seeded sample of `n` questions per pack and tier (all of a tier with fewer): the
+    (pack, question id) pairs a `--sample` run keeps."""
+    import random
+
+    by_tier: dict[tuple[str, str], list[str]] = {}
+    for q in questions:
+        ids = by_tier.setdefault((q.pack, q.tier), [])
+        if q.id not in ids:
+            ids.append(q.id)
+    keep: set[tuple[str, str]] = set()
+    for (pack, tier), ids in sorted(by_tier.items()):
+        rng = random.Random(f"{seed}|{pack}|{tier}")
+        keep.update((pack, i) for i in rng.sample(sorted(ids), min(n, len(ids))))
+    return keep
 
 
 def pack_conditions(pack: Pack, conds: tuple[Condition, ...]) -> list[Condition]:

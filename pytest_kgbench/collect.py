@@ -93,6 +93,26 @@ def not_answerable(items: list[pytest.Item], settings: Settings) -> list[pytest.
     return [i for i in items if keys.CASE in i.stash and not keep(i.stash[keys.CASE])]
 
 
+def not_sampled(items: list[pytest.Item], settings: Settings) -> list[pytest.Item]:
+    """With --sample N, the items whose question is not among the N drawn per pack and tier."""
+    from pytest_kgbench.cases import sample_questions
+
+    if not settings.sample:
+        return []
+    cases = [i.stash[keys.CASE] for i in items if keys.CASE in i.stash]
+    keep = sample_questions([c.question for c in cases], settings.sample, settings.stats_seed)
+    return [i for i in items if keys.CASE in i.stash and
+            (i.stash[keys.CASE].question.pack, i.stash[keys.CASE].question.id) not in keep]
+
+
+def not_rerun(items: list[pytest.Item], settings: Settings) -> list[pytest.Item]:
+    """With --kgbench-rerun RUN, the items RUN did not grade wrong, partial or timed out."""
+    if settings.rerun is None:
+        return []
+    again = set(settings.rerun)
+    return [i for i in items if i.nodeid not in again]
+
+
 def assign_sessions(items: list[pytest.Item]) -> None:
     """Asked together: give every selected item the questions of its session, in item order."""
     groups: dict[str, list[Question]] = {}
@@ -151,6 +171,8 @@ class QuestionFile(pytest.File):
         for case in cases_for(qset, pack, settings):
             item = QuestionItem.from_parent(self, name=case.name, callobj=_run_item)
             item.extra_keyword_matches.update(case.keywords)
+            for marker in case.markers:
+                item.add_marker(marker)
             item.stash[keys.CASE] = case
             if agent.kind == "model":
                 # a model call that failed transiently is asked again; a graded answer never is

@@ -67,6 +67,10 @@ def pytest_configure(config: pytest.Config) -> None:
         except InputError as exc:
             raise pytest.UsageError(str(exc)) from exc
     config.stash[keys.SETTINGS] = settings
+    from pytest_kgbench.cases import marker_lines
+
+    for line in marker_lines(settings):
+        config.addinivalue_line("markers", line)
     if not _is_worker(config) and not config.option.collectonly and \
             _collects_questions(config, settings):
         store = RunStore(settings)
@@ -182,12 +186,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     are); with --ask together, the items left (after -k and the rest) are shared out into
     sessions."""
     from pytest_kgbench.cases import asks_together
-    from pytest_kgbench.collect import assign_sessions, not_answerable, resume_split
+    from pytest_kgbench.collect import (
+        assign_sessions,
+        not_answerable,
+        not_rerun,
+        not_sampled,
+        resume_split,
+    )
     from pytest_kgbench.record import read_answers
 
     settings: Settings = config.stash[keys.SETTINGS]
     store = config.stash.get(keys.RUNSTORE, None)
-    unasked = not_answerable(items, settings)
+    unasked = (not_answerable(items, settings) + not_sampled(items, settings)
+               + not_rerun(items, settings))
     if settings.resume:
         done, again = resume_split(items, read_answers(settings.run_dir / "answers.jsonl"))
         if store is not None:
@@ -266,6 +277,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
             else:
                 report.user_properties.append((RECORD_PROPERTY, text))
                 report.user_properties.append((LETTER_PROPERTY, record["letter"]))
+    if call.when == "teardown":
+        record = item.stash.get(keys.RECORD, None)
+        if record is not None:  # what --junitxml records of the item (teardown's properties)
+            from pytest_kgbench.record import junit_properties
+
+            report.user_properties.extend(junit_properties(record))
     return report
 
 

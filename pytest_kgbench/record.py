@@ -8,7 +8,7 @@ Pure module: no pytest.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -123,3 +123,18 @@ GRADE_FIELDS = ("nodeid", "question", "pack", "variant", "condition", "model", "
 def grades_json(records: Iterable[BankedRecord]) -> list[dict[str, Any]]:
     """The grade of every item (grades.json)."""
     return [{f: rec.get(f) for f in GRADE_FIELDS} for rec in records]
+
+
+JUNIT_FIELDS = ("grade", "score", "letter", "tier", "pack", "variant", "condition", "model",
+                "agent", "repeat", "behaviour")
+
+
+def junit_properties(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The item's grade, where it was asked and its metrics, as `kgbench.*` properties for
+    --junitxml (CI dashboards that read JUnit show them)."""
+    out = [(f"kgbench.{name}", str(record[name])) for name in JUNIT_FIELDS
+           if record.get(name) is not None]
+    for name, value in sorted((record.get("metrics") or {}).items()):
+        if isinstance(value, (bool, int, float)) or value is None:
+            out.append((f"kgbench.metric.{name}", "" if value is None else str(value)))
+    return out

@@ -423,11 +423,30 @@ def moved_lines(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+LEGEND = ("C correct", "P partial", "W wrong", "T timeout", "A abstained", "B blocked",
+          "D declined")
+
+
+def summary_line(report: Mapping[str, Any]) -> str:
+    """Who answered, how many items got each status letter (with the legend), and the cost."""
+    s = report.get("settings") or {}
+    counts: dict[str, int] = {}
+    for item in report.get("items") or []:
+        if item.get("letter"):
+            counts[str(item["letter"])] = counts.get(str(item["letter"]), 0) + 1
+    letters = " ".join(f"{k} {counts[k]}" for k in "CPWTABD" if counts.get(k)) or "no grades"
+    spent = sum(((c.get("cost_usd") or {}).get("billed") or 0.0)
+                for c in (report.get("conditions") or {}).values())
+    cost = f"; ${spent:.4f} at list prices" if spent else ""
+    return (f"agent {s.get('agent')}, models {', '.join(map(str, s.get('models') or []))}: "
+            f"{letters} ({', '.join(LEGEND)}){cost}")
+
+
 def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     header, rows = headline_rows(report)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
               for i, h in enumerate(header)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    out = [summary_line(report), "  ".join(h.ljust(w) for h, w in zip(header, widths))]
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     out += [f"not run: {line}" for line in report.get("not_run") or []]
     if not report["complete"]:

@@ -58,6 +58,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--model", "model alias or id; comma list or repeated", repeatable=True),
     Option("--repeats", "times each item is asked", "1"),
     Option("--variant", "pack variants to run: names, comma list or 'all'", "base"),
+    Option("--kgbench-rerun", "RUN: ask again, in a new run, the items RUN graded wrong, "
+           "partial or timed out (pytest's --lf reruns only must-pass failures)"),
+    Option("--sample", "ask a seeded sample of N questions per pack and tier (a cheap first "
+           "look; the seed is --stats-seed)"),
     Option("--pack", "packs to run: names, or folders holding a pack.yaml; comma list or "
            "repeated (default: every pack found)", repeatable=True),
     Option("--external-data", "folder holding packs' external data (a conformance pack's "
@@ -147,6 +151,8 @@ class Settings:
     windows: Mapping[str, int] = field(default_factory=dict)  # model id -> context tokens
     packs: Mapping[str, str] = field(default_factory=dict)  # folder packs: name -> folder
     pack_names: tuple[str, ...] = ()  # the packs --pack selects (none: every pack found)
+    sample: int | None = None  # --sample: questions per pack and tier
+    rerun: tuple[str, ...] | None = None  # --kgbench-rerun: the node ids to ask again
     external_dir: str | None = None   # where packs' external data lives
 
     @property
@@ -190,7 +196,8 @@ class Settings:
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        for name in ("condition_ids", "models", "variants", "question_dirs", "pack_names"):
+        for name in ("condition_ids", "models", "variants", "question_dirs", "pack_names",
+                     "rerun"):
             if name in values:
                 values[name] = tuple(values[name])
         return cls(**values)
@@ -362,6 +369,10 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
         prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
         windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()},
+        rerun=rerun_ids(root, reports, given("kgbench_rerun")),
+        sample=(None if given("kgbench_sample", stored.get("sample")) in (None, "") else
+                _number("--sample", given("kgbench_sample", stored.get("sample")), int,
+                        "a whole number", minimum=1)),
         **pack_settings(given("kgbench_pack", ",".join(stored.get("pack_names") or ())),
                         table.get("packs") or {}, root,
                         given("kgbench_external_data", stored.get("external_dir"))),
@@ -369,6 +380,22 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
     if folder is not None:
         check_resume(folder, settings)
     return settings
+
+
+RERUN_LETTERS = ("W", "P", "T")  # what --kgbench-rerun asks again: wrong, partial, timed out
+
+
+def rerun_ids(root: Path, reports: str, run: Any) -> tuple[str, ...] | None:
+    """The node ids a stored run graded wrong, partial or timed out (--kgbench-rerun RUN)."""
+    if not run:
+        return None
+    from pytest_kgbench.record import read_answers
+
+    folder = find_run(root, reports, str(run))
+    if folder is None:
+        raise InputError("--kgbench-rerun", f"no run '{run}' under {root / reports}")
+    records = read_answers(folder / "answers.jsonl")
+    return tuple(sorted(r["nodeid"] for r in records if r.get("letter") in RERUN_LETTERS))
 
 
 def entry_point_packs() -> dict[str, str]:
@@ -429,7 +456,7 @@ RESUME_CHECKED = (  # (setting, how the one line names it): what an item was ask
     ("dataset_seed", "--dataset-seed"), ("variants", "--variant"), ("agent", "--agent"),
     ("models", "--model"), ("effort", "--effort"), ("max_tokens", "--max-tokens"),
     ("ask", "--ask"), ("floor", "--floor"), ("max_rounds", "--max-rounds"),
-    ("judge_model", "--judge-model"), ("synthetic", "--synthetic"))
+    ("judge_model", "--judge-model"), ("synthetic", "--synthetic"), ("sample", "--sample"))
 CODE_CHECKED = (("grader_sha256", "the grader's code"), ("prompts_sha256", "the prompts' code"))
 
 

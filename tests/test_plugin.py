@@ -34,14 +34,14 @@ def test_node_ids_parametrize_question_condition_model_repeat(project) -> None:
     result = p.runpytest("questions", "--collect-only", "-q", "--condition", "R5,D2",
                          "--repeats", "2")
     out = result.stdout.str()
-    assert "questions/credit.yaml::credit-Q06[R5-gold-r1]" in out
-    assert "questions/credit.yaml::credit-Q06[D2-gold-r2]" in out
+    assert "questions/credit.yaml::credit-Q06[R5-gold-rep1]" in out
+    assert "questions/credit.yaml::credit-Q06[D2-gold-rep2]" in out
     assert "R1-gold" not in out
     # each question under each condition of a mode it is asked in (R5 reads, D2 queries), twice
     expected = sum(("reading" in q.modes) + ("querying" in q.modes) for q in _questions()) * 2
     assert expected < len(_questions()) * 2 * 2  # the write requests are asked under D2 only
     assert f"{expected} tests collected" in out
-    assert "credit-Q29[D2-gold-r1]" in out and "credit-Q29[R5-gold-r1]" not in out
+    assert "credit-Q29[D2-gold-rep1]" in out and "credit-Q29[R5-gold-rep1]" not in out
 
 
 def test_keywords_select_tier_pack_and_condition(project) -> None:
@@ -96,7 +96,7 @@ def test_gold_run_scores_every_item_correct_and_writes_the_run_folder(project) -
     fp = report["fingerprint"]
     assert fp["questions_count"] == 7 and len(fp["questions_sha256"]) == 64
     item = next(i for i in report["items"]
-                if i["nodeid"] == "questions/credit.yaml::credit-Q06[R1-gold-r1]")
+                if i["nodeid"] == "questions/credit.yaml::credit-Q06[R1-gold-rep1]")
     assert {k: item[k] for k in ("question", "tier", "pack", "variant", "condition", "model",
                                  "agent", "agent_kind", "repeat", "grade", "score", "status",
                                  "letter")} == {
@@ -184,7 +184,7 @@ def pytest_runtest_makereport(item, call):
     report = report_of(p)
     assert not report["complete"]
     assert [m["nodeid"] for m in report["missing"]] == \
-        ["questions/credit.yaml::credit-Q06[R1-gold-r1]"]
+        ["questions/credit.yaml::credit-Q06[R1-gold-rep1]"]
     result.stdout.fnmatch_lines(["*INCOMPLETE: 1 item(s) never reported*"])
 
 

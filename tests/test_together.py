@@ -183,10 +183,10 @@ def test_a_together_query_must_name_a_question_of_the_session(credit_base) -> No
 def test_session_names_are_safe_and_a_session_is_one_scheduling_scope() -> None:
     name = group_name("credit", "base", "D1", "claude sonnet/5", 2, "analyst")
     assert name == "kgbench.credit.base.D1.claude_sonnet_5.r2.analyst"
-    scope = session_scope("questions/credit.yaml::credit-Q01[chains-D1-sonnet-r2]")
-    assert scope == "questions/credit.yaml::[chains-D1-sonnet-r2]"
-    assert session_scope("questions/credit.yaml::credit-Q07[chains-D1-sonnet-r2]") == scope
-    assert session_scope("questions/credit.yaml::credit-Q01[D1-sonnet-r2]") != scope
+    scope = session_scope("questions/credit.yaml::credit-Q01[chains-D1-sonnet-rep2]")
+    assert scope == "questions/credit.yaml::[chains-D1-sonnet-rep2]"
+    assert session_scope("questions/credit.yaml::credit-Q07[chains-D1-sonnet-rep2]") == scope
+    assert session_scope("questions/credit.yaml::credit-Q01[D1-sonnet-rep2]") != scope
     assert session_scope("tests/test_x.py::test_a") is None
 
 
