@@ -198,7 +198,7 @@ class Settings:
         values = {k: v for k, v in data.items() if k in known}
         for name in ("condition_ids", "models", "variants", "question_dirs", "pack_names",
                      "rerun"):
-            if name in values:
+            if values.get(name) is not None:
                 values[name] = tuple(values[name])
         return cls(**values)
 

@@ -116,3 +116,26 @@ def test_rerun_asks_again_what_a_run_got_wrong(project) -> None:
     assert set(graded("again")) == wrong
     bad = p.runpytest("questions", "--collect-only", "--kgbench-rerun", "nosuch")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_settings_cross_to_workers_with_every_optional_value_unset() -> None:
+    """What the controller sends an xdist worker (Settings.to_dict as JSON) reads back the same,
+    None-valued tuples (no --kgbench-rerun) included: it broke every -n run once."""
+    import json
+
+    from pytest_kgbench.settings import Settings
+
+    for values in ({}, {"rerun": ("a::b",), "sample": 3, "pack_names": ("credit",)}):
+        settings = Settings.at(".", **values)
+        assert Settings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
+
+
+def test_a_rerun_under_xdist(project) -> None:
+    p = project()
+    first = p.runpytest("questions", "--agent", "trap", "--condition", "D1", "-k", "Q01 or Q10",
+                        "--run-id", "first")
+    assert first.ret == 0, first.stdout.str()
+    again = p.runpytest("questions", "-n", "2", "--agent", "trap", "--condition", "D1",
+                        "--kgbench-rerun", "first", "--run-id", "again", "-p", "xdist")
+    assert again.ret == 0, again.stdout.str()
+    again.assert_outcomes(passed=1)  # Q10, which the trap gets wrong
