@@ -55,7 +55,9 @@ def marker_lines(settings: Settings) -> list[str]:
     """The `markers` ini lines that register every marker an item may carry, so that
     --strict-markers accepts them."""
     from pytest_kgbench.conditions import registered
+    from pytest_kgbench.errors import InputError
     from pytest_kgbench.locate import sources
+    from pytest_kgbench.packs import read_manifest
     from pytest_kgbench.questions import TIERS
     from pytest_kgbench.registry import current
 
@@ -66,12 +68,10 @@ def marker_lines(settings: Settings) -> list[str]:
     for name, source in sources(settings).items():
         names.setdefault(name, f"kgbench pack {name}")
         try:
-            import yaml
-
-            manifest = yaml.safe_load((source.dir / "pack.yaml").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        for variant in ((manifest or {}).get("variants") or {"base": {}}):
+            manifest = read_manifest(source.dir)
+        except InputError:
+            continue  # collection reports it, naming the file
+        for variant in (manifest.get("variants") or {"base": {}}):
             names.setdefault(str(variant), f"kgbench variant {variant}")
     return [f"{name}: {what}" for name, what in names.items()]
 

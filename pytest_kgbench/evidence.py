@@ -56,14 +56,17 @@ class Facts:
 
 # --- SQL -------------------------------------------------------------------------------------
 
-def _walk(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _walk(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _walk(value)
+def walk(node: Any) -> Iterator[dict[str, Any]]:
+    """Every dict of a JSON tree (DuckDB's parse tree), without recursion: a deep tree cannot
+    overflow the stack. The guard and the needs check read trees with it too."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 def _constant(node: dict[str, Any]) -> Any:
@@ -106,7 +109,7 @@ def sql_facts(statement: str) -> Facts | None:
     if tree.get("error"):
         return None
     facts = Facts()
-    for node in _walk(tree):
+    for node in walk(tree):
         cls, kind = node.get("class"), node.get("type")
         if cls == "COLUMN_REF" and node.get("column_names"):
             facts.columns.add(str(node["column_names"][-1]).lower())

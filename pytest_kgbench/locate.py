@@ -7,6 +7,7 @@ Pure module: no pytest.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from pytest_kgbench.errors import InputError
@@ -46,9 +47,18 @@ def repository_sources(settings: Settings) -> dict[str, PackSource]:
 
 
 def sources(settings: Settings) -> dict[str, PackSource]:
-    """Every pack the session knows, by name (a registered folder pack over a repository one)."""
-    out = repository_sources(settings)
-    for name, folder in settings.packs.items():
+    """Every pack the session knows, by name (a registered folder pack over a repository one).
+    Found once per process and layout: collection asks for every file it meets."""
+    return dict(_sources(settings.rootdir, tuple(settings.question_dirs), settings.datasets_dir,
+                         settings.ontology_dir, tuple(sorted(settings.packs.items()))))
+
+
+@lru_cache(maxsize=32)
+def _sources(rootdir: str, question_dirs: tuple[str, ...], datasets_dir: str, ontology_dir: str,
+             packs: tuple[tuple[str, str], ...]) -> dict[str, PackSource]:
+    out = repository_sources(Settings.at(rootdir, question_dirs=question_dirs,
+                                         datasets_dir=datasets_dir, ontology_dir=ontology_dir))
+    for name, folder in packs:
         out[name] = folder_source(name, Path(folder))
     return out
 

@@ -8,7 +8,7 @@ Used by the pack tests, the seed-property tests and `kgbench check`. No pytest h
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from typing import Any
 from pytest_kgbench.answer_key import compute_key
 from pytest_kgbench.answers import fields_from_rows
 from pytest_kgbench.build import Built
+from pytest_kgbench.evidence import walk
 from pytest_kgbench.executors import Executor
 from pytest_kgbench.grading import grade_field
 from pytest_kgbench.questions import Question
@@ -177,7 +178,7 @@ def without_filters(statement: str, columns: set[str]) -> str | None:
 
         def reads(node: Any) -> bool:
             found = False
-            for n in _nodes(node):
+            for n in walk(node):
                 if n.get("class") == "COLUMN_REF" and n.get("column_names") and \
                         str(n["column_names"][-1]).lower() in columns:
                     found = True
@@ -205,16 +206,6 @@ def without_filters(statement: str, columns: set[str]) -> str | None:
         return None
     finally:
         con.close()
-
-
-def _nodes(node: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(node, dict):
-        yield node
-        for value in node.values():
-            yield from _nodes(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _nodes(value)
 
 
 def check_needs(questions: list[Question], builts: list[Built], *,

@@ -164,3 +164,15 @@ def project(pytester: pytest.Pytester, kg_cache: Path) -> Callable[..., pytest.P
         return pytester
 
     return make
+
+
+@pytest.fixture
+def api(monkeypatch):
+    """A fake Messages API on 127.0.0.1, with the SDK's base URL and a dummy key pointing at
+    it (tests/fake_api.py scripts its replies)."""
+    from fake_api import FakeMessagesAPI
+
+    with FakeMessagesAPI() as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+        yield server

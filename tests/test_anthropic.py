@@ -9,17 +9,10 @@ from pathlib import Path
 import pytest
 
 from conftest import credit_question, only_run, run_records
-from fake_api import FakeMessagesAPI, malformed, stall, status, text, tool_use
+from fake_api import malformed, stall, status, text, tool_use
 
 REPO = Path(__file__).resolve().parents[1]
 
-
-@pytest.fixture
-def api(monkeypatch):
-    with FakeMessagesAPI() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
-        yield server
 
 
 def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from fake_api import (
-    FakeMessagesAPI,
     bad_request,
     stall,
     status,
@@ -24,13 +23,6 @@ from conftest import only_run, run_records
 
 A_PLUS = "Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
 
-
-@pytest.fixture
-def api(monkeypatch):
-    with FakeMessagesAPI() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
-        yield server
 
 
 def test_a_prompt_too_long_for_the_window_is_skipped_with_the_reason(project, api) -> None:
@@ -129,16 +121,23 @@ def test_the_item_timeout_bounds_the_item_across_retries_and_rounds(project, api
     assert took < 30
 
 
-def test_a_judge_failure_never_reasks_the_model(project, api) -> None:
-    """A judge-only 529: the judge retries itself, then the item is banked with its judgement
-    marked failed; the model was asked once, and the item was never rerun."""
-    api.judge = lambda body: status(529, kind="overloaded_error")
+def self_citation_project(project, api):
+    """A project with the research questions, whose model answers the self-citation question
+    (research-Q33) rightly."""
     api.default = lambda body: text(
         "A5720102936 and A4483374961 share an ORCID, so it is a self-citation.\n"
         "```json\n{\"counts\": \"no\", \"shared_person\": \"A5720102936\"}\n```")
     p = project()
     research = Path(__file__).resolve().parents[1] / "questions" / "research.yaml"
     (p.path / "questions" / "research.yaml").write_text(research.read_text())
+    return p
+
+
+def test_a_judge_failure_never_reasks_the_model(project, api) -> None:
+    """A judge-only 529: the judge retries itself, then the item is banked with its judgement
+    marked failed; the model was asked once, and the item was never rerun."""
+    api.judge = lambda body: status(529, kind="overloaded_error")
+    p = self_citation_project(project, api)
     result = p.runpytest("questions/research.yaml", "--model", "sonnet", "--condition", "R1",
                          "-k", "Q33")
     outcomes = result.parseoutcomes()
@@ -196,12 +195,7 @@ def test_a_halted_serial_run_lists_what_it_never_asked(project, api) -> None:
 
 def test_a_judge_the_harness_cannot_ask_banks_the_item_then_halts(project, api) -> None:
     api.judge = lambda body: status(404, retry_after_ms=None, kind="not_found_error")
-    api.default = lambda body: text(
-        "A5720102936 and A4483374961 share an ORCID, so it is a self-citation.\n"
-        "```json\n{\"counts\": \"no\", \"shared_person\": \"A5720102936\"}\n```")
-    p = project()
-    research = Path(__file__).resolve().parents[1] / "questions" / "research.yaml"
-    (p.path / "questions" / "research.yaml").write_text(research.read_text())
+    p = self_citation_project(project, api)
     result = p.runpytest("questions/research.yaml", "--model", "sonnet", "--condition", "R1",
                          "-k", "Q30 or Q33")
     assert result.ret == 3

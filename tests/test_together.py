@@ -249,13 +249,6 @@ def test_gold_asked_together_still_answers_every_item(project, credit_questions)
     assert all(q["question"] == r["question"] for r in d1 for q in r["answer"]["queries"])
 
 
-@pytest.fixture
-def api(monkeypatch):
-    with FakeMessagesAPI() as server:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
-        yield server
-
 
 def _session_model(keys: dict[str, dict]):
     """A fake model that runs one query per question it answers, naming the question, then

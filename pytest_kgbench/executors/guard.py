@@ -14,11 +14,12 @@ through.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from pytest_kgbench.evidence import walk
 from pytest_kgbench.executors import CAPS, Caps, QueryTimeout
 
 FULL, RESTRICTED = "full", "restricted"  # the views of a variant a store is built in
@@ -129,18 +130,6 @@ class Verdict:
         return self.refused is None and self.error is None
 
 
-def _walk(node: Any) -> Iterator[dict[str, Any]]:
-    """Every dict of a JSON tree, without recursion (a deep tree cannot overflow the stack)."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            yield item
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-
-
 # --- SQL: DuckDB's parser ---------------------------------------------------------------------
 
 QUERY_NODES = frozenset({"SELECT_NODE", "SET_OPERATION_NODE", "RECURSIVE_CTE_NODE", "CTE_NODE"})
@@ -197,7 +186,7 @@ def classify_sql(con: Any, statement: str, guard: Guard, caps: Caps = CAPS) -> V
 def _classify_tree(tree: dict[str, Any], guard: Guard) -> Verdict:
     verdict = Verdict(tables=sql_tables(tree))
     refs: set[str] = set()
-    for node in _walk(tree):
+    for node in walk(tree):
         cls = node.get("class")
         if cls is not None:
             if cls == "COLUMN_REF" and node.get("column_names"):
@@ -268,7 +257,7 @@ def sql_tree(con: Any, query: str) -> dict[str, Any] | None:
 
 def sql_tables(tree: dict[str, Any]) -> set[str]:
     """Names of the base tables a parse tree reads (CTE names included; callers filter)."""
-    return {str(node["table_name"]) for node in _walk(tree)
+    return {str(node["table_name"]) for node in walk(tree)
             if node.get("type") == "BASE_TABLE" and node.get("table_name")}
 
 
