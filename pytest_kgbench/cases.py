@@ -41,14 +41,20 @@ class Case:
         mode, model and expectation (so `-k L3`, `-k "credit and D2"` select)."""
         q = self.question
         return {q.tier, q.pack, self.variant, self.condition.id, self.condition.label,
-                self.condition.mode, self.model, q.expect}
+                self.condition.mode, self.model, q.expect, *self._arm}
+
+    @property
+    def _arm(self) -> tuple[str, ...]:
+        """A querying item's schema arm (prompt, tools, none, floor): a keyword and a marker."""
+        return (self.condition.schema,) if self.condition.mode == "querying" else ()
 
     @property
     def markers(self) -> tuple[str, ...]:
-        """The item's markers, for exact selection with -m (`-m L3`, `-m "credit and D1"`):
-        tier, pack, variant, condition id and agent (registered by `marker_lines`)."""
+        """The item's markers, for exact selection with -m (`-m L3`, `-m "credit and D1"`,
+        `-m tools`): tier, pack, variant, condition id, agent and a querying item's schema
+        arm (registered by `marker_lines`)."""
         return tuple(dict.fromkeys((self.question.tier, self.question.pack, self.variant,
-                                    self.condition.id, self.agent)))
+                                    self.condition.id, self.agent, *self._arm)))
 
 
 def marker_lines(settings: Settings) -> list[str]:
@@ -62,8 +68,15 @@ def marker_lines(settings: Settings) -> list[str]:
     from pytest_kgbench.registry import current
 
     names: dict[str, str] = {t: f"kgbench tier {t}" for t in TIERS}
+    from pytest_kgbench.conditions import SCHEMA_ARMS, arm
+
     names.update({c: f"kgbench condition {c} ({cond.label})"
                   for c, cond in registered().items()})
+    for cond in list(registered().values()):
+        if cond.mode == "querying":
+            names.update({a.id: f"kgbench condition {a.id} ({a.label})"
+                          for a in (arm(cond, s) for s in SCHEMA_ARMS) if a.id != cond.id})
+    names.update({s: f"kgbench schema arm {s}: {a.what}" for s, a in SCHEMA_ARMS.items()})
     names.update({a: f"kgbench agent {a}" for a in current().agents})
     for name, source in sources(settings).items():
         names.setdefault(name, f"kgbench pack {name}")

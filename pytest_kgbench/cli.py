@@ -493,7 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mcp", help="serve a pack's store under a querying condition over MCP "
                        "(stdio): list_tables, describe, run_query")
     _pack_args(p)
-    p.add_argument("--condition", required=True, help="D1 to D6")
+    p.add_argument("--condition", required=True,
+                   help="D1 to D6, or an arm of one (D1.tools, D1.none: --schema)")
     p.add_argument("--persona", default="analyst")
     _engine_args(p)
     p.add_argument("--query-timeout", type=float, default=60.0)

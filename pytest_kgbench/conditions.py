@@ -10,7 +10,7 @@ nothing else switches on condition ids. The session's conditions are the registr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_kgbench.errors import InputError
 
@@ -35,6 +35,27 @@ class Condition:
     #                               "axioms"
     load_ontology: bool = False   # querying: the ontology's triples are loaded into the store
     requires: tuple[str, ...] = ()  # artefacts the pack must have (see Pack.has)
+    schema: str = "prompt"        # querying: how the model learns the store (SCHEMA_ARMS)
+
+    @property
+    def base_id(self) -> str:
+        """The ladder rung this condition is an arm of ("D1" for "D1.tools")."""
+        return self.id.partition(".")[0]
+
+    @property
+    def floor(self) -> bool:
+        """The naive floor's minimal instruction (the `floor` schema arm)."""
+        return self.mode == "querying" and SCHEMA_ARMS[self.schema].floor
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """The tools the model is offered: none when it reads; the store's three when it
+        queries, or run_query alone when the arm gives no way to discover the store."""
+        if self.mode != "querying":
+            return ()
+        if SCHEMA_ARMS[self.schema].discovery:
+            return ("list_tables", "describe", "run_query")
+        return ("run_query",)
 
     @property
     def artefacts(self) -> tuple[str, ...]:
@@ -80,6 +101,73 @@ LADDER: tuple[Condition, ...] = (
               requires=("shapes.ttl",)),
 )
 BY_ID = {c.id: c for c in LADDER}
+
+
+@dataclass(frozen=True)
+class SchemaArm:
+    """How a querying condition's model learns the store (`--schema`): whether the prompt
+    describes it, whether list_tables and describe are offered, and whether the instruction
+    is the floor's minimal one."""
+
+    name: str
+    described: bool   # the prompt holds the store's tables/classes, columns and counts
+    discovery: bool   # list_tables and describe are offered
+    floor: bool       # the minimal instruction of the naive floor
+    what: str
+
+
+SCHEMA_ARMS: dict[str, SchemaArm] = {
+    "prompt": SchemaArm("prompt", True, True, False,
+                        "the store described in the prompt, and the discovery tools"),
+    "tools": SchemaArm("tools", False, True, False,
+                       "no description in the prompt: the store is learnt through list_tables "
+                       "and describe"),
+    "none": SchemaArm("none", False, False, False,
+                      "no description anywhere: run_query alone"),
+    "floor": SchemaArm("floor", False, False, True,
+                       "the naive floor: run_query alone and a minimal instruction"),
+}
+# prompt<->tools: the same knowledge, reached by other means (the accuracy should not move, the
+# tool calls should); tools<->none: what a description of the store is worth; none<->floor:
+# what the instruction is worth, down to the floor
+SCHEMA_PAIRS: tuple[tuple[str, str], ...] = (("prompt", "tools"), ("tools", "none"),
+                                             ("none", "floor"))
+
+
+def schema_arms(spec: str | None) -> tuple[str, ...]:
+    """The arms an option value names: `prompt`, `tools`, `none`, `floor`, comma lists, or
+    `all` (every arm, in that order)."""
+    chosen: list[str] = []
+    for part in (spec or "prompt").replace(" ", "").lower().split(","):
+        if not part:
+            continue
+        names = tuple(SCHEMA_ARMS) if part == "all" else (part,)
+        for name in names:
+            if name not in SCHEMA_ARMS:
+                raise InputError("--schema", f"unknown schema arm '{part}' "
+                                 f"(known: {', '.join([*SCHEMA_ARMS, 'all'])})")
+            if name not in chosen:
+                chosen.append(name)
+    return tuple(chosen) or ("prompt",)
+
+
+def arm(cond: Condition, schema: str) -> Condition:
+    """`cond` under a schema arm: itself for `prompt` (and for a reading condition, which
+    has no store to describe), else the condition `<id>.<arm>` ("D1.tools")."""
+    if cond.mode != "querying" or schema == "prompt":
+        return cond
+    if schema not in SCHEMA_ARMS:
+        raise InputError("--schema", f"unknown schema arm '{schema}' "
+                         f"(known: {', '.join(SCHEMA_ARMS)})")
+    return replace(cond, id=f"{cond.id}.{schema}", label=f"{cond.label} [{schema}]",
+                   schema=schema)
+
+
+def normal_id(condition_id: str) -> str:
+    """A condition id as the registry spells it: the rung upper-case, the arm lower-case
+    ("d1.TOOLS" -> "D1.tools")."""
+    rung, dot, schema = condition_id.strip().partition(".")
+    return rung.upper() + (dot + schema.lower() if dot else "")
 """The shipped ladder by id (a session's conditions, plugins' included, are `registered()`)."""
 
 
@@ -91,12 +179,18 @@ def registered() -> dict[str, Condition]:
 
 
 def by_id(condition_id: str) -> Condition:
-    """A condition by its id (case-insensitive)."""
+    """A condition by its id (case-insensitive), an arm of one included ("D1.tools")."""
     known = registered()
-    cond = known.get(condition_id) or known.get(condition_id.upper())
+    rung, _, schema = condition_id.partition(".")
+    cond = known.get(rung) or known.get(rung.upper())
     if cond is None:
         raise InputError("--condition", f"unknown condition '{condition_id}' "
                          f"(known: {', '.join(known)})")
+    if schema:
+        if cond.mode != "querying":
+            raise InputError("--condition", f"'{condition_id}': {cond.id} reads its data: it "
+                             "has no schema arms")
+        return arm(cond, schema.lower())
     return cond
 
 
@@ -117,28 +211,58 @@ DESIGN_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
+def _arm_name(condition_id: str) -> str:
+    return condition_id.partition(".")[2] or "prompt"
+
+
 def ablation_pairs(selected: tuple[str, ...]) -> list[tuple[str, str]]:
-    """The pairs an ablation reports: the first-listed condition against every other, then the
-    design's named pairs whose both sides were run (each pair once)."""
-    pairs: list[tuple[str, str]] = [(selected[0], other) for other in selected[1:]]
-    for a, b in DESIGN_PAIRS:
-        if a in selected and b in selected and (a, b) not in pairs and (b, a) not in pairs:
+    """The pairs an ablation reports: the first-listed condition against every other of its
+    schema arm; each rung's arms against each other (prompt-tools, tools-none, none-floor);
+    then the design's named pairs, within each arm, whose both sides were run (each pair
+    once)."""
+    pairs: list[tuple[str, str]] = []
+
+    def add(a: str, b: str) -> None:
+        if a in selected and b in selected and a != b and (a, b) not in pairs \
+                and (b, a) not in pairs:
             pairs.append((a, b))
+
+    first = selected[0]
+    for other in selected[1:]:
+        if _arm_name(other) == _arm_name(first):
+            add(first, other)
+    rungs = list(dict.fromkeys(c.partition(".")[0] for c in selected))
+    for rung in rungs:
+        for a, b in SCHEMA_PAIRS:
+            add(rung if a == "prompt" else f"{rung}.{a}", f"{rung}.{b}")
+    arms = list(dict.fromkeys(_arm_name(c) for c in selected))
+    for schema in arms:
+        suffix = "" if schema == "prompt" else f".{schema}"
+        for a, b in DESIGN_PAIRS:
+            add(a + suffix, b + suffix)
     return pairs
 
 
-def select(spec: str | None) -> tuple[Condition, ...]:
-    """Conditions named by an option value: ids, comma lists, `reading`, `querying`, `all`.
-    The order is kept as given (a group expands in ladder order): the first is the baseline."""
+def select(spec: str | None, schema: tuple[str, ...] = ("prompt",)) -> tuple[Condition, ...]:
+    """Conditions named by an option value: ids, comma lists, `reading`, `querying`, `all`,
+    and arms by id ("D1.tools"). Each querying condition named by its rung runs under every
+    arm of `schema` (--schema), in that order. The order is kept as given (a group expands in
+    ladder order): the first is the baseline."""
     known = registered()
     named = groups()
-    chosen: list[str] = []
+    chosen: list[Condition] = []
     for part in (spec or "all").replace(" ", "").split(","):
         if not part:
             continue
-        ids = named.get(part.lower()) or ((part.upper(),) if part.upper() in known else None)
-        if ids is None:
-            raise InputError("--condition", f"unknown condition '{part}' "
-                             f"(known: {', '.join([*known, *named])})")
-        chosen += [i for i in ids if i not in chosen]
-    return tuple(known[i] for i in chosen)
+        if "." in part:
+            conds = [by_id(normal_id(part))]
+        else:
+            ids = named.get(part.lower()) or ((part.upper(),) if part.upper() in known else None)
+            if ids is None:
+                raise InputError("--condition", f"unknown condition '{part}' "
+                                 f"(known: {', '.join([*known, *named])})")
+            conds = [arm(known[i], s) for i in ids for s in schema]
+        for cond in conds:
+            if all(c.id != cond.id for c in chosen):
+                chosen.append(cond)
+    return tuple(chosen)

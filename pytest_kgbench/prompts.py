@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.conditions import Condition
+from pytest_kgbench.conditions import SCHEMA_ARMS, Condition
 from pytest_kgbench.errors import HarnessBroken
 from pytest_kgbench.questions import Question
 from pytest_kgbench.reading import csv_block, rdf_block
@@ -50,6 +50,19 @@ You are a careful data analyst. You cannot see the data: you reach it only throu
 which list and describe what the store holds and run your {language} queries (read-only). You
 have {budget}; a query running past {timeout} is stopped and reported as failed. Answer the
 question in a sentence or two, citing the records you used."""
+
+# --schema none: one tool, and nothing says what the store holds
+SYSTEM_QUERY_ONLY = """\
+You are a careful data analyst. You cannot see the data: you reach it only through the tool
+run_query, which runs your {language} queries (read-only). You have {budget}; a query running
+past {timeout} is stopped and reported as failed. Answer the question in a sentence or two,
+citing the records you used."""
+
+# --schema tools: the store's description is left out, in its place this line
+UNDESCRIBED_STORE = """\
+## The store ({language})
+
+It is not described here: list_tables and describe show what it holds."""
 
 
 def _wrap(text: str) -> str:
@@ -262,12 +275,19 @@ def build_prompt(cond: Condition, built: Built, question: Question, *, executor:
             data = csv_block(built.pack.tables, built.tables, guard)
     else:
         # asked together, a question keeps its budget: the session gets every question's rounds
-        system = SYSTEM_QUERYING.format(language=cond.language.upper(),
-                                        budget=_budget(max_rounds, len(together)),
-                                        timeout=_seconds(query_timeout))
-        data = executor.store_block()
-    context = "\n\n".join([f"# {built.pack.title} — {built.variant}", data,
-                           *definitions_blocks(built, cond)])
+        arm = SCHEMA_ARMS[cond.schema]
+        system = (SYSTEM_QUERYING if arm.discovery else SYSTEM_QUERY_ONLY).format(
+            language=cond.language.upper(), budget=_budget(max_rounds, len(together)),
+            timeout=_seconds(query_timeout))
+        if arm.described:
+            data = executor.store_block()
+        elif arm.discovery:
+            data = UNDESCRIBED_STORE.format(language=cond.language.upper())
+        else:
+            data = ""
+        floor = floor or arm.floor
+    context = "\n\n".join(part for part in [f"# {built.pack.title} — {built.variant}", data,
+                                             *definitions_blocks(built, cond)] if part)
     if floor:
         system = SYSTEM_FLOOR
     if together:

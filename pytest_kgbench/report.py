@@ -49,6 +49,7 @@ def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
         "pass_ci95": list(est.pass_ci95) if est.pass_ci95 else None,
         "declined": len(declined), "metrics": metric_summary(records), "by_tier": {},
         "prompt_tokens": prompt_tokens(records),
+        "effort": effort_summary(records),
     }
     for tier in TIERS:
         rows = [r for r in records if r["tier"] == tier]
@@ -75,6 +76,67 @@ def prompt_tokens(records: Sequence[ItemRecord]) -> int | None:
     sizes = [r["prompt"].get("chars") for r in records]
     known = [int(c) for c in sizes if isinstance(c, int)]
     return int(median(known)) // CHARS_PER_TOKEN if known else None
+
+
+def tool_calls(rec: ItemRecord) -> int:
+    """The tool calls an item made (asked together: those tagged with its question)."""
+    return len((rec.get("answer") or {}).get("tool_calls") or [])
+
+
+def _distribution(values: Sequence[float]) -> dict[str, float] | None:
+    """Median, quartiles, mean and maximum of per-item counts or times."""
+    if not values:
+        return None
+    from statistics import mean, median, quantiles
+
+    q = quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
+    return {"median": median(values), "p25": q[0], "p75": q[2], "mean": round(mean(values), 4),
+            "max": max(values)}
+
+
+def effort_summary(records: Sequence[ItemRecord]) -> dict[str, Any]:
+    """What an arm's items cost to answer, beside what they scored: the distribution of tool
+    calls and rounds per item, the median latency and the median tokens per item (input and
+    output). Asked together, rounds, tokens and latency are the session's, counted on the item
+    that asked it (its other items show 0), while tool calls are each question's own."""
+    from statistics import median
+
+    answers = [r.get("answer") or {} for r in records]
+    latencies = [float(a.get("latency_s") or 0.0) for a in answers]
+    tokens = [sum(int(v) for v in (a.get("tokens") or {}).values() if isinstance(v, int))
+              for a in answers]
+    return {
+        "tool_calls": _distribution([float(tool_calls(r)) for r in records]),
+        "rounds": _distribution([float(a.get("rounds") or 0) for a in answers]),
+        "latency_s": round(median(latencies), 4) if latencies else None,
+        "tokens": median(tokens) if any(tokens) else None,
+    }
+
+
+def call_difference(a: Mapping[str, list[int]], b: Mapping[str, list[int]]
+                    ) -> dict[str, Any] | None:
+    """The paired difference of tool calls between two arms, question by question (each
+    question's mean over repeats): the mean of b − a, the relative change of the totals (the
+    write-up's "a third more calls to reach the same answer"), and the two-sided Wilcoxon
+    signed-rank p on the paired means (None when every difference is zero)."""
+    paired = sorted(set(a) & set(b))
+    if not paired:
+        return None
+    from statistics import mean
+
+    ma = [mean(a[q]) for q in paired]
+    mb = [mean(b[q]) for q in paired]
+    diffs = [y - x for x, y in zip(ma, mb)]
+    p: float | None = None
+    if any(diffs):
+        from scipy.stats import wilcoxon
+
+        p = float(wilcoxon(diffs, zero_method="wilcox").pvalue)
+    total_a = sum(ma)
+    return {"n_questions": len(paired), "mean_a": round(mean(ma), 4),
+            "mean_b": round(mean(mb), 4), "mean_diff": round(mean(diffs), 4),
+            "relative": round(sum(mb) / total_a - 1, 4) if total_a else None,
+            "wilcoxon_p": None if p is None else round(p, 6)}
 
 
 def summarise_judge(records: Sequence[BankedRecord]) -> dict[str, Any] | None:
@@ -144,7 +206,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
                            "model": rows[0]["model"],
                            **arm_summary(rows, settings.stats_seed),
                            **arm_cost(rows, settings)}
-    comparisons = [c.to_dict() for c in build_comparisons(records, settings, multi_model)]
+    comparisons = comparison_dicts(records, settings, multi_model)
     not_measured = []
     synthetic = any(r.get("simulated") for r in records)
     if any(r.get("agent_kind") == "reference" and not r.get("simulated") for r in records):
@@ -183,6 +245,32 @@ def arm_scores(records: Iterable[ItemRecord], condition: str, model: str, tier: 
                    and r["tier"] == tier)
 
 
+def arm_calls(records: Iterable[ItemRecord], condition: str, model: str, tier: str
+              ) -> dict[str, list[int]]:
+    """question -> repeat tool-call counts of one model under one condition, in one tier."""
+    out: dict[str, list[int]] = defaultdict(list)
+    for r in records:
+        if r["condition"] == condition and r["model"] == model and r["tier"] == tier:
+            out[question_key(r)].append(tool_calls(r))
+    return dict(out)
+
+
+def comparison_dicts(records: Sequence[ItemRecord], settings: Settings,
+                     multi_model: bool) -> list[dict[str, Any]]:
+    """The comparisons of report.json: each with its paired difference of tool calls
+    (`tool_calls`, call_difference) beside the difference of accuracy."""
+    out = []
+    for c in build_comparisons(records, settings, multi_model):
+        d = c.to_dict()
+        a, _, model_a = c.a.partition("/")
+        b = c.b.partition("/")[0]
+        model = model_a or records[0]["model"]
+        d["tool_calls"] = call_difference(arm_calls(records, a, model, c.tier),
+                                          arm_calls(records, b, model, c.tier))
+        out.append(d)
+    return out
+
+
 def build_comparisons(records: Sequence[ItemRecord], settings: Settings,
                       multi_model: bool) -> list[stats.Comparison]:
     """With --ablation: every pair of `conditions.ablation_pairs`, per model and per tier
@@ -208,9 +296,15 @@ def build_comparisons(records: Sequence[ItemRecord], settings: Settings,
     return stats.holm_adjust(family)
 
 
-def _arm_order(arm: str) -> tuple[int, int, str]:
+def _arm_order(arm: str) -> tuple[int, int, int, str]:
+    """Reading rungs first, then by rung number, then by schema arm (prompt, tools, ...)."""
+    from pytest_kgbench.conditions import SCHEMA_ARMS
+
     cond = arm.split("/", 1)[0]
-    return (cond[0] != "R", int(cond[1:]) if cond[1:].isdigit() else 0, arm)
+    rung, _, schema = cond.partition(".")
+    order = list(SCHEMA_ARMS)
+    return (rung[0] != "R", int(rung[1:]) if rung[1:].isdigit() else 0,
+            order.index(schema) + 1 if schema in order else 0, arm)
 
 
 def pct(value: float | None) -> str:
@@ -304,6 +398,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                   "price is known); 'without cache' bills every cached token as plain input.", ""]
         lines += _table(["arm", "input", "output", "cache read", "cache write", "cost",
                          "cost without cache"], cost_rows) + [""]
+    lines += effort_lines(report)
     declined = {a: c["declined"] for a, c in report["conditions"].items() if c["declined"]}
     if declined:
         lines += ["Declined (L5, counted beside pass/fail): "
@@ -322,9 +417,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                          "—" if c["diff"] is None else f"{100 * c['diff']:+.1f}",
                          ci_text(c["ci95"]), discordant_text(c["discordant"]),
                          p_text(c["mcnemar_p"]), p_text(c["holm_p"]),
-                         "yes" if c["can_reach_significance"] else "no"])
+                         "yes" if c["can_reach_significance"] else "no",
+                         calls_text(c.get("tool_calls"))])
         lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+b / −a",
-                         "McNemar p", "Holm p", "could reach p<0.05"], rows) + [""]
+                         "McNemar p", "Holm p", "could reach p<0.05",
+                         "tool calls b − a (Wilcoxon p)"], rows) + [""]
     lines += judge_lines(report.get("judge"))
     if report.get("not_run"):
         lines += ["## Not run on these packs (the pack lacks what the condition needs)", ""]
@@ -348,6 +445,40 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report["not_measured"]:
         lines += ["", "## Not measured", ""] + [f"- {n}" for n in report["not_measured"]]
     return "\n".join(lines) + "\n"
+
+
+def calls_text(diff: Mapping[str, Any] | None) -> str:
+    """A paired difference of tool calls as every view prints it: the mean per question of
+    b − a, the relative change, and the Wilcoxon p."""
+    if not diff:
+        return "—"
+    rel = "" if diff.get("relative") is None else f" ({100 * diff['relative']:+.0f}%)"
+    return f"{diff['mean_diff']:+.2f}{rel}, p {p_text(diff.get('wilcoxon_p'))}"
+
+
+def effort_lines(report: Mapping[str, Any]) -> list[str]:
+    """The cost of discovery in report.md: per querying arm, tool calls and rounds per item
+    (median [quartiles], max), median latency and tokens, beside the accuracy."""
+    rows = []
+    for arm, c in report["conditions"].items():
+        e = c.get("effort") or {}
+        calls, rounds = e.get("tool_calls"), e.get("rounds")
+        if not calls or not calls["max"]:
+            continue  # a reading arm, or one that made no call
+        rows.append([arm, pct(c["accuracy"]),
+                     f"{calls['median']:g} [{calls['p25']:g}–{calls['p75']:g}], max "
+                     f"{calls['max']:g}",
+                     "—" if not rounds else f"{rounds['median']:g} (max {rounds['max']:g})",
+                     "—" if e.get("latency_s") is None else f"{e['latency_s']:.2f} s",
+                     "—" if not e.get("tokens") else f"{e['tokens']:,.0f}"])
+    if not rows:
+        return []
+    return ["## What answering cost: tool calls, rounds, time", "",
+            "Per item: tool calls and rounds as median [quartiles] and maximum; the median "
+            "latency and tokens (input and output). An arm that must discover the store "
+            "(--schema tools) should reach the same accuracy with more calls; one that "
+            "cannot (none) shows what the description is worth.", "",
+            *_table(["arm", "accuracy", "tool calls", "rounds", "latency", "tokens"], rows), ""]
 
 
 def metric_lines(report: Mapping[str, Any]) -> list[str]:

@@ -87,7 +87,7 @@ class Runtime:
 
     def prompt(self, cond: Condition, built: Built, question: Question,
                executor: Executor | None) -> Prompt:
-        floor = self.settings.floor
+        floor = self.settings.floor or cond.floor
         key = (cond.id, str(built.dir), question.persona)
         cached = self._prompts.get(key)
         if cached is None:
@@ -108,16 +108,18 @@ class Runtime:
         if key in self._contrasted:
             return
         from pytest_kgbench.cases import pack_conditions
-        from pytest_kgbench.conditions import DESIGN_PAIRS, registered
+        from pytest_kgbench.conditions import DESIGN_PAIRS, arm, registered
         from pytest_kgbench.prompts import contrast_problem
 
         known = registered()
+        rung = cond.base_id
         for a, b in DESIGN_PAIRS:
-            if cond.id not in (a, b):
+            if rung not in (a, b):
                 continue
-            other = known.get(b if a == cond.id else a)
+            other = known.get(b if a == rung else a)
             if other is None or not pack_conditions(built.pack, (other,)):
                 continue
+            other = arm(other, cond.schema)  # compared within the arm
             problem = contrast_problem(built, cond, other)
             if problem:
                 raise HarnessBroken(problem)

@@ -53,6 +53,10 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("--condition", "conditions to run: ids (R1,D2), comma lists, 'reading', 'querying' "
            "or 'all'", "all"),
+    Option("--schema", "how a querying condition's model learns the store: prompt (described "
+           "in the prompt, and the discovery tools), tools (list_tables and describe only), "
+           "none (run_query alone), floor (run_query alone, minimal instruction); comma list "
+           "or 'all'", "prompt"),
     Option("--agent", "who answers (kgbench list shows every registered agent); default: the "
            "gold reference agent, or the model agent when --model names a model"),
     Option("--model", "model alias or id; comma list or repeated", repeatable=True),
@@ -144,6 +148,7 @@ class Settings:
     judge_model: str = "sonnet"
     ask: str = "apart"
     floor: bool = False
+    schema: tuple[str, ...] = ("prompt",)  # --schema: the arms of the querying conditions
     synthetic: str | None = None
     aliases: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_ALIASES))
     prices: Mapping[str, Mapping[str, float]] = field(
@@ -197,7 +202,7 @@ class Settings:
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         for name in ("condition_ids", "models", "variants", "question_dirs", "pack_names",
-                     "rerun"):
+                     "rerun", "schema"):
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
         return cls(**values)
@@ -320,7 +325,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
             ini.get(f"kgbench_{language}_engine")
         if value:
             engines[language] = str(value).strip().lower()
-    from pytest_kgbench.conditions import select
+    from pytest_kgbench.conditions import schema_arms, select
 
     run_id = resume or given("kgbench_run_id") or (
         (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S") + f"-{agent}")
@@ -328,9 +333,12 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         raise InputError("--run-id", f"'{run_id}' is not a folder name (letters, digits, "
                          "'.', '_', '+', '-')")
     stored_conditions = ",".join(stored.get("condition_ids") or ())
+    schema = schema_arms(given("kgbench_schema", ",".join(stored.get("schema") or ())))
     effort = given("kgbench_effort", stored.get("effort"))
     settings = Settings(
-        condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions))),
+        condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions),
+                                                 schema)),
+        schema=schema,
         agent=agent, models=models, repeats=repeats,
         variants=_words(given("kgbench_variant", ",".join(stored.get("variants") or ())))
         or ("base",),

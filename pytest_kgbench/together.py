@@ -169,9 +169,13 @@ def combine(answers: Sequence[tuple[str, Answer]]) -> Answer:
         for q in a.queries:
             q.question = qid
             out.queries.append(q)
-            out.tool_calls.append({"name": "run_query",
-                                   "input": {"query": q.statement, "question": qid},
-                                   "output": q.preview()[:4000]})
+            if not a.tool_calls:  # an agent that ran its queries without calling a tool
+                out.tool_calls.append({"name": "run_query",
+                                       "input": {"query": q.statement, "question": qid},
+                                       "output": q.preview()[:4000]})
+        for call in a.tool_calls:
+            out.tool_calls.append({**call, "input": {**(call.get("input") or {}),
+                                                     "question": qid}})
         for k, v in a.tokens.items():
             out.tokens[k] = out.tokens.get(k, 0) + v
         out.latency_s = round(out.latency_s + a.latency_s, 4)

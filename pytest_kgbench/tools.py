@@ -7,9 +7,11 @@ returns the text the model sees plus the `QueryResult` when a query ran.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pytest_kgbench.executors import CAPS, QueryResult
+from pytest_kgbench.executors.guard import CATALOG_HINT
 from pytest_kgbench.together import serves
 
 TOOLS: tuple[dict[str, Any], ...] = (
@@ -48,11 +50,12 @@ QUESTION_PROPERTY = {"type": "string",
 
 
 def tools_for(condition: Any, *, together: bool) -> list[dict[str, Any]]:
-    """The tool specs a session under `condition` gets: the store's three when it queries, none
-    when it reads. Asked together, `run_query` also takes the id of the question a query
-    serves, so each query is banked with its item."""
+    """The tool specs a session under `condition` gets (`Condition.tools`): the store's three
+    when it queries, run_query alone under the schema arms without discovery, none when it
+    reads. Asked together, `run_query` also takes the id of the question a query serves, so
+    each query is banked with its item."""
     out: list[dict[str, Any]] = []
-    for spec in (TOOLS if condition.mode == "querying" else ()):
+    for spec in (t for t in TOOLS if t["name"] in condition.tools):
         spec = dict(spec)
         if together and spec["name"] == "run_query":
             schema = dict(spec["input_schema"])
@@ -64,13 +67,22 @@ def tools_for(condition: Any, *, together: bool) -> list[dict[str, Any]]:
 
 
 def call_tool(executor: Any, name: str, arguments: Mapping[str, Any],
-              questions: Sequence[str] = ()) -> tuple[str, QueryResult | None]:
+              questions: Sequence[str] = (),
+              offered: Sequence[str] = TOOL_NAMES) -> tuple[str, QueryResult | None]:
     """Run one tool call. Never raises for a bad call: the model reads the error.
 
     `questions`: asked together, the session's question ids; a query must name one of them,
-    so that every query is banked with the item it serves."""
+    so that every query is banked with the item it serves. `offered`: the tools the session
+    was given (`Condition.tools`); a call to another is refused as a call to no tool, and a
+    refusal does not point to discovery tools that were not offered."""
+    if name not in offered:
+        return f"ERROR: no tool named '{name}' (tools: {', '.join(offered)})", None
     if name == "list_tables":
-        lines = [f"{t.name} ({t.rows} {executor.unit})" for t in executor.catalog()]
+        # a graph's prefixes first: the prompt's description of the store gives them, and
+        # --schema tools must be able to learn what --schema prompt is told
+        prefixes = executor.prefixes() if hasattr(executor, "prefixes") else {}
+        lines = [f"PREFIX {p}: <{ns}>" for p, ns in sorted(prefixes.items())]
+        lines += [f"{t.name} ({t.rows} {executor.unit})" for t in executor.catalog()]
         return "\n".join(lines), None
     if name == "describe":
         target = str(arguments.get("name", ""))
@@ -85,5 +97,7 @@ def call_tool(executor: Any, name: str, arguments: Mapping[str, Any],
         result = executor.run(query)
         if arguments.get("question"):
             result.question = str(arguments["question"])
+        if result.refused and "describe" not in offered:
+            result = replace(result, refused=result.refused.replace(CATALOG_HINT, ""))
         return result.preview(), result
     return f"ERROR: no tool named '{name}' (tools: {', '.join(TOOL_NAMES)})", None

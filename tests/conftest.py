@@ -37,6 +37,13 @@ def only_run(p: pytest.Pytester) -> Path:
     return next((p.path / "reports").iterdir())
 
 
+def untimed(conditions: dict) -> dict:
+    """report.json's arms without their median latency (a timing: serial and parallel runs
+    agree on everything else)."""
+    return {arm: {**c, "effort": {k: v for k, v in (c.get("effort") or {}).items()
+                                  if k != "latency_s"}} for arm, c in conditions.items()}
+
+
 def run_records(p: pytest.Pytester) -> list[dict]:
     """Every record of that run's answers.jsonl, each line parsed strictly."""
     import json

@@ -227,7 +227,8 @@ class AnthropicAgent(BaseAgent):
                 results: list[dict[str, Any]] = []
                 for use in tool_uses:
                     text, result = call_tool(task.executor, use.name, dict(use.input or {}),
-                                             questions=task.together)
+                                             questions=task.together,
+                                             offered=task.condition.tools)
                     answer.tool_calls.append({"name": use.name, "input": use.input,
                                               "output": text[:4000]})
                     if result is not None:

@@ -17,9 +17,9 @@ Claude Code is isolated from the user's own instructions: no setting sources (no
 auto-memory. For querying conditions the store is offered as an MCP server (`kgbench mcp`,
 stdio), waited for at start (MCP_CONNECTION_NONBLOCKING=false: print mode otherwise reports a
 stdio server `pending` and never looks again); the session's init event must list it as
-connected with its three tools, or the harness is broken and the run halts — a client that
-silently lost its tools would otherwise score as a weak model. The MCP server logs every call,
-so the item banks the queries the session ran, with their results.
+connected with the tools its condition offers, or the harness is broken and the run halts — a
+client that silently lost its tools would otherwise score as a weak model. The MCP server logs
+every call, so the item banks the queries the session ran, with their results.
 
 Errors are classified as the anthropic agent's are (agents/faults.py): not logged in, a
 rejected key, no credit -> halt; a prompt too long for the window -> skipped; a malformed request
@@ -59,6 +59,11 @@ if TYPE_CHECKING:
 
 SERVER = "kgbench"
 MCP_TOOLS = tuple(f"mcp__{SERVER}__{name}" for name in TOOL_NAMES)
+
+
+def mcp_tools(condition: Any) -> tuple[str, ...]:
+    """The MCP tool names a querying condition's session is allowed (`Condition.tools`)."""
+    return tuple(f"mcp__{SERVER}__{name}" for name in condition.tools)
 QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_ERROR_REPORTING": "1"}
 ASKS_AS_THE_SDK = {
@@ -263,7 +268,7 @@ class ClaudeCliAgent(BaseAgent):
             cmd = self.base_command(binary, model, task.prompt.system)
             if querying:
                 cmd += ["--mcp-config", json.dumps(mcp_command(self.settings, task, log, closed)),
-                        "--strict-mcp-config", "--allowedTools", *MCP_TOOLS,
+                        "--strict-mcp-config", "--allowedTools", *mcp_tools(task.condition),
                         "--max-turns", str(rounds)]
             else:
                 cmd += ["--max-turns", "1"]
@@ -290,7 +295,7 @@ class ClaudeCliAgent(BaseAgent):
             if stream.timed_out:
                 answer = Answer(status="timeout", error="the CLI ran past --item-timeout")
             else:
-                answer = self._read(stream, querying)
+                answer = self._read(stream, querying, tools=mcp_tools(task.condition))
             answer.latency_s = round(time.monotonic() - start, 4)
             self._calls(answer, log)
         return answer
@@ -335,17 +340,22 @@ class ClaudeCliAgent(BaseAgent):
             "session_id": final.get("session_id")})
 
     @staticmethod
-    def _read(stream: Stream, querying: bool) -> Answer:
+    def _read(stream: Stream, querying: bool, tools: tuple[str, ...] = MCP_TOOLS) -> Answer:
+        """The answer of a finished session. Querying, the MCP server must have connected
+        offering exactly `tools` of ours (a schema arm without discovery offers run_query
+        alone: a list_tables there would be a broken harness, not a model's choice)."""
         init, results = stream.init, stream.results
         if init is None or not results:
             raise HarnessBroken(f"the CLI gave no init or result event (exit "
                                 f"{stream.returncode}): {stream.stderr.strip()[-500:]}")
         if querying:
             servers = {s.get("name"): s.get("status") for s in init.get("mcp_servers") or []}
-            tools = set(init.get("tools") or [])
-            if servers.get(SERVER) != "connected" or not set(MCP_TOOLS) <= tools:
-                raise HarnessBroken(f"the MCP server did not connect with its tools: servers "
-                                    f"{servers}, tools {sorted(tools)}")
+            offered = set(init.get("tools") or [])
+            ours = {t for t in offered if t.startswith(f"mcp__{SERVER}__")}
+            if servers.get(SERVER) != "connected" or ours != set(tools):
+                raise HarnessBroken(f"the MCP server did not connect with its tools "
+                                    f"({', '.join(tools)}): servers {servers}, tools "
+                                    f"{sorted(offered)}")
         result = results[-1]
         usage = [r.get("usage") or {} for r in results]
         answer = Answer(

@@ -85,6 +85,9 @@ class ReferenceAgent(BaseAgent):
         if result.error and not elsewhere:
             raise HarnessBroken(f"{where} failed: {result.error.splitlines()[0]}")
         answer = Answer(queries=[result], rounds=1)
+        if task.executor is not None:  # querying: the query is one run_query call
+            answer.tool_calls.append({"name": "run_query", "input": {"query": statement},
+                                      "output": result.preview()[:4000]})
         if result.refused:
             answer.text = f"The executor refused the request: {result.refused}"
             answer.block = {"declined": True}

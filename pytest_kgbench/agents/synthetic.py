@@ -3,6 +3,12 @@ answer with the probability set for its condition (`--synthetic D1=0.45,D2=0.7`,
 `*=0.5`) and the trap answer otherwise. It drives the statistics end to end without a model, and
 `kgbench power` uses the same draw to estimate, before a paid run, whether a question set can
 show a given difference.
+
+Under a schema arm that offers discovery but does not describe the store (`--schema tools`) it
+first discovers, as a model would have to: list_tables, then describe on each table (or class)
+its query reads — real calls through the same tools — so the report's tool-call columns and
+paired differences are exercised end to end. A probability set for a rung (`D1=0.6`) holds for
+its arms unless an arm is named (`D1.none=0.2`).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from typing import TYPE_CHECKING
 from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.agents.reference import ReferenceAgent
 from pytest_kgbench.answers import Answer
+from pytest_kgbench.conditions import normal_id
 from pytest_kgbench.errors import InputError
 from pytest_kgbench.stats import draw
 
@@ -35,14 +42,15 @@ def parse_probabilities(spec: str | None) -> dict[str, float]:
             p = -1.0
         if not sep or not 0.0 <= p <= 1.0:
             raise InputError("--synthetic", f"'{part}' is not CONDITION=PROBABILITY (0 to 1)")
-        out[name.upper() if name != "*" else "*"] = p
+        out[normal_id(name) if name != "*" else "*"] = p
     return out
 
 
 def gets_gold(seed: int, probabilities: Mapping[str, float], question: str, condition: str,
               model: str, repeat: int) -> bool:
     """Whether the synthetic agent answers this item with the gold answer."""
-    p = probabilities.get(condition, probabilities["*"])
+    p = probabilities.get(condition, probabilities.get(condition.partition(".")[0],
+                                                       probabilities["*"]))
     return draw(seed, question, condition, model, repeat) < p
 
 
@@ -68,9 +76,33 @@ class SyntheticAgent(BaseAgent):
     def ask(self, task: Task) -> Answer:
         gold = gets_gold(self.seed, self.probabilities, task.question.id, task.condition.id,
                          task.model, task.repeat)
+        discovery = self.discover(task)
         answer = (self.gold if gold else self.trap).ask(task)
+        answer.tool_calls[:0] = discovery
+        answer.rounds += len(discovery) and 2  # list_tables, then the describes at once
         answer.text = f"[SIMULATED: {'gold' if gold else 'trap'} answer] {answer.text}"
         return answer
+
+    def discover(self, task: Task) -> list[dict[str, object]]:
+        """The discovery calls of an arm whose prompt does not describe the store."""
+        from pytest_kgbench.conditions import SCHEMA_ARMS
+        from pytest_kgbench.tools import call_tool
+
+        cond = task.condition
+        if task.executor is None or cond.mode != "querying" or \
+                SCHEMA_ARMS[cond.schema].described or "describe" not in cond.tools:
+            return []
+        calls: list[dict[str, object]] = []
+        statement = self.gold.statement(task) or ""
+        listed = {t.name for t in task.executor.catalog()}
+        names = ["list_tables"] + [f"describe:{t}" for t in task.executor.reads(statement)
+                                   if t in listed]
+        for name in names:
+            tool, _, target = name.partition(":")
+            args = {"name": target} if target else {}
+            text, _ = call_tool(task.executor, tool, args, offered=cond.tools)
+            calls.append({"name": tool, "input": args, "output": text[:4000]})
+        return calls
 
 
 AGENTS = (SyntheticAgent,)

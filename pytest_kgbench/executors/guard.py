@@ -144,6 +144,9 @@ DENIED_PREFIXES = ("duckdb_", "pragma_", "sqlite_", "read_", "parquet_", "sniff_
 CATALOG_PREFIXES = ("duckdb_", "pragma_", "sqlite_", "pg_")
 CATALOG_SCHEMAS = frozenset({"information_schema", "pg_catalog"})
 CATALOG_NAMES = frozenset({"system", "temp"})
+# the end of a catalog refusal: where the store is described instead (left out of the refusal
+# by tools.call_tool when the session was not offered those tools: --schema none)
+CATALOG_HINT = ": use the list_tables and describe tools"
 
 
 def classify_sql(con: Any, statement: str, guard: Guard, caps: Caps = CAPS) -> Verdict:
@@ -205,8 +208,7 @@ def _classify_tree(tree: dict[str, Any], guard: Guard) -> Verdict:
             if name not in TABLE_FUNCTIONS:
                 verdict.refused = (f"the table function {name}() is not allowed: only "
                                    f"{', '.join(sorted(TABLE_FUNCTIONS))}; read the store's "
-                                   f"tables by name, and use the list_tables and describe "
-                                   f"tools for the catalog")
+                                   f"tables by name{CATALOG_HINT}")
                 return verdict
         elif kind == "BASE_TABLE":
             name = str(node.get("table_name") or "").lower()
@@ -215,12 +217,10 @@ def _classify_tree(tree: dict[str, Any], guard: Guard) -> Verdict:
             if (schema in CATALOG_SCHEMAS or catalog in CATALOG_NAMES or schema in CATALOG_NAMES
                     or name.startswith(CATALOG_PREFIXES) or name in CATALOG_SCHEMAS):
                 what = ".".join(p for p in (catalog, schema, name) if p)
-                verdict.refused = (f"the catalog {what} is not offered: use the list_tables "
-                                   f"and describe tools")
+                verdict.refused = f"the catalog {what} is not offered{CATALOG_HINT}"
                 return verdict
         elif kind == "SHOW_REF":
-            verdict.refused = ("DESCRIBE, SHOW and SUMMARIZE are not offered: use the "
-                               "list_tables and describe tools")
+            verdict.refused = f"DESCRIBE, SHOW and SUMMARIZE are not offered{CATALOG_HINT}"
             return verdict
         elif not (kind in QUERY_NODES or kind in TABLE_REFS or kind in ORDER_TYPES
                   or kind.endswith(("_MODIFIER", "_TYPE_INFO"))):
