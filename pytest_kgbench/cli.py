@@ -299,7 +299,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     models = tuple(m.strip() for m in ",".join(args.model).split(",") if m.strip())
     runtime.settings = replace(
         runtime.settings, agent=default_agent(True), models=models, repeats=args.repeats,
-        condition_ids=tuple(c.id for c in conditions.select(args.condition)))
+        condition_ids=tuple(c.id for c in conditions.select(
+            args.condition, conditions.schema_arms(args.schema))))
     cases: list[Case] = []
     for name, source in selected(runtime.settings).items():
         for path in source.question_files:
@@ -526,6 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("estimate", help="tokens and dollars a run would take, before any call")
     p.add_argument("--model", action="append", default=None, required=True)
     p.add_argument("--condition", default="all")
+    p.add_argument("--schema", default="prompt",
+                   help="the querying conditions' schema arms: prompt, tools, none, floor, all")
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--ask", choices=("apart", "together"), default="apart",
                    help="together: one session per condition x repeat x model asks every question")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fake_api import FakeMessagesAPI, stall
 
-from conftest import REPO, credit_question
+from conftest import REPO, credit_question, untimed
 from pytest_kgbench.record import read_answers
 
 QUESTIONS = ("credit-Q01", "credit-Q02", "credit-Q03", "credit-Q04", "credit-Q05")
@@ -104,7 +104,8 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
     drop = ("elapsed_s", "outcome", "duration_s")
     items = sorted(({k: v for k, v in i.items() if k not in drop} for i in report["items"]),
                    key=lambda i: i["nodeid"])
-    return {"items": items, "conditions": report["conditions"], "counts": report["counts"],
+    return {"items": items, "conditions": untimed(report["conditions"]),
+            "counts": report["counts"],
             "complete": report["complete"], "missing": report["missing"]}
 
 
