@@ -260,3 +260,26 @@ def test_the_paired_difference_of_calls() -> None:
     assert d["n_questions"] == 3 and d["mean_diff"] == 1 and d["relative"] == round(3 / 6, 4)
     assert call_difference(a, a)["wilcoxon_p"] is None  # no difference: no test
     assert call_difference(a, {"q9": [1]}) is None
+
+
+def test_asked_together_the_arm_holds_for_the_session(project, api) -> None:
+    """One session answering two questions under D1.none: run_query alone (taking the
+    question's id), no description, and each question's query banked with its item."""
+    q1, q6 = credit_question("credit-Q01"), credit_question("credit-Q06")
+    api.push(tool_use("run_query", {"query": q1.gold["sql"], "question": "credit-Q01"}),
+             text("**credit-Q01.** A+.\n```json\n{\"credit-Q01\": {\"rating\": \"A+\"}, "
+                  "\"credit-Q06\": {\"abstain\": true}}\n```"))
+    p = project()
+    p.runpytest("questions", "--model", "sonnet", "--condition", "D1", "--schema", "none",
+                "--ask", "together", "-k", "Q01 or Q06").assert_outcomes(passed=2)
+    assert len(api.requests) == 2
+    first = api.requests[0]["body"]
+    assert [t["name"] for t in first["tools"]] == ["run_query"]
+    assert set(first["tools"][0]["input_schema"]["required"]) == {"query", "question"}
+    sent = json.dumps(first["system"]) + json.dumps(first["messages"])
+    assert not any(w in sent for w in SQL_DESCRIPTION)
+    assert q6.id in sent
+    recs = {r["question"]: r for r in run_records(p)}
+    assert [c["name"] for c in recs["credit-Q01"]["answer"]["tool_calls"]] == ["run_query"]
+    assert recs["credit-Q06"]["answer"]["tool_calls"] == []
+    assert {r["condition"] for r in recs.values()} == {"D1.none"}
