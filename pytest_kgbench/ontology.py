@@ -246,19 +246,23 @@ def direct_rules(data: Any, plan: list[str]) -> Any:
     import pyoxigraph as ox
     import rdflib
 
+    from pytest_kgbench.errors import InputError
+
     store = ox.Store()
     store.load(data.serialize(format="nt"), format=ox.RdfFormat.N_TRIPLES)
     before = len(store)
     raw = {q.triple for q in store}
     for query in plan:
-        added = [ox.Quad(t.subject, t.predicate, t.object, ox.DefaultGraph())
-                 for t in store.query(query)]
-        store.extend(added)
+        triples = store.query(query)
+        if not isinstance(triples, ox.QueryTriples):
+            raise InputError("shapes.ttl", f"a SPARQL rule is not a CONSTRUCT: {query[:200]}")
+        store.extend([ox.Quad(t.subject, t.predicate, t.object, ox.DefaultGraph())
+                      for t in triples])
     derived = rdflib.Graph()
     if len(store) == before:
         return derived
     text = ox.serialize([q.triple for q in store if q.triple not in raw],
-                        format=ox.RdfFormat.N_TRIPLES)
+                        format=ox.RdfFormat.N_TRIPLES) or b""
     for s, p, o in rdflib.Graph().parse(data=text.decode("utf-8"), format="nt"):
         derived.add((s, p, _plain_string(o)))
     return derived
