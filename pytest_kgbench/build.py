@@ -380,19 +380,19 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: 
         (folder / "derived.nt").write_text(
             _drop(ontology.to_sorted_ntriples(restricted), predicates), encoding="utf-8")
     values = {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
-              for c in cols if row.get(c) is not None and len(str(row[c])) >= 4}
+              for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
     for name in ("data.nt", "derived.nt"):
         path = folder / name
         if path.is_file():
             text = path.read_text(encoding="utf-8")
-            if any(v in text for v in values):
+            if appears_in(values, text):
                 raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
                                  f"the restricted {name}: a rule or template copies it")
     for table, table_rows in (executed or {}).items():
         drop = withheld.get(table, frozenset())
         kept = "\0".join({v for row in table_rows for c, v in row.items()
                            if c not in drop and isinstance(v, str)})
-        if any(v in kept for v in values):
+        if appears_in(values, kept):
             raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
                              f"executed table {table} under another column: name that column "
                              f"in `personal` too", field="personal")
@@ -406,6 +406,20 @@ def _drop(ntriples: str, predicates: set[str]) -> str:
     marks = {f"<{p}>" for p in predicates}
     return "".join(line for line in ntriples.splitlines(keepends=True)
                    if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
+
+
+GRAM = 4  # the shortest personal value looked for
+
+
+def appears_in(values: set[str], text: str) -> bool:
+    """Whether any of `values` (each at least GRAM characters) occurs in `text`, in time that
+    grows with len(text) + the values' total length, not their product: a value is searched
+    for only when every GRAM-character piece of it occurs in the text."""
+    if not values or not text:
+        return False
+    grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
+    return any(v in text for v in values
+               if all(v[i:i + GRAM] in grams for i in range(0, len(v) - GRAM + 1)))
 
 
 def _without(graph: Any, predicates: set[str]) -> Any:

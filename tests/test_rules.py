@@ -67,3 +67,14 @@ def test_a_rule_direct_execution_cannot_mirror_goes_through_pyshacl() -> None:
             rdflib.Literal(True)) in derived
     assert to_sorted_ntriples(derived) == to_sorted_ntriples(
         run_rules(data, focus, store="Oxigraph"))
+
+
+def test_appears_in_finds_a_value_anywhere_and_only_a_value() -> None:
+    from pytest_kgbench.build import appears_in
+
+    text = '<x> <y> "reach ana.lopez@example.org or +44 20 7946 0001" .\n<a> <b> "plain" .'
+    assert appears_in({"ana.lopez@example.org"}, text)
+    assert appears_in({"nobody@example.org", "7946 0001"}, text)
+    assert not appears_in({"ana.lopez@example.com", "+44 20 7946 0002"}, text)
+    assert not appears_in(set(), text) and not appears_in({"plain"}, "")
+    assert appears_in({"plain"}, text) and appears_in({"abcd"}, "abcd")
