@@ -415,11 +415,24 @@ def appears_in(values: set[str], text: str) -> bool:
     """Whether any of `values` (each at least GRAM characters) occurs in `text`, in time that
     grows with len(text) + the values' total length, not their product: a value is searched
     for only when every GRAM-character piece of it occurs in the text."""
-    if not values or not text:
+    import numpy as np
+
+    if not values or len(text) < GRAM:
         return False
-    grams = {text[i:i + GRAM] for i in range(len(text) - GRAM + 1)}
-    return any(v in text for v in values
-               if all(v[i:i + GRAM] in grams for i in range(0, len(v) - GRAM + 1)))
+
+    def grams(data: bytes) -> Any:
+        """Every GRAM-byte window of `data` as one integer (GRAM = 4: a uint32)."""
+        b = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
+        n = len(b) - GRAM + 1
+        return b[:n] << 24 | b[1:n + 1] << 16 | b[2:n + 2] << 8 | b[3:n + 3]
+
+    present = set(np.unique(grams(text.encode("utf-8"))).tolist())
+    for value in values:
+        encoded = value.encode("utf-8")
+        if len(encoded) >= GRAM and present.issuperset(grams(encoded).tolist()) \
+                and value in text:
+            return True
+    return False
 
 
 def _without(graph: Any, predicates: set[str]) -> Any:
