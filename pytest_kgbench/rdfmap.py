@@ -162,8 +162,34 @@ def bind_id_namespaces(graph: Any, mapping: Mapping[str, Any]) -> None:
 
 
 def to_turtle(graph: Any) -> str:
-    """Turtle with subjects and predicates in a stable order (same graph, same bytes)."""
-    return graph.serialize(format="turtle")
+    """Turtle with subjects, predicates and objects in a stable order (same graph, same
+    bytes): the graph's bound prefixes that it uses, sorted; each subject's triples together,
+    rdf:type first (as `a`), four-space indents and a blank line between subjects.
+
+    Written by pyoxigraph's serializer, in time linear in the graph (rdflib's Turtle writer
+    grows faster than the graph: 28 s of a 1,000-issuer credit build)."""
+    import pyoxigraph as ox
+
+    rdf_type = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+    triples = sorted(ox.parse(graph.serialize(format="nt"), format=ox.RdfFormat.N_TRIPLES),
+                     key=lambda t: (str(t.subject), t.predicate.value != rdf_type,
+                                    str(t.predicate), str(t.object)))
+    names = {t.value for q in triples for t in (q.subject, q.predicate, q.object)
+             if isinstance(t, ox.NamedNode)} - {rdf_type}  # rdf:type is written `a`
+    names |= {q.object.datatype.value for q in triples if isinstance(q.object, ox.Literal)}
+    # every namespace a name could be written in: its IRI cut after each '/' or '#'
+    spaces = {n[:m.end()] for n in names for m in re.finditer(r"[/#]", n)}
+    bound = sorted((str(p), str(ns)) for p, ns in graph.namespace_manager.namespaces()
+                   if p and str(ns) in spaces)
+    body = ox.serialize(triples, format=ox.RdfFormat.TURTLE, prefixes=dict(bound))
+    lines = [line for line in (body or b"").decode("utf-8").splitlines()
+             if not line.startswith("@prefix ")]
+    out = [f"@prefix {p}: <{ns}> ." for p, ns in bound]
+    for line in lines:
+        if not line.startswith("\t"):
+            out.append("")  # a new subject
+        out.append("    " + line[1:] if line.startswith("\t") else line)
+    return "\n".join(out) + "\n"
 
 
 def personal_properties(personal: Mapping[str, frozenset[str]], mapping: Mapping[str, Any]

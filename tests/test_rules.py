@@ -78,3 +78,19 @@ def test_appears_in_finds_a_value_anywhere_and_only_a_value() -> None:
     assert not appears_in({"ana.lopez@example.com", "+44 20 7946 0002"}, text)
     assert not appears_in(set(), text) and not appears_in({"plain"}, "")
     assert appears_in({"plain"}, text) and appears_in({"abcd"}, "abcd")
+
+
+def test_turtle_is_the_same_graph_in_a_stable_readable_order(credit_base) -> None:
+    from rdflib.compare import isomorphic
+
+    from pytest_kgbench.rdfmap import to_turtle
+
+    g = credit_base.graph
+    text = to_turtle(g)
+    assert text == to_turtle(g)  # same graph, same bytes
+    assert isomorphic(rdflib.Graph().parse(data=text, format="turtle"), g)
+    heads = [line for line in text.splitlines() if line.startswith("@prefix")]
+    assert heads == sorted(heads) and "rdf:" not in "".join(heads)  # rdf:type is `a`
+    blocks = text.split("\n\n")[1:]
+    assert blocks and all(" a " in b.splitlines()[0] for b in blocks)  # the type leads
+    assert all(line.startswith("    ") for b in blocks for line in b.splitlines()[1:])
