@@ -26,9 +26,9 @@ from typing import Any
 from pytest_kgbench.errors import HarnessBroken, InputError
 from pytest_kgbench.packs import Pack, Tables, check_tables, normalise_id, read_tables, write_csv
 
-BUILD_FORMAT = 8  # bump when a variant's layout or an artefact's form changes (5: id prefixes,
+BUILD_FORMAT = 9  # bump when a variant's layout or an artefact's form changes (5: id prefixes,
 #                   the manifest's integrity; 6/7: the persona views; 8: an OWL vocabulary
-#                   rendered to definitions.md, R2RML graphs)
+#                   rendered to definitions.md, R2RML graphs; 9: data.ttl by pyoxigraph)
 FULL, RESTRICTED = "full", "restricted"  # the views: every column, or none a persona withholds
 
 
