@@ -169,7 +169,7 @@ class Built:
 
 
 def build_dir(pack: Pack, variant: str, seed: int, cache_dir: Path) -> Path:
-    from pytest_kgbench import __version__
+    from pytest_kgbench.version import __version__
 
     tag = hashlib.sha256(
         f"{pack.fingerprint}|{variant}|{seed}|{BUILD_FORMAT}|{__version__}".encode()
