@@ -196,12 +196,27 @@ def finding(report: Mapping[str, Any]) -> str:
             continue
         top = max(a for a, _ in scored)
         leaders = [arm for a, arm in scored if a == top]
-        who = ("every arm" if len(leaders) == len(scored) and len(scored) > 1 else
-               ", ".join(_arm_said(report, a) for a in leaders))
-        return (f"No conditions were compared (--ablation runs the paired comparisons). On "
-                f"{tier}, {who} scored highest: {pct(top)} of "
-                f"{conds[leaders[0]]['by_tier'][tier]['n_questions']} questions.")
+        if len(leaders) == len(scored) > 1:
+            said = f"every arm scored {pct(top)}"
+        else:
+            n = conds[leaders[0]]["by_tier"][tier]["n_questions"]
+            said = (f"{', '.join(_arm_said(report, a) for a in leaders)} scored highest: "
+                    f"{pct(top)} of {n} questions")
+        return (f"No conditions were compared (--ablation runs the paired comparisons, none "
+                f"was asked for). On {tier}, {said}.")
     return "No graded items: nothing to report."
+
+
+def _finding_html(report: Mapping[str, Any]) -> str:
+    """The finding as the page shows it: after what the run covers when it is not whole."""
+    counts = report.get("counts") or {}
+    cover = ""
+    if report.get("halted") or not report.get("complete", True):
+        cover = (f"{'The run halted' if report.get('halted') else 'The run is incomplete'}: "
+                 f"these figures cover the {counts.get('items')} of {counts.get('expected')} "
+                 "items banked. ")
+    text = _e(cover + finding(report))
+    return text.replace("--ablation", '<code style="white-space:nowrap">--ablation</code>')
 
 
 # --- charts -----------------------------------------------------------------------------------
@@ -577,10 +592,17 @@ def _lists(report: Mapping[str, Any]) -> str:
     missing = report.get("missing") or []
     out = []
     if missing:
-        out.append(f'<p class="bad">{len(missing)} item(s) never reported:</p><ul>')
-        out += [f"<li><code>{_e(m.get('nodeid'))}</code>: {_e((m.get('why') or '').strip())}</li>"
-                for m in missing]
-        out.append("</ul>")
+        out.append(f'<p class="bad">{len(missing)} item(s) never reported:</p>')
+        groups: dict[str, list[Mapping[str, Any]]] = {}
+        for m in missing:  # by the reason's first line; a long list folded
+            why = (str(m.get("why") or "").strip().splitlines() or ["no reason recorded"])[0]
+            groups.setdefault(why, []).append(m)
+        for why, ms in groups.items():
+            items = "".join(f"<li><code>{_e(m.get('nodeid'))}</code>"
+                            + (f": {_e(str(m.get('why')).strip())}" if len(ms) == 1 else "")
+                            + "</li>" for m in ms)
+            out.append(f"<details{' open' if len(ms) <= 10 else ''}><summary>{len(ms)} × "
+                       f"{_e(why)}</summary><ul>{items}</ul></details>")
     else:
         out.append("<p>Every expected item reported.</p>")
     skipped = report.get("skipped") or []
@@ -607,7 +629,7 @@ def render_html(report: Mapping[str, Any],
     lead = ([forest_chart(report), _comparisons(report)] if comps else [_headline(report)])
     body = [
         _banners(report), _header(report),
-        "<h2>1. What this run found</h2>", f'<p class="finding">{_e(finding(report))}</p>',
+        "<h2>1. What this run found</h2>", f'<p class="finding">{_finding_html(report)}</p>',
         *lead,
         "<h2>2. Accuracy per tier</h2>", *([_headline(report)] if comps else []),
         '<p class="muted">One panel per tier (n: questions in the tier). Bars: the mean over '

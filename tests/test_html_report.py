@@ -247,7 +247,12 @@ def test_the_page_leads_with_one_sentence_stating_its_finding() -> None:
 
 def test_without_comparisons_the_per_tier_table_leads(partial_page: str) -> None:
     said = re.search(r'<p class="finding">(.*?)</p>', partial_page).group(1)
-    assert said.startswith("No conditions were compared") and "On L3, D1 sql scored highest" in said
+    assert said.startswith("The run is incomplete: these figures cover the 23 of 24 items "
+                           "banked. No conditions were compared")
+    assert "On L3, D1 sql scored highest: 50.0% of 2 questions." in said
+    said = re.search(r'<p class="finding">(.*?)</p>',
+                     render_html(make_report(comparisons=False))).group(1)
+    assert said.startswith("No conditions were compared")
     first_table = partial_page.index("<table")
     assert partial_page.index('class="finding"') < first_table < partial_page.index("<svg")
     assert "<th>L3</th>" in partial_page[first_table:partial_page.index("</table>")]
@@ -265,6 +270,8 @@ def test_a_halted_run_says_so_with_its_reason_in_a_banner() -> None:
     assert banner.startswith(f"HALTED — {why}") and "1 never asked" in banner
     assert page.index('class="banner"') < page.index("<h1>")
     assert "worker crash" not in page and 'class="bad">HALTED<' in page
+    said = re.search(r'<p class="finding">(.*?)</p>', page).group(1)
+    assert said.startswith("The run halted: these figures cover the 23 of 24 items banked.")
     incomplete = render_html(make_report(missing=True))
     banner = re.search(r'<div class="banner">(.*?)</div>', incomplete).group(1)
     assert banner.startswith("INCOMPLETE — 1 item(s) never reported") and "worker crashed" in banner

@@ -154,3 +154,18 @@ def test_item_columns_are_fixed_and_type_each_metric_by_its_values() -> None:
     types = dict(item_columns(rows))
     assert (types["metric_a"], types["metric_b"], types["metric_c"], types["metric_mixed"]) == \
         ("BOOLEAN", "BIGINT", "DOUBLE", "VARCHAR")
+
+
+def test_a_runs_report_html_links_each_cell_to_its_record(reports) -> None:
+    """The run folder's report.html is rendered with the banked records: each grid cell links
+    to a section holding that item's answer; the halted run's page leads with its reason."""
+    import re
+
+    page = (reports / "good" / "report.html").read_text(encoding="utf-8")
+    anchors = re.findall(r'<a href="#(rec-[^"]+)">', page)
+    assert len(anchors) == 6 and all(f'id="{a}"' in page for a in anchors)
+    for rec in read_answers(reports / "good" / "answers.jsonl"):
+        assert rec["nodeid"] in page
+    halted = (reports / "halted" / "report.html").read_text(encoding="utf-8")
+    assert re.search(r'<div class="banner">HALTED — [^<]*--query-timeout', halted)
+    assert halted.index('class="banner"') < halted.index("<h1>")
