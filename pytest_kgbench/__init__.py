@@ -6,4 +6,21 @@ code grades, and the controller writes a run folder with a report. See README.md
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_kgbench.runs import Run
+
+from pytest_kgbench.version import __version__
+
+__all__ = ["__version__", "load_run"]
+
+
+def load_run(run: str | Path, reports: str | Path = "reports") -> Run:
+    """One stored run (a folder, or a run id under `reports`) as plain records: its items, one
+    flat dict per item, and its comparisons; `.to_pandas()` when pandas is installed. See
+    pytest_kgbench.runs.load_run (imported here only when called: the plugin starts light)."""
+    from pytest_kgbench.runs import load_run as load
+
+    return load(run, reports)

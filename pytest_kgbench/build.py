@@ -17,7 +17,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -169,7 +169,7 @@ class Built:
 
 
 def build_dir(pack: Pack, variant: str, seed: int, cache_dir: Path) -> Path:
-    from pytest_kgbench import __version__
+    from pytest_kgbench.version import __version__
 
     tag = hashlib.sha256(
         f"{pack.fingerprint}|{variant}|{seed}|{BUILD_FORMAT}|{__version__}".encode()
@@ -177,8 +177,10 @@ def build_dir(pack: Pack, variant: str, seed: int, cache_dir: Path) -> Path:
     return cache_dir / pack.name / f"{variant}-{seed}-{tag}"
 
 
-def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None = None) -> Built:
-    """Build (or load from the cache) one variant, under a file lock so workers never race."""
+def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> Built:
+    """Build (or load from the cache) one variant, under a file lock so workers never race.
+    `progress` is told when a build starts and how long it took (a cache hit says nothing)."""
     from filelock import FileLock
 
     if variant not in pack.variants:
@@ -193,6 +195,10 @@ def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None
             tmp = target.with_name(target.name + f".tmp{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir()
+            started = time.perf_counter()
+            if progress is not None:
+                progress(f"building {pack.name}/{variant} (seed {seed})…"
+                         + (f" the cached build is damaged: {why}" if why else ""))
             write_variant(pack, variant, seed, tmp)
             try:
                 shutil.rmtree(target, ignore_errors=why is None)
@@ -205,6 +211,8 @@ def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None
             if still is not None:  # pragma: no cover - a disk that does not keep what it wrote
                 raise HarnessBroken(f"the cached build {target} is damaged ({still}) even "
                                     "after a rebuild: delete that folder")
+            if progress is not None:
+                progress(f"built {pack.name}/{variant} in {time.perf_counter() - started:.1f} s")
     manifest = json.loads((target / "manifest.json").read_text(encoding="utf-8"))
     return Built(pack=pack, variant=variant, seed=seed, dir=target, manifest=manifest)
 

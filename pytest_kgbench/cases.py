@@ -5,8 +5,9 @@ Pure module: no pytest (collect.py turns cases into items).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from pytest_kgbench.conditions import Condition
 from pytest_kgbench.packs import Pack
@@ -141,6 +142,36 @@ def cases_for(qset: QuestionSet, pack: Pack, settings: Settings) -> Iterator[Cas
                 for model in settings.models:
                     for repeat in range(1, settings.repeats + 1):
                         yield Case(q, cond, variant, model, settings.agent, repeat)
+
+
+def built_by(nodeids: Iterable[str], settings: Settings) -> set[tuple[str, str]]:
+    """The (pack, variant) pairs that items, given by node id, ask about: the inverse of
+    `Case.param_id` (a variant other than base leads the parameters). What a controller that
+    never collects the items itself (under xdist) builds before they run."""
+    from pytest_kgbench.locate import open_pack, source_of_file
+
+    out: set[tuple[str, str]] = set()
+    variants: dict[str, tuple[str, ...] | None] = {}
+    packs: dict[str, str | None] = {}
+    for nodeid in nodeids:
+        path, _, name = nodeid.partition("::")
+        if path not in packs:
+            source = source_of_file(settings, Path(settings.rootdir, path))
+            packs[path] = source.name if source else None
+        pack = packs[path]
+        if pack is None or not name.endswith("]") or "[" not in name:
+            continue
+        if pack not in variants:
+            try:
+                variants[pack] = tuple(open_pack(settings, pack).variants)
+            except Exception:  # noqa: BLE001 - the items report a pack that cannot open
+                variants[pack] = None
+        param = name[name.index("[") + 1:-1]
+        found = next((v for v in sorted(variants[pack] or (), key=len, reverse=True)
+                      if v != "base" and param.startswith(f"{v}-")), "base")
+        if variants[pack] is not None:
+            out.add((pack, found))
+    return out
 
 
 def session_of(case: Case) -> str:

@@ -6,7 +6,9 @@
     kgbench check  --pack credit [--variant base] [--seed N]   key = gold SQL = gold SPARQL,
                                                                 traps bite
     kgbench prompt --pack credit --question credit-Q10 --condition R5   print an item's prompt
-    kgbench show   reports/<run-id>                             print a run's headline table
+    kgbench runs   [--reports reports]                          list the runs: status, headline
+    kgbench show   RUN                                          a run's status and headline table
+    kgbench export RUN --format csv|parquet [-o FILE]           one row per item
     kgbench power  --pack credit --tier L3 --effect 0.1 0.2 0.3 --repeats 3
                                                     chance the question set detects an effect
     kgbench compare reports/<run-a> reports/<run-b> [--force]   pair two runs question by question
@@ -345,13 +347,26 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from pytest_kgbench.report import terminal_lines
+    from pytest_kgbench.runs import load_run, show_lines
 
-    report = json.loads((Path(args.run) / "report.json").read_text(encoding="utf-8"))
-    print(f"run {report['run_id']}: {report['counts']['items']} items"
-          + ("" if report["complete"] else " (INCOMPLETE)"))
-    for line in terminal_lines(report):
-        print(line)
+    print("\n".join(show_lines(load_run(args.run, args.reports))))
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from pytest_kgbench.runs import list_runs, runs_lines
+
+    print("\n".join(runs_lines(list_runs(args.reports))))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from pytest_kgbench.runs import export, load_run
+
+    run = load_run(args.run, args.reports)
+    out = Path(args.output or f"{run.id}.{args.format}")
+    rows = export(run, out, args.format)
+    print(f"wrote {rows} item row(s) of run {run.id} to {out}")
     return 0
 
 
@@ -543,9 +558,20 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="list the registered agents, engines, field kinds, metrics "
                        "and conditions (the shipped ones and installed plugins')")
     p.set_defaults(func=cmd_list)
-    p = sub.add_parser("show", help="print the headline of a finished run")
-    p.add_argument("run", help="a run folder, e.g. reports/<run-id>")
+    p = sub.add_parser("show", help="print a run's status and headline table")
+    p.add_argument("run", help="a run id under --reports, or a run folder")
+    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
     p.set_defaults(func=cmd_show)
+    p = sub.add_parser("runs", help="list the runs of the reports folder: id, date, agent, "
+                       "models, conditions, items, status, headline")
+    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
+    p.set_defaults(func=cmd_runs)
+    p = sub.add_parser("export", help="write a run's items, one row per item, as CSV or Parquet")
+    p.add_argument("run", help="a run id under --reports, or a run folder")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    p.add_argument("-o", "--output", default=None, help="the file (default: <run-id>.<format>)")
+    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
+    p.set_defaults(func=cmd_export)
     p = sub.add_parser("power", help="detection probability of an effect, by simulation")
     p.add_argument("--pack", required=True)
     p.add_argument("--variant", default="base")

@@ -147,9 +147,28 @@ def _collects_questions(config: pytest.Config, settings: Settings) -> bool:
 class XdistHooks:
     """Registered only when pytest-xdist is present."""
 
+    prebuilt = False
+
     def pytest_configure_node(self, node: Any) -> None:
         settings: Settings = node.config.stash[keys.SETTINGS]
         node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict())
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """The controller builds the variants the items ask about once, before any is sent
+        to a worker (which then finds them cached), saying so on the terminal."""
+        config = node.config
+        if keys.RUNSTORE not in config.stash or self.prebuilt:
+            return
+        self.prebuilt = True
+        from pytest_kgbench.cases import built_by
+        from pytest_kgbench.runtime import Runtime
+
+        settings: Settings = config.stash[keys.SETTINGS]
+        runtime = Runtime(settings)
+        try:
+            runtime.prebuild(built_by(ids, settings), _say(config))
+        finally:
+            runtime.close()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -214,24 +233,60 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         assign_sessions(items)
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """--estimate: the selected items' tokens and dollars, as they would be asked."""
-    if not session.config.getoption("kgbench_estimate", default=None):
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_collection_finish(session: pytest.Session) -> Generator[None, None, None]:
+    """Before any item runs, the controller builds the variants the selected items ask about,
+    saying so on the terminal ("building credit/large (seed N)…", then its time). --estimate:
+    the items' tokens and dollars, without the collected-items tree (only each file's count)."""
+    config = session.config
+    estimate = config.getoption("kgbench_estimate", default=None)
+    verbose = config.option.verbose
+    if estimate:
+        config.option.verbose = min(verbose, -2)
+    try:
+        yield
+    finally:
+        config.option.verbose = verbose
+    if _is_worker(config) or not (estimate or keys.RUNSTORE in config.stash):
         return
-    from pytest_kgbench.cases import asks_together
-    from pytest_kgbench.costs import estimate_lines
     from pytest_kgbench.runtime import Runtime
 
-    settings: Settings = session.config.stash[keys.SETTINGS]
+    settings: Settings = config.stash[keys.SETTINGS]
     cases = [i.stash[keys.CASE] for i in session.items if keys.CASE in i.stash]
     runtime = Runtime(settings)
     try:
-        estimates = runtime.estimate(cases, together=asks_together(settings))
+        runtime.prebuild({(c.question.pack, c.variant) for c in cases}, _say(config))
+        if estimate:
+            _estimate(config, runtime, cases)
     finally:
         runtime.close()
+
+
+def _estimate(config: pytest.Config, runtime: Any, cases: list[Any]) -> None:
+    from pytest_kgbench.cases import asks_together
+    from pytest_kgbench.costs import estimate_lines
+
+    settings: Settings = config.stash[keys.SETTINGS]
+    estimates = runtime.estimate(cases, together=asks_together(settings))
     heading = f"{len(cases)} selected item(s), asked {settings.ask}"
-    session.config.stash[keys.ESTIMATE] = estimate_lines(
+    config.stash[keys.ESTIMATE] = estimate_lines(
         estimates, settings.aliases, settings.prices, heading=heading)
+
+
+def _say(config: pytest.Config) -> Any:
+    """A line on the terminal from the controller, whatever pytest is capturing."""
+    from contextlib import nullcontext
+
+    def say(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else nullcontext():
+            reporter.write_line(f"kgbench: {line}")
+            reporter.flush()
+
+    return say
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -202,7 +202,7 @@ class RunStore:
         write_atomic(self.dir / "report.md", render_markdown(report))
         from pytest_kgbench.html_report import render_html
 
-        write_atomic(self.dir / "report.html", render_html(report))
+        write_atomic(self.dir / "report.html", render_html(report, records))
         self.report = report
         if self.halted:
             session.exitstatus = HARNESS_BROKEN

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -68,12 +68,25 @@ class Runtime:
             self._packs[name] = open_pack(self.settings, name)
         return self._packs[name]
 
-    def built(self, pack_name: str, variant: str) -> Built:
+    def built(self, pack_name: str, variant: str,
+              progress: Callable[[str], None] | None = None) -> Built:
         if (pack_name, variant) not in self._built:
             self._built[(pack_name, variant)] = build_variant(
                 self.pack(pack_name), variant, Path(self.settings.cache_dir),
-                seed=self.settings.dataset_seed)
+                seed=self.settings.dataset_seed, progress=progress)
         return self._built[(pack_name, variant)]
+
+    def prebuild(self, pairs: Iterable[tuple[str, str]],
+                 progress: Callable[[str], None]) -> None:
+        """Build the (pack, variant) pairs a session's items ask about before the first item
+        runs, telling `progress` of each build and its time (a cached one says nothing). A
+        pack or variant that cannot be built is left to the items, whose own build reports it
+        (a halt or a clear error, never a silent skip here)."""
+        for pack_name, variant in sorted(set(pairs)):
+            try:
+                self.built(pack_name, variant, progress)
+            except Exception:  # noqa: BLE001 - reported by the item that needs it
+                continue
 
     def executor(self, built: Built, cond: Condition, persona: str) -> Executor:
         """The store a querying condition reads, opened once per process and persona."""

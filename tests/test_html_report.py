@@ -118,16 +118,23 @@ def partial_page() -> str:
 
 def test_page_parses_balanced_with_one_svg_per_chart(full_page: str, partial_page: str) -> None:
     full, partial = _parse(full_page), _parse(partial_page)
-    assert full.tags.count("svg") == 3  # accuracy per tier, grid, forest chart
+    assert full.tags.count("svg") == 3  # the forest chart, one small chart per tier (L3, L1)
     assert partial.tags.count("svg") == 2  # no comparisons: no forest chart
     assert full_page.startswith("<!DOCTYPE html>")
     assert "<?xml" not in full_page and "<!DOCTYPE svg" not in full_page
 
 
-def test_accuracy_chart_has_one_panel_per_tier(full_page: str) -> None:
-    svg = full_page[full_page.index("<svg"):full_page.index("</svg>")]
-    assert ">L1<" in svg and ">L3<" in svg and ">L2<" not in svg
-    assert "font-family" in svg  # svg.fonttype none: text stays text, no glyph paths
+def _svgs(page: str) -> list[str]:
+    return re.findall(r"<svg.*?</svg>", page, flags=re.S)
+
+
+def test_accuracy_charts_are_one_per_tier_l3_first(full_page: str) -> None:
+    titles = [re.search(r">(L\d) \(n=\d+ questions\)<", svg) for svg in _svgs(full_page)]
+    assert [t.group(1) for t in titles if t] == ["L3", "L1"]  # L3 leads; no L2 in this run
+    assert all("font-family" in svg for svg in _svgs(full_page))  # text stays text
+    # the arms' labels are in an HTML legend, which wraps (a legend inside a figure clipped)
+    legend = re.search(r'<div class="legend">(.*?)</div>', full_page, flags=re.S)
+    assert legend and all(f"{arm} {label}" in legend.group(1) for arm, label in ARMS.items())
 
 
 @pytest.mark.parametrize("which", ["full_page", "partial_page"])
@@ -158,7 +165,7 @@ def test_comparisons_table(full_page: str, partial_page: str) -> None:
     cells = re.findall(r"<td[^>]*>(.*?)</td>", row.group(1))
     assert cells[:4] == ["R1", "D1", "L3", "2"]
     assert cells[4].startswith("+50.0") and cells[5] == "+2 / −0" and cells[-1] == "no"
-    assert "No comparisons" in partial_page and "No comparisons" not in full_page
+    assert "McNemar p" not in partial_page and "McNemar p" in full_page
 
 
 def test_incomplete_and_missing(full_page: str, partial_page: str) -> None:
@@ -187,7 +194,10 @@ def test_simulated_banner_only_when_synthetic(full_page: str, partial_page: str)
 def test_grid_cells_mean_over_repeats_declined_and_missing() -> None:
     rows, arms, grid = grid_cells(make_report(missing=True))
     assert arms == list(ARMS)
-    assert rows == sorted(rows) and len(rows) == len(QUESTIONS)
+    assert len(rows) == len(QUESTIONS)
+    tiers = [r.rsplit("(", 1)[1] for r in rows]
+    assert tiers == ["L3)", "L3)", "L1)", "L1)"]  # sorted by tier, L3 first
+    assert rows[:2] == sorted(rows[:2]) and rows[2:] == sorted(rows[2:])
     assert rows[0].endswith("(L3)") and "<script>" in rows[0]  # raw here; escaped in the page
     q01 = rows.index("credit/base/credit-Q01  (L1)")
     # R1 (a=0), Q01 (q=0): repeats score [0.5, 0.0] -> 0.25; R4: [0.0, None] -> 0.0;
@@ -208,3 +218,121 @@ def test_grid_cells_mean_over_repeats_declined_and_missing() -> None:
     assert grid[rows.index("credit/base/credit-Q02  (L1)")][2] is None
     page = render_html(report)
     _parse(page)
+
+
+def _sig(a: str, b: str, tier: str, diff: float, holm: float) -> dict[str, Any]:
+    return {"a": a, "b": b, "tier": tier, "n_questions": 20, "diff": diff,
+            "ci95": [diff - 0.1, diff + 0.1], "discordant": [1, 9], "mcnemar_p": holm / 2,
+            "holm_p": holm, "can_reach_significance": True}
+
+
+def test_the_page_leads_with_one_sentence_stating_its_finding() -> None:
+    report = make_report()
+    report["comparisons"] = [_sig("R1", "D1", "L3", 0.5, 0.01), _sig("R1", "R4", "L3", -0.7, 0.02),
+                             _sig("R1", "D1", "L1", 0.9, 0.3)]
+    page = render_html(report)
+    said = re.search(r'<p class="finding">(.*?)</p>', page).group(1)
+    # the largest *significant* difference, not the largest one (0.9 on L1 has p 0.3)
+    assert said.startswith("The largest significant difference: R4 csv+markdown against R1 csv "
+                           "on L3: -70.0 points") and "2 of 3 comparisons" in said
+    assert page.index('class="finding"') < page.index("<svg")  # the finding first
+    assert page.index("<svg") == page.index(_svgs(page)[0])
+    assert "difference in accuracy" in _svgs(page)[0]  # then the forest plot
+    report["comparisons"] = [_sig("R1", "D1", "L3", 0.2, 0.4), _sig("R1", "R4", "L3", -0.3, 0.6)]
+    said = re.search(r'<p class="finding">(.*?)</p>', render_html(report)).group(1)
+    assert said.startswith("No difference reached significance (Holm-adjusted p &lt; 0.05) in 2 "
+                           "comparison(s); the largest was R4 csv+markdown against R1 csv on L3:"
+                           " -30.0 points")
+
+
+def test_without_comparisons_the_per_tier_table_leads(partial_page: str) -> None:
+    said = re.search(r'<p class="finding">(.*?)</p>', partial_page).group(1)
+    assert said.startswith("The run is incomplete: these figures cover the 23 of 24 items "
+                           "banked. No conditions were compared")
+    assert "On L3, D1 sql scored highest: 50.0% of 2 questions." in said
+    said = re.search(r'<p class="finding">(.*?)</p>',
+                     render_html(make_report(comparisons=False))).group(1)
+    assert said.startswith("No conditions were compared")
+    first_table = partial_page.index("<table")
+    assert partial_page.index('class="finding"') < first_table < partial_page.index("<svg")
+    assert "<th>L3</th>" in partial_page[first_table:partial_page.index("</table>")]
+
+
+def test_a_halted_run_says_so_with_its_reason_in_a_banner() -> None:
+    report = make_report(missing=True)
+    why = "the harness is broken, the run halts: the gold query of credit-Q10 timed out"
+    report["halted"] = why
+    report["missing"] = [{"nodeid": "n1", "why": why},
+                         {"nodeid": "n2", "why": "not asked: the run halted"}]
+    page = render_html(report)
+    _parse(page)
+    banner = re.search(r'<div class="banner">(.*?)</div>', page).group(1)
+    assert banner.startswith(f"HALTED — {why}") and "1 never asked" in banner
+    assert page.index('class="banner"') < page.index("<h1>")
+    assert "worker crash" not in page and 'class="bad">HALTED<' in page
+    said = re.search(r'<p class="finding">(.*?)</p>', page).group(1)
+    assert said.startswith("The run halted: these figures cover the 23 of 24 items banked.")
+    incomplete = render_html(make_report(missing=True))
+    banner = re.search(r'<div class="banner">(.*?)</div>', incomplete).group(1)
+    assert banner.startswith("INCOMPLETE — 1 item(s) never reported") and "worker crashed" in banner
+    assert 'class="banner"' not in render_html(make_report(synthetic=False))
+
+
+def test_arm_colours_are_never_grade_colours() -> None:
+    import colorsys
+
+    from matplotlib.colors import to_rgb
+
+    from pytest_kgbench.html_report import ARM_COLOURS, GRADE_COLOURS, arm_colours
+
+    def hue_sat(colour: str) -> tuple[float, float]:
+        h, _, s = colorsys.rgb_to_hls(*to_rgb(colour))
+        return 360 * h, s
+
+    grades = [hue_sat(GRADE_COLOURS[g]) for g in ("correct", "partial", "wrong")]
+    assert all(not 170 <= h <= 335 for h, _ in grades)  # green, amber, red
+    for colour in ARM_COLOURS:
+        hue, sat = hue_sat(colour)
+        assert 170 <= hue <= 335 and sat >= 0.25, colour  # blue to pink, never grey
+    assert len(set(arm_colours([f"a{i}" for i in range(16)]).values())) == 16
+
+
+def test_a_cell_shows_its_score_over_repeats() -> None:
+    from pytest_kgbench.html_report import cell_text
+
+    assert cell_text([{"score": 1.0}, {"score": 0.0}, {"score": 0.0}]) == "1/3"  # not "partial"
+    assert cell_text([{"score": 0.5}, {"score": 1.0}]) == "1.5/2"
+    assert cell_text([{"score": None}, {"score": 1.0}]) == "1/1 +1 declined"
+    assert cell_text([{"score": None}]) == "declined"
+
+
+def test_each_cell_links_to_the_items_record() -> None:
+    report = make_report()
+    records = [{**it, "key": {"rating": f"key-of-{it['question']}"},
+                "prompt": {"question": f"What is {it['question']}?", "context_file": "p/x.md"},
+                "answer": {"text": f"answer to {it['question']} rep {it['repeat']}",
+                           "block": {"rating": "A"},
+                           "queries": [{"language": "sql", "statement": "SELECT 1 AS one",
+                                        "columns": ["one"], "rows": [[1]], "row_count": 1}]}}
+               for it in report["items"]]
+    page = render_html(report, records)
+    _parse(page)
+    links = re.findall(r'<td class="cell"[^>]*title="([^"]*)"><a href="#([^"]+)">([^<]*)</a>',
+                       page)
+    assert len(links) == len(QUESTIONS) * len(ARMS)
+    for tip, anchor, text in links:
+        assert f'id="{anchor}"' in page
+        assert "rep1" in tip and "rep2" in tip and text in tip
+    q01 = next(a for tip, a, _ in links if tip.startswith("credit/base/credit-Q01 under R1 csv"))
+    section = page[page.index(f'id="{q01}"'):]
+    section = section[:section.index('<div class="record"', 1)]
+    assert "What is credit-Q01?" in section and "key-of-credit-Q01" in section
+    assert "answer to credit-Q01 rep 1" in section and "answer to credit-Q01 rep 2" in section
+    assert "SELECT 1 AS one" in section
+    assert "&lt;script&gt;" in page and "<script>" not in page  # the records escaped too
+    assert '<a href="#' not in render_html(report)  # no records: no links to nowhere
+
+
+def test_fingerprints_are_folded_away(full_page: str) -> None:
+    folded = re.search(r"<details><summary>Fingerprints.*?</details>", full_page, flags=re.S)
+    assert folded and "f" * 64 in folded.group(0) and "g" * 64 in folded.group(0)

@@ -139,3 +139,53 @@ def test_a_rerun_under_xdist(project) -> None:
                         "--kgbench-rerun", "first", "--run-id", "again", "-p", "xdist")
     assert again.ret == 0, again.stdout.str()
     again.assert_outcomes(passed=1)  # Q10, which the trap gets wrong
+
+
+def test_estimate_prints_its_table_without_the_collected_items_tree(project, monkeypatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)  # no call could be made anyway
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--estimate", "--condition", "R1",
+                         "-k", "Q01 or Q10")  # no -q
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*kgbench estimate*", "*2 selected item(s), asked apart*",
+                                 "R1 *claude-sonnet-5-5 * 2 *$*"])
+    out = result.stdout.str()
+    assert "<Dir " not in out and "<QuestionFile" not in out and "credit-Q01[" not in out
+    assert "questions/credit.yaml: 2" in out  # the count per file stays
+
+
+def _fresh_cache(p: pytest.Pytester, cache) -> None:
+    ini = p.path / "tox.ini"  # what pytester.makeini writes
+    ini.write_text(re.sub(r"kgbench_cache = .*", f"kgbench_cache = {cache}", ini.read_text()))
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "-p", "xdist"]])
+def test_a_variant_being_built_is_announced_with_its_time(project, tmp_path, workers) -> None:
+    """The controller builds what the selected items ask about before the first runs, saying
+    so (under -n too, where the items run on workers); a cached variant says nothing."""
+    p = project()
+    _fresh_cache(p, tmp_path / "cache")
+    args = ["questions", "--condition", "D1", "-k", "Q01", *workers]
+    first = p.runpytest(*args)
+    assert first.ret == 0, first.stdout.str()
+    first.stdout.fnmatch_lines(["kgbench: building credit/base (seed *)…",
+                                "kgbench: built credit/base in *.* s"])
+    out = first.stdout.str()
+    assert "credit/chains" not in out and "credit/large" not in out  # not selected: not built
+    assert out.index("kgbench: built credit/base") < out.index("[100%]")  # before the items
+    again = p.runpytest(*args)
+    assert again.ret == 0 and "kgbench: build" not in again.stdout.str()
+
+
+def test_built_by_reads_the_variant_from_the_node_id(tmp_path) -> None:
+    from conftest import REPO
+    from pytest_kgbench.cases import built_by
+    from pytest_kgbench.settings import Settings
+
+    settings = Settings.at(REPO)
+    ids = ["questions/credit.yaml::credit-Q01[D1-gold-rep1]",
+           "questions/credit.yaml::credit-Q20[chains-D4-claude-x-rep2]",
+           "questions/research.yaml::research-Q01[large-R1-gold-rep1]",
+           "tests/test_x.py::test_y[large-1]"]
+    assert built_by(ids, settings) == {("credit", "base"), ("credit", "chains"),
+                                       ("research", "large")}

@@ -65,7 +65,7 @@ def test_an_unknown_key_function_is_caught_by_collect_only(project) -> None:
 
 PURE = ("questions", "grading", "fieldkinds", "metrics", "stats", "report", "costs", "settings",
         "registry", "record", "cases", "conditions", "answers", "together", "judge", "power",
-        "html_report", "runtime", "rescore", "validate", "stores", "prompts", "cli")
+        "html_report", "runtime", "rescore", "validate", "stores", "prompts", "cli", "runs")
 
 
 def test_pure_modules_import_no_pytest() -> None:
