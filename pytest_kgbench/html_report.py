@@ -25,9 +25,12 @@ from html import escape
 from typing import Any
 
 from pytest_kgbench.report import (
+    EFFORT_NOTE,
     TIER_ORDER,
+    calls_text,
     ci_text,
     discordant_text,
+    effort_rows,
     headline_rows,
     p_text,
     pct,
@@ -562,11 +565,23 @@ def _comparisons(report: Mapping[str, Any]) -> str:
                      "—" if diff is None else f"{100 * diff:+.1f} [{ci_text(c.get('ci95'))}]",
                      discordant_text(c.get("discordant")), p_text(c.get("mcnemar_p")),
                      p_text(c.get("holm_p")),
-                     "yes" if c.get("can_reach_significance") else "no"])
+                     "yes" if c.get("can_reach_significance") else "no",
+                     calls_text(c.get("tool_calls"))])
         dim.append("" if c.get("can_reach_significance") else "dim")
     return _table(["a", "b", "tier", "n", "diff b − a, pts [95% CI]",
-                   "discordant +b / −a", "McNemar p", "Holm p", "can reach p<0.05"],
-                  rows, num=(3, 4, 5, 6, 7), row_class=dim)
+                   "discordant +b / −a", "McNemar p", "Holm p", "can reach p<0.05",
+                   "tool calls b − a (Wilcoxon p)"],
+                  rows, num=(3, 4, 5, 6, 7, 9), row_class=dim)
+
+
+def _effort(report: Mapping[str, Any]) -> list[str]:
+    """What answering cost per arm (report.effort_rows), when any arm called tools."""
+    header, rows = effort_rows(report)
+    if not rows:
+        return []
+    return ["<h2>What answering cost: tool calls, rounds, time</h2>",
+            _table(header, rows, num=range(1, len(header))),
+            f'<p class="muted">{_e(EFFORT_NOTE)}</p>']
 
 
 def _fingerprints(report: Mapping[str, Any]) -> str:
@@ -634,7 +649,7 @@ def render_html(report: Mapping[str, Any],
         "<h2>2. Accuracy per tier</h2>", *([_headline(report)] if comps else []),
         '<p class="muted">One panel per tier (n: questions in the tier). Bars: the mean over '
         "questions of each question's mean over repeats; whiskers: 95% bootstrap interval "
-        "over questions.</p>", _legend(report), accuracy_chart(report),
+        "over questions.</p>", _legend(report), accuracy_chart(report), *_effort(report),
         "<h2>3. Questions × conditions</h2>",
         '<p class="muted">Grouped by tier. Each cell: the score over its repeats (1/3: one '
         "correct answer of three; a partial answer counts ½), coloured by its mean; hover for "

@@ -456,9 +456,16 @@ def calls_text(diff: Mapping[str, Any] | None) -> str:
     return f"{diff['mean_diff']:+.2f}{rel}, p {p_text(diff.get('wilcoxon_p'))}"
 
 
-def effort_lines(report: Mapping[str, Any]) -> list[str]:
-    """The cost of discovery in report.md: per querying arm, tool calls and rounds per item
-    (median [quartiles], max), median latency and tokens, beside the accuracy."""
+EFFORT_NOTE = ("Per item: tool calls and rounds as median [quartiles] and maximum; the median "
+               "latency and tokens (input and output). An arm that must discover the store "
+               "(--schema tools) should reach the same accuracy with more calls; one that "
+               "cannot (none) shows what the description is worth.")
+
+
+def effort_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The cost of discovery, as every view shows it: per arm that made tool calls, its
+    accuracy, tool calls and rounds per item (median [quartiles], max), median latency and
+    tokens."""
     rows = []
     for arm, c in report["conditions"].items():
         e = c.get("effort") or {}
@@ -471,14 +478,16 @@ def effort_lines(report: Mapping[str, Any]) -> list[str]:
                      "—" if not rounds else f"{rounds['median']:g} (max {rounds['max']:g})",
                      "—" if e.get("latency_s") is None else f"{e['latency_s']:.2f} s",
                      "—" if not e.get("tokens") else f"{e['tokens']:,.0f}"])
+    return ["arm", "accuracy", "tool calls", "rounds", "latency", "tokens"], rows
+
+
+def effort_lines(report: Mapping[str, Any]) -> list[str]:
+    """The cost of discovery in report.md (effort_rows)."""
+    header, rows = effort_rows(report)
     if not rows:
         return []
-    return ["## What answering cost: tool calls, rounds, time", "",
-            "Per item: tool calls and rounds as median [quartiles] and maximum; the median "
-            "latency and tokens (input and output). An arm that must discover the store "
-            "(--schema tools) should reach the same accuracy with more calls; one that "
-            "cannot (none) shows what the description is worth.", "",
-            *_table(["arm", "accuracy", "tool calls", "rounds", "latency", "tokens"], rows), ""]
+    return ["## What answering cost: tool calls, rounds, time", "", EFFORT_NOTE, "",
+            *_table(header, rows), ""]
 
 
 def metric_lines(report: Mapping[str, Any]) -> list[str]:

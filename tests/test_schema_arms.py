@@ -247,9 +247,11 @@ def test_a_synthetic_schema_ablation_reports_the_cost_of_discovery(project) -> N
     back = next(c for c in report["comparisons"]
                 if (c["a"], c["b"], c["tier"]) == ("D1.tools", "D1.none", "L3"))
     assert back["tool_calls"]["mean_diff"] <= -2
-    md = (run / "report.md").read_text()
-    assert "## What answering cost: tool calls, rounds, time" in md
-    assert "tool calls b − a (Wilcoxon p)" in md
+    for page in ("report.md", "report.html"):
+        text = (run / page).read_text()
+        assert "What answering cost: tool calls, rounds, time" in text, page
+        assert "tool calls b − a (Wilcoxon p)" in text, page
+        assert f"{pair['tool_calls']['mean_diff']:+.2f}" in text, page
 
 
 def test_the_paired_difference_of_calls() -> None:
