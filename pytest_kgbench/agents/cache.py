@@ -130,7 +130,7 @@ class Budget:
                 raise BudgetReached(
                     f"budget: the next request could cost up to ${amount:.4f}, and "
                     f"${ledger['spent']:.4f} is spent (${held - ledger['spent']:.4f} more in "
-                    f"flight) of --max-cost ${self.cap:.2f}: the run stops before it")
+                    f"flight) of --max-cost ${self.cap:g}: the run stops before it")
             ledger["reserved"][token] = amount
 
         self._locked(change)
