@@ -160,3 +160,44 @@ def test_request_keys_differ_by_every_part() -> None:
                 request_key("p", "http://x", {"model": "n", "messages": [1]}, 0),
                 request_key("p", "http://x", {"model": "m", "messages": [2]}, 0),
                 request_key("p", "http://x", {"model": "m", "messages": [1]}, 1)}) == 6
+
+
+@pytest.mark.parametrize("values, flag", [({"temperature": 0.1}, "--temperature"),
+                                          ({"top_p": 0.5}, "--top-p"),
+                                          ({"max_cost": 2.0}, "--max-cost")])
+def test_claude_cli_refuses_what_it_cannot_honour(values, flag) -> None:
+    """Claude Code takes no sampling settings and makes its own calls: a setting it would
+    ignore is refused before the run, never dropped in silence."""
+    from pytest_kgbench.agents.claude_cli import ClaudeCliAgent
+    from pytest_kgbench.settings import Settings
+
+    settings = Settings.at(".", agent="claude-cli", models=("sonnet",), **values)
+    assert ClaudeCliAgent.check(settings, asking=False) == (
+        f"{flag}: the claude CLI agent cannot honour it")
+    assert ClaudeCliAgent.check(Settings.at(".", agent="claude-cli", models=("sonnet",)),
+                                asking=False) is None
+
+
+def test_sampling_and_cost_options_are_checked_naming_the_option(tmp_path) -> None:
+    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.settings import OPTIONS, PATHS, build_settings
+
+    ini = {o.ini: o.default for o in OPTIONS}
+    paths = {name: default for name, _, default in PATHS}
+
+    def build(**cli):
+        return build_settings({f"kgbench_{k}": v for k, v in cli.items()}, ini,
+                              root=tmp_path, paths=paths)
+
+    s = build(temperature="0.3", top_p="1", max_cost="2.5", no_cache=True,
+              base_url="http://localhost:11434/v1")
+    assert (s.temperature, s.top_p, s.max_cost, s.response_cache, s.base_url) == (
+        0.3, 1.0, 2.5, False, "http://localhost:11434/v1")
+    assert s.responses_dir == str((tmp_path / ".kgbench-responses").resolve())
+    assert build().response_cache is True and build().max_cost is None
+    for option, value, says in (("max_cost", "0", "--max-cost: must be more than 0"),
+                                ("max_cost", "lots", "--max-cost: 'lots' is not a number"),
+                                ("temperature", "-1", "--temperature: must be at least 0"),
+                                ("top_p", "x", "--top-p: 'x' is not a number")):
+        with pytest.raises(InputError, match=says):
+            build(**{option: value})
