@@ -201,3 +201,23 @@ def test_sampling_and_cost_options_are_checked_naming_the_option(tmp_path) -> No
                                 ("top_p", "x", "--top-p: 'x' is not a number")):
         with pytest.raises(InputError, match=says):
             build(**{option: value})
+
+
+def test_max_cost_holds_across_xdist_workers(project, chat_api) -> None:
+    """Two workers share one ledger: together they make no more requests than the cap allows
+    one process (each request about $0.009 served, $0.0095 at worst; a cap of $0.025 leaves
+    room for two, whichever worker makes them), and every worker stops."""
+    from fake_openai import text
+
+    chat_api.default = lambda body: text(A_PLUS, prompt_tokens=8000, completion_tokens=100)
+    p = project()
+    (p.path / "pyproject.toml").write_text(PRICED)
+    result = p.runpytest_subprocess(
+        "questions", "--agent", "openai", "--base-url", chat_api.url, "--model", "gpt-test-1",
+        "--condition", "R1", "-k", "L1", "--max-tokens", "100", "--max-cost", "0.025",
+        "--no-cache", "-n", "2")
+    assert result.ret == 3, result.stdout.str()
+    assert "INTERNALERROR" not in result.stdout.str()
+    assert len(chat_api.requests) == 2 and len(run_records(p)) == 2
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert "spending cap" in report["halted"]
