@@ -291,3 +291,17 @@ def test_chat_tools_translate_every_tool_spec() -> None:
     assert [t["function"]["name"] for t in out] == [t["name"] for t in TOOLS]
     assert all(t["type"] == "function" for t in out)
     assert [t["function"]["parameters"] for t in out] == [t["input_schema"] for t in TOOLS]
+
+
+def test_asked_together_one_conversation_answers_every_item(project, chat_api) -> None:
+    chat_api.push(text("credit-Q01: A+ from the countries table.\n"
+                       "```json\n{\"credit-Q01\": {\"rating\": \"A+\"}}\n```"))
+    p = project()
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01 or Q03", "--ask", "together"
+        ).assert_outcomes(passed=2)
+    assert len(chat_api.requests) == 1
+    records = {r["question"]: r for r in run_records(p)}
+    assert set(records) == {"credit-Q01", "credit-Q03"}
+    assert records["credit-Q01"]["answer"]["block"] == {"rating": "A+"}
+    assert records["credit-Q03"]["status"] == "skipped"  # left out of the block: a miss
+    assert chat_api.requests[0]["body"]["max_tokens"] == 4096
