@@ -24,13 +24,15 @@ from pytest_kgbench.settings import Settings
 
 def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     """The body of every kgbench item: ask, grade, bank; fail only a must-pass rule."""
-    from pytest_kgbench.errors import HarnessBroken
+    from pytest_kgbench.errors import BudgetReached, HarnessBroken
 
     item = request.node
     case: Case = item.stash[keys.CASE]
     broken: str | None = None
     try:
         record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()))
+    except BudgetReached as exc:
+        broken = f"kgbench: the run halts at its spending cap: {exc}"
     except HarnessBroken as exc:
         broken = f"kgbench: the harness is broken, the run halts: {exc}"
     if broken is not None:

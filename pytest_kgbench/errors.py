@@ -38,3 +38,9 @@ class ItemSkipped(KgbenchError):
     """The item cannot be asked as the run is set (its prompt is longer than the model's
     context window). It is skipped with the reason — banked with status "skipped", never
     graded, listed apart in the report — and the run goes on."""
+
+
+class BudgetReached(HarnessBroken):
+    """The next model request could take the run's spending past --max-cost: the run halts
+    as a broken harness does (banked results kept, the report marked HALTED), with the budget
+    as its reason rather than a fault."""

@@ -575,9 +575,13 @@ def summary_line(report: Mapping[str, Any]) -> str:
         if item.get("letter"):
             counts[str(item["letter"])] = counts.get(str(item["letter"]), 0) + 1
     letters = " ".join(f"{k} {counts[k]}" for k in "CPWTABD" if counts.get(k)) or "no grades"
-    spent = sum(((c.get("cost_usd") or {}).get("billed") or 0.0)
-                for c in (report.get("conditions") or {}).values())
+    arms = list((report.get("conditions") or {}).values())
+    spent = sum(((c.get("cost_usd") or {}).get("billed") or 0.0) for c in arms)
     cost = f"; ${spent:.4f} at list prices" if spent else ""
+    unpriced = sorted({str(c.get("model_id")) for c in arms
+                       if c.get("tokens") and c.get("cost_usd") is None})
+    if unpriced:  # tokens spent at no known price: unknown, never $0
+        cost += f"; cost unknown for {', '.join(unpriced)} (no price in the settings)"
     return (f"agent {s.get('agent')}, models {', '.join(map(str, s.get('models') or []))}: "
             f"{letters} ({', '.join(LEGEND)}){cost}")
 

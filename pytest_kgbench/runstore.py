@@ -29,7 +29,7 @@ LETTER_PROPERTY = "kgbench_letter"
 BROKEN_PROPERTY = "kgbench_broken"
 HARNESS_BROKEN = 3  # the exit status of a run the harness could not finish
 PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
-            "anthropic", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
+            "anthropic", "openai", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
 NOT_ASKED = "not asked: the run halted"
 
 

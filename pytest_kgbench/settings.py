@@ -102,6 +102,15 @@ OPTIONS: tuple[Option, ...] = (
            "checking or citing", flag_only=True),
     Option("--estimate", "print the estimated tokens and dollars of the selected items before "
            "any call, and ask nothing (implies --collect-only)", flag_only=True),
+    Option("--base-url", "base URL of the OpenAI-compatible endpoint --agent openai calls "
+           "(default: OpenAI's own; e.g. http://localhost:11434/v1 for Ollama)"),
+    Option("--temperature", "sampling temperature sent to the model (default: the "
+           "provider's)"),
+    Option("--top-p", "nucleus sampling top_p sent to the model (default: the provider's)"),
+    Option("--max-cost", "DOLLARS: halt the run, keeping what was banked, before the next "
+           "model request could take its spending at list prices past this"),
+    Option("--no-cache", "ask the model again even when the response cache holds this exact "
+           "request (and do not store the responses)", flag_only=True),
     Option("--ablation", "report paired comparisons: the first-listed condition against every "
            "other, plus the design's named pairs (R1-R4, D1-D2, D3-D6, ...)", flag_only=True),
 )
@@ -112,6 +121,8 @@ PATHS: tuple[tuple[str, str, str], ...] = (
      "questions"),
     ("kgbench_reports", "folder of run folders", "reports"),
     ("kgbench_cache", "folder of built variants (shared by workers, locked)", ".kgbench-cache"),
+    ("kgbench_responses", "folder of the response cache: model responses keyed by the "
+     "SHA-256 of their exact request", ".kgbench-responses"),
 )
 
 
@@ -159,6 +170,12 @@ class Settings:
     sample: int | None = None  # --sample: questions per pack and tier
     rerun: tuple[str, ...] | None = None  # --kgbench-rerun: the node ids to ask again
     external_dir: str | None = None   # where packs' external data lives
+    base_url: str | None = None  # --base-url: the OpenAI-compatible endpoint (--agent openai)
+    temperature: float | None = None
+    top_p: float | None = None
+    max_cost: float | None = None  # --max-cost: dollars at list prices the run may spend
+    response_cache: bool = True    # --no-cache turns it off
+    responses_dir: str = ""        # where the response cache lives ("" : nowhere, no cache)
 
     @property
     def conditions(self) -> tuple[Any, ...]:
@@ -194,7 +211,8 @@ class Settings:
             "condition_ids": (), "agent": default_agent(False), "models": (),
             "rootdir": str(base),
             "datasets_dir": str(base / "datasets"), "ontology_dir": str(base / "ontology"),
-            "reports_dir": str(base / "reports"), "cache_dir": str(base / ".kgbench-cache")}
+            "reports_dir": str(base / "reports"), "cache_dir": str(base / ".kgbench-cache"),
+            "responses_dir": str(base / ".kgbench-responses")}
         return cls(**{**defaults, **values})
 
     @classmethod
@@ -335,6 +353,13 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
     stored_conditions = ",".join(stored.get("condition_ids") or ())
     schema = schema_arms(given("kgbench_schema", ",".join(stored.get("schema") or ())))
     effort = given("kgbench_effort", stored.get("effort"))
+    sampling: dict[str, float | None] = {}
+    for name in ("temperature", "top_p"):
+        value = given(f"kgbench_{name}", stored.get(name))
+        sampling[name] = (None if value in (None, "") else _number(
+            f"--{name.replace('_', '-')}", value, float, "a number", minimum=0))
+    max_cost = given("kgbench_max_cost")
+    base_url = given("kgbench_base_url", stored.get("base_url"))
     settings = Settings(
         condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions),
                                                  schema)),
@@ -381,6 +406,13 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         sample=(None if given("kgbench_sample", stored.get("sample")) in (None, "") else
                 _number("--sample", given("kgbench_sample", stored.get("sample")), int,
                         "a whole number", minimum=1)),
+        base_url=str(base_url).strip() or None if base_url else None,
+        temperature=sampling["temperature"], top_p=sampling["top_p"],
+        max_cost=(None if max_cost in (None, "") else
+                  _number("--max-cost", max_cost, float, "a number of dollars", above=0)),
+        response_cache=not _flag(given("kgbench_no_cache")),
+        responses_dir=str((root / paths.get("kgbench_responses", ".kgbench-responses")
+                           ).resolve()),
         **pack_settings(given("kgbench_pack", ",".join(stored.get("pack_names") or ())),
                         table.get("packs") or {}, root,
                         given("kgbench_external_data", stored.get("external_dir"))),
@@ -464,7 +496,8 @@ RESUME_CHECKED = (  # (setting, how the one line names it): what an item was ask
     ("dataset_seed", "--dataset-seed"), ("variants", "--variant"), ("agent", "--agent"),
     ("models", "--model"), ("effort", "--effort"), ("max_tokens", "--max-tokens"),
     ("ask", "--ask"), ("floor", "--floor"), ("max_rounds", "--max-rounds"),
-    ("judge_model", "--judge-model"), ("synthetic", "--synthetic"), ("sample", "--sample"))
+    ("judge_model", "--judge-model"), ("synthetic", "--synthetic"), ("sample", "--sample"),
+    ("base_url", "--base-url"), ("temperature", "--temperature"), ("top_p", "--top-p"))
 CODE_CHECKED = (("grader_sha256", "the grader's code"), ("prompts_sha256", "the prompts' code"))
 
 
@@ -562,6 +595,12 @@ def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
         problem = kind.check()
         if problem:
             raise InputError(f"--{language}-engine", problem)
+    if settings.max_cost is not None and getattr(agent, "kind", "") == "model":
+        unpriced = [m for m in settings.models if not settings.prices.get(settings.model_id(m))]
+        if unpriced:
+            raise InputError("--max-cost", f"no price for {', '.join(unpriced)} "
+                             "([tool.kgbench.prices]): what it spends is unknown, so no cap "
+                             "can hold it")
     check = getattr(agent, "check", None)
     problem = check(settings, asking) if check else None
     if problem:

@@ -183,3 +183,14 @@ def api(monkeypatch):
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
         yield server
+
+
+@pytest.fixture
+def chat_api(monkeypatch):
+    """A fake OpenAI-compatible Chat Completions API on 127.0.0.1 with a dummy key
+    (tests/fake_openai.py scripts its replies); pass `--base-url chat_api.url`."""
+    from fake_openai import FakeChatAPI
+
+    with FakeChatAPI() as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+        yield server

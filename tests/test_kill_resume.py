@@ -62,7 +62,9 @@ def session(tmp_path: Path, kg_cache: Path, credit_base):
         "[pytest]\n"
         f"kgbench_datasets = {REPO / 'datasets'}\n"
         f"kgbench_ontology = {REPO / 'ontology'}\n"
-        f"kgbench_cache = {kg_cache}\n")
+        f"kgbench_cache = {kg_cache}\n"
+        # the requests are what is counted: none may be answered from the response cache
+        "kgbench_no_cache = true\n")
     (tmp_path / "conftest.py").write_text(KILLER)
     with FakeMessagesAPI() as api:
         env = {**os.environ, "ANTHROPIC_BASE_URL": api.url,

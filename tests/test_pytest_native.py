@@ -125,7 +125,9 @@ def test_settings_cross_to_workers_with_every_optional_value_unset() -> None:
 
     from pytest_kgbench.settings import Settings
 
-    for values in ({}, {"rerun": ("a::b",), "sample": 3, "pack_names": ("credit",)}):
+    for values in ({}, {"rerun": ("a::b",), "sample": 3, "pack_names": ("credit",)},
+                   {"base_url": "http://127.0.0.1:1/v1", "temperature": 0.0, "top_p": 0.5,
+                    "max_cost": 1.25, "response_cache": False, "responses_dir": "/x"}):
         settings = Settings.at(".", **values)
         assert Settings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
 

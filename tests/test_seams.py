@@ -15,7 +15,7 @@ from conftest import REPO, run_records
 
 BAD_OPTIONS = [
     (["--agent", "nosuch"], "ERROR: --agent: unknown agent 'nosuch' (known: anthropic, "
-                            "claude-cli, gold, replay, synthetic, trap)"),
+                            "claude-cli, gold, openai, replay, synthetic, trap)"),
     (["--agent", "synthetic", "--synthetic", "D1=1.5"],
      "ERROR: --synthetic: 'D1=1.5' is not CONDITION=PROBABILITY (0 to 1)"),
     (["--sparql-engine", "jena"], "ERROR: --sparql-engine: unknown sparql engine 'jena' "

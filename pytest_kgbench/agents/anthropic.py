@@ -23,12 +23,14 @@ Faults are classified, never confused (DESIGN §3; the table is agents/faults.py
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents.cache import Gate
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
@@ -140,6 +142,14 @@ def served(response: Any, attempts: int) -> dict[str, Any]:
             "request_id": getattr(response, "_request_id", None), "attempts": attempts}
 
 
+def _usage(response: Any) -> dict[str, int]:
+    usage = getattr(response, "usage", None)
+    return {"input": int(getattr(usage, "input_tokens", 0) or 0),
+            "output": int(getattr(usage, "output_tokens", 0) or 0),
+            "cache_read": int(getattr(usage, "cache_read_input_tokens", 0) or 0),
+            "cache_write": int(getattr(usage, "cache_creation_input_tokens", 0) or 0)}
+
+
 class AnthropicAgent(BaseAgent):
     name = "anthropic"
     kind = "model"
@@ -154,6 +164,7 @@ class AnthropicAgent(BaseAgent):
         self.effort = settings.effort
         self.max_rounds = settings.max_rounds
         self._client: Any = None
+        self.gate = Gate(settings, "anthropic-messages")
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
@@ -201,8 +212,10 @@ class AnthropicAgent(BaseAgent):
         calls: list[dict[str, Any]] = []
         task.sent.update({"backend": "messages-api", "client": f"anthropic-sdk "
                           f"{anthropic.__version__}", "model": model, "max_tokens": max_tokens,
-                          "effort": self.effort, "thinking": None, "temperature": None,
-                          "calls": calls})
+                          "effort": self.effort, "thinking": None,
+                          "temperature": self.settings.temperature,
+                          "top_p": self.settings.top_p, "calls": calls})
+        hits = 0
         for round_no in range(max_rounds + 1):
             kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
                                       "system": system, "messages": messages}
@@ -212,13 +225,16 @@ class AnthropicAgent(BaseAgent):
                     kwargs["tool_choice"] = {"type": "none"}
             if self.effort:
                 kwargs["output_config"] = {"effort": self.effort}
+            kwargs.update(self.sampling())
             _cache_latest(messages)
-            response, attempts = call_within(client, deadline, **kwargs)
-            if response is None or time.monotonic() > deadline:
+            response, attempts, hit = self.gated(client, deadline, kwargs, task.repeat)
+            if response is None or (not hit and time.monotonic() > deadline):
                 return self._timeout(answer, start)
-            calls.append(served(response, attempts))
+            calls.append({**served(response, attempts), **({"cache_hit": True} if hit else {})})
             answer.rounds += 1
-            self._count(answer, getattr(response, "usage", None))
+            hits += hit
+            if not hit:  # a cached response costs nothing: its tokens are not spend
+                self._count(answer, getattr(response, "usage", None))
             tool_uses = [b for b in response.content if b.type == "tool_use"]
             if response.stop_reason == "tool_use" and tool_uses and round_no < max_rounds:
                 messages.append({"role": "assistant",
@@ -247,15 +263,18 @@ class AnthropicAgent(BaseAgent):
                 answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
             break
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
+        task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
         answer.latency_s = round(time.monotonic() - start, 4)
         return answer
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
                  timeout: float) -> Completion:
-        """One plain call (the judge's), within `timeout` seconds, retries included."""
-        response, attempts = call_within(
-            self.client(), time.monotonic() + timeout, model=model, max_tokens=max_tokens,
-            system=system, messages=[{"role": "user", "content": text}])
+        """One plain call (the judge's), within `timeout` seconds, retries included; never
+        from the response cache (the judge's two passes must be two requests)."""
+        response, attempts, _ = self.gated(
+            self.client(), time.monotonic() + timeout, {
+                "model": model, "max_tokens": max_tokens, "system": system,
+                "messages": [{"role": "user", "content": text}]}, 0, use_cache=False)
         if response is None:
             raise TransientModelError(f"the call ran past {timeout:g} s")
         usage = getattr(response, "usage", None)
@@ -264,6 +283,25 @@ class AnthropicAgent(BaseAgent):
             tokens={"input": int(getattr(usage, "input_tokens", 0) or 0),
                     "output": int(getattr(usage, "output_tokens", 0) or 0)},
             sent=served(response, attempts))
+
+    def sampling(self) -> dict[str, float]:
+        """--temperature and --top-p, when set."""
+        return {k: v for k, v in (("temperature", self.settings.temperature),
+                                  ("top_p", self.settings.top_p)) if v is not None}
+
+    def gated(self, client: Any, deadline: float, kwargs: dict[str, Any], repeat: int, *,
+              use_cache: bool = True) -> tuple[Any, int, bool]:
+        """One call through the response cache and the spending cap (agents/cache.py):
+        (the response or None past the deadline, the attempts, whether it was a cache hit)."""
+        import anthropic
+
+        sent = json.loads(json.dumps(kwargs))  # the request as it is now (messages grow)
+        return self.gate.call(
+            sent, endpoint=os.environ.get("ANTHROPIC_BASE_URL"), repeat=repeat,
+            model_id=str(kwargs["model"]), max_tokens=int(kwargs["max_tokens"]),
+            send=lambda: call_within(client, deadline, **sent),
+            dump=lambda r: r.model_dump(mode="json", exclude_unset=True),
+            load=anthropic.types.Message.model_validate, usage=_usage, use_cache=use_cache)
 
     @staticmethod
     def _count(answer: Answer, usage: Any) -> None:

@@ -227,6 +227,12 @@ class ClaudeCliAgent(BaseAgent):
         if settings.effort and settings.effort not in EFFORTS:
             return (f"--effort {settings.effort}: the claude CLI takes "
                     f"{', '.join(EFFORTS)}")
+        given = [flag for flag, value in (("--temperature", settings.temperature),
+                                          ("--top-p", settings.top_p),
+                                          ("--max-cost", settings.max_cost)) if value is not None]
+        if given:  # never ignored in silence: Claude Code takes no sampling settings, and its
+            # calls are its own (no cap can stand before them)
+            return f"{', '.join(given)}: the claude CLI agent cannot honour it"
         if asking and find_claude(settings.rootdir) is None:
             return MISSING
         return None

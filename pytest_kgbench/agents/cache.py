@@ -1,0 +1,200 @@
+"""The response cache and the spending cap, shared by the model agents (anthropic, openai).
+
+Every model request an agent makes goes through `gated`:
+
+- the **response cache** (on unless --no-cache) keys a request by the SHA-256 of its exact
+  content — the endpoint, the model, the messages, the tools, every setting sent — and the
+  item's repeat index, so a rerun, a resumed run after a crash mid-item, or a second run over
+  the same items is answered from disk at no cost, while each repeat stays its own request.
+  Only what the model answered is stored (an error or a timeout never is); a hit is marked in
+  the item's record (`sent.calls[].cache_hit`, `sent.response_cache`) and its tokens are not
+  counted as spend. The cache is one file per request under `responses_dir`, written
+  atomically, so xdist workers share it without a lock.
+- the **spending cap** (--max-cost DOLLARS) is a ledger in the run folder, shared by the
+  workers under a file lock: before a request, its worst case (its input at the dearest input
+  price, plus every output token it may write) is reserved, and if what was spent plus what is
+  reserved would pass the cap the request is not made: `BudgetReached` halts the run (banked
+  items kept, report marked HALTED: budget). After the call the reservation becomes the call's
+  actual cost; a call that timed out keeps its reservation (it may have been billed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_kgbench.costs import CHARS_PER_TOKEN, dollars
+from pytest_kgbench.errors import BudgetReached
+
+if TYPE_CHECKING:
+    from pytest_kgbench.settings import Settings
+
+CACHE_VERSION = 1  # part of every key: a change of what is stored starts a new cache
+LEDGER = "spend.json"
+
+
+def request_key(provider: str, endpoint: str | None, request: Mapping[str, Any],
+                repeat: int) -> str:
+    """The SHA-256 of one exact request: the provider, its endpoint, everything sent, and
+    the item's repeat index (so repeats stay distinct requests)."""
+    text = json.dumps({"v": CACHE_VERSION, "provider": provider, "endpoint": endpoint,
+                       "request": request, "repeat": repeat},
+                      sort_keys=True, ensure_ascii=False, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """Responses on disk, one JSON file per request key (`<dir>/<2 hex>/<key>.json`)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.dir = Path(folder)
+
+    def path(self, key: str) -> Path:
+        return self.dir / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The stored response of a request, or None (absent, or unreadable: asked again)."""
+        try:
+            data = json.loads(self.path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data.get("response") if isinstance(data, dict) else None
+
+    def put(self, key: str, response: Mapping[str, Any]) -> None:
+        path = self.path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "response": response}, ensure_ascii=False),
+                       encoding="utf-8")
+        tmp.replace(path)
+
+
+def worst_case(price: Mapping[str, float], request: Mapping[str, Any], max_tokens: int) -> float:
+    """The most one request can cost: its input (about four characters a token) at the
+    dearest input price, plus `max_tokens` of output."""
+    chars = len(json.dumps(request, ensure_ascii=False, default=str))
+    dearest = max(price.get("input", 0.0), price.get("cache_write", 0.0))
+    return ((chars // CHARS_PER_TOKEN + 1) * dearest + max_tokens * price.get("output", 0.0)) \
+        / 1_000_000
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - someone else's process
+        return True
+    return True
+
+
+class Budget:
+    """The run's spending ledger (`<run>/spend.json`): dollars spent, and what each live
+    process has reserved for the request it is making."""
+
+    def __init__(self, run_dir: Path, cap: float) -> None:
+        self.path = Path(run_dir) / LEDGER
+        self.cap = cap
+
+    def _locked(self, change: Callable[[dict[str, Any]], Any]) -> Any:
+        from filelock import FileLock
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock"):
+            try:
+                ledger = json.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                ledger = {}
+            ledger.setdefault("spent", 0.0)
+            ledger["reserved"] = {k: v for k, v in (ledger.get("reserved") or {}).items()
+                                  if _alive(int(k.split(":", 1)[0]))}
+            result = change(ledger)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(ledger, indent=2) + "\n", encoding="utf-8")
+            tmp.replace(self.path)
+            return result
+
+    def reserve(self, amount: float) -> str:
+        """Reserve `amount` dollars for one request, or raise BudgetReached when what was spent
+        and reserved plus it would pass the cap. Returns the reservation's token."""
+        token = f"{os.getpid()}:{time.monotonic_ns()}"
+
+        def change(ledger: dict[str, Any]) -> None:
+            held = ledger["spent"] + sum(ledger["reserved"].values())
+            if held + amount > self.cap:
+                raise BudgetReached(
+                    f"budget: the next request could cost up to ${amount:.4f}, and "
+                    f"${ledger['spent']:.4f} is spent (${held - ledger['spent']:.4f} more in "
+                    f"flight) of --max-cost ${self.cap:g}: the run stops before it")
+            ledger["reserved"][token] = amount
+
+        self._locked(change)
+        return token
+
+    def settle(self, token: str, cost: float | None) -> None:
+        """Turn a reservation into the call's cost (None: the call was not billed)."""
+
+        def change(ledger: dict[str, Any]) -> None:
+            ledger["reserved"].pop(token, None)
+            ledger["spent"] = round(ledger["spent"] + (cost or 0.0), 9)
+
+        self._locked(change)
+
+    def spent(self) -> float:
+        return float(self._locked(lambda ledger: ledger["spent"]))
+
+
+class Gate:
+    """What stands between an agent and the network: the cache and the cap of one process."""
+
+    def __init__(self, settings: Settings, provider: str) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.cache = (ResponseCache(Path(settings.responses_dir)) if settings.response_cache
+                      and settings.responses_dir else None)
+        self.budget = (Budget(settings.run_dir, settings.max_cost)
+                       if settings.max_cost is not None else None)
+
+    def call(self, request: Mapping[str, Any], *, endpoint: str | None, repeat: int,
+             model_id: str, max_tokens: int, send: Callable[[], tuple[Any, int]],
+             dump: Callable[[Any], dict[str, Any]], load: Callable[[dict[str, Any]], Any],
+             usage: Callable[[Any], dict[str, int]], use_cache: bool = True
+             ) -> tuple[Any, int, bool]:
+        """Make one request through the cache and the cap: (the response, or None when the
+        deadline passed; the attempts made; whether it came from the cache). `send` makes the
+        call; `dump`/`load` turn a response into JSON and back; `usage` reads its tokens.
+        `use_cache=False` (the judge's passes, which must be two requests) bypasses the cache
+        but not the cap."""
+        key = (request_key(self.provider, endpoint, request, repeat)
+               if self.cache and use_cache else None)
+        if self.cache is not None and key is not None:
+            stored = self.cache.get(key)
+            if stored is not None:
+                return load(stored), 0, True
+        price = self.settings.prices.get(model_id)
+        token = None
+        if self.budget is not None:
+            if not price:
+                raise BudgetReached(f"budget: --max-cost needs a price for {model_id} "
+                                    "([tool.kgbench.prices]); without one spending is unknown")
+            token = self.budget.reserve(worst_case(price, request, max_tokens))
+        try:
+            response, attempts = send()
+        except BaseException:
+            if token is not None and self.budget is not None:
+                self.budget.settle(token, None)
+            raise
+        if self.budget is not None and token is not None:
+            if response is None:  # timed out: it may have been billed, keep the worst case
+                self.budget.settle(token, worst_case(price or {}, request, max_tokens))
+            else:
+                cost = dollars(usage(response), price)
+                self.budget.settle(token, cost["billed"] if cost else None)
+        if response is not None and self.cache is not None and key is not None:
+            self.cache.put(key, dump(response))
+        return response, attempts, False

@@ -1,0 +1,365 @@
+"""`openai`: any OpenAI-compatible Chat Completions endpoint through the official `openai` SDK —
+OpenAI itself, or with --base-url vLLM, Ollama, llama.cpp's server, LM Studio, OpenRouter, a
+LiteLLM proxy.
+
+The same run as the anthropic agent: the same prompt (the system block as the system message,
+the data block then the question as the user message, so the provider's automatic prefix
+caching can reuse the data block), the same list_tables/describe/run_query tools (tools.py, as
+Chat Completions `function` tools), the same --max-rounds with the same last-round rule (told
+with the last round's results, then `tool_choice: "none"`), the same one deadline per item
+(--item-timeout bounds every round and every retry), and the same fault classes
+(agents/faults.py):
+
+- a rejected credential (401/403), an exhausted quota (429 `insufficient_quota`), an unknown
+  model (404) or a request refused as malformed (400/422) is `HarnessBroken`: the run halts;
+- a rate limit (429, honouring retry-after), an overload or a 5xx still failing after the
+  retries, a reset, or a body that is not a completion, is `TransientModelError`: rerun, never
+  graded;
+- a prompt longer than the model's context (`context_length_exceeded`) is `ItemSkipped`;
+- an answer cut at --max-tokens (finish_reason `length`) is `truncated`, and running past
+  --item-timeout is `timeout`: the model's misses.
+
+The key is OPENAI_API_KEY; a local server (--base-url) needs none. Prices come from the
+settings ([tool.kgbench.prices."<model id>"]); a model without one (a local model, as a rule)
+has its cost reported as unknown, never as $0. Requests go through the response cache and the
+spending cap (agents/cache.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents.cache import Gate
+from pytest_kgbench.agents.faults import classify_status
+from pytest_kgbench.answers import Answer, extract_block
+from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
+from pytest_kgbench.settings import check_models
+from pytest_kgbench.tools import call_tool, tools_for
+
+if TYPE_CHECKING:
+    from pytest_kgbench.settings import Settings
+
+ATTEMPTS = 3  # one call and two retries, all within the item's deadline
+RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would retry
+NO_KEY = "no-key"  # the SDK's key for a local server that takes none (the server ignores it)
+NO_CREDENTIAL = ("no OPENAI_API_KEY in the environment and no --base-url: the openai agent "
+                 "cannot call OpenAI (a local server given with --base-url needs no key)")
+
+
+def chat_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """tools.py's specs (name, description, input_schema) as Chat Completions tools."""
+    return [{"type": "function",
+             "function": {"name": s["name"], "description": s["description"],
+                          "parameters": s["input_schema"]}} for s in specs]
+
+
+def classify(exc: Exception) -> Exception:
+    """The exception a failed SDK call becomes: HarnessBroken, ItemSkipped or
+    TransientModelError."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        message = _message(exc)
+        code = getattr(exc, "code", None)
+        if code == "context_length_exceeded":
+            return ItemSkipped(f"the prompt is longer than the model accepts "
+                               f"({exc.status_code}): {message}")
+        if code == "insufficient_quota":
+            return HarnessBroken(f"the account cannot pay for the call ({exc.status_code}): "
+                                 f"{message}")
+        return classify_status(exc.status_code, message)
+    return TransientModelError(f"{type(exc).__name__} after the retries: {exc}")
+
+
+def _message(exc: Any) -> str:
+    """The API's own error message (OpenAI's body is {"error": {...}}; the SDK hands the
+    inner object, other servers may hand the whole body or a string)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    return str(getattr(exc, "message", None) or exc)
+
+
+def _retryable(exc: Exception) -> bool:
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        if getattr(exc, "code", None) in ("insufficient_quota", "context_length_exceeded"):
+            return False
+        should = exc.response.headers.get("x-should-retry")
+        if should in ("true", "false"):
+            return should == "true"
+        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # a reset, a refused connection
+
+
+def wait_before_retry(exc: Exception, attempt: int) -> float:
+    """retry-after(-ms) when the API says, else exponential backoff with jitter."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(name) or "") * scale)
+        except (TypeError, ValueError):
+            continue
+    return min(0.5 * 2.0 ** attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None, int]:
+    """One Chat Completions call within `deadline` (time.monotonic()): at most ATTEMPTS tries
+    on what is worth retrying, each given only the time left, waiting retry-after when it
+    fits. Returns (the completion, or None when the deadline passed; the attempts made).
+    Raises the classified error otherwise."""
+    import openai
+
+    for attempt in range(ATTEMPTS):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None, attempt
+        try:
+            response = client.chat.completions.create(**kwargs, timeout=remaining)
+        except openai.APITimeoutError as exc:
+            if time.monotonic() >= deadline - 0.05:
+                return None, attempt + 1
+            failure: Exception = exc
+        except openai.APIError as exc:
+            if not _retryable(exc):
+                raise classify(exc) from exc
+            failure = exc
+        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
+            raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
+        else:
+            if not getattr(response, "choices", None):
+                raise TransientModelError(f"the API sent a completion with no choices: "
+                                          f"{str(response)[:300]}")
+            return response, attempt + 1
+        if attempt + 1 == ATTEMPTS:
+            raise classify(failure) from failure
+        wait = wait_before_retry(failure, attempt)
+        if time.monotonic() + wait >= deadline:
+            if isinstance(failure, openai.APITimeoutError):
+                return None, attempt + 1
+            raise classify(failure) from failure  # no time left to wait out a rate limit
+        time.sleep(wait)
+    return None, ATTEMPTS  # pragma: no cover - the loop always returns or raises
+
+
+def usage_of(response: Any) -> dict[str, int]:
+    """A completion's tokens as the harness counts them: prompt tokens served from the
+    provider's prefix cache are cache reads, the rest plain input."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    return {"input": max(0, prompt - cached), "output":
+            int(getattr(usage, "completion_tokens", 0) or 0), "cache_read": cached,
+            "cache_write": 0}
+
+
+def served(response: Any, attempts: int, hit: bool = False) -> dict[str, Any]:
+    """What one call was served: the model id, the finish reason, the request id."""
+    choice = response.choices[0]
+    out = {"model": getattr(response, "model", None),
+           "stop_reason": getattr(choice, "finish_reason", None),
+           "request_id": getattr(response, "_request_id", None), "attempts": attempts}
+    if hit:
+        out["cache_hit"] = True
+    return out
+
+
+def _dump(response: Any) -> dict[str, Any]:
+    return dict(response.model_dump(mode="json", exclude_unset=True))
+
+
+def _load(data: dict[str, Any]) -> Any:
+    from openai.types.chat import ChatCompletion
+
+    return ChatCompletion.model_validate(data)
+
+
+def _arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """A tool call's arguments (a JSON string from the model) as a dict, or why not."""
+    if isinstance(raw, dict):
+        return raw, None
+    try:
+        value = json.loads(raw or "{}")
+    except (ValueError, RecursionError) as exc:
+        return None, f"ERROR: the tool call's arguments are not JSON ({exc}): {str(raw)[:200]}"
+    if not isinstance(value, dict):
+        return None, f"ERROR: the tool call's arguments must be a JSON object, got {raw[:200]}"
+    return value, None
+
+
+class OpenAIAgent(BaseAgent):
+    name = "openai"
+    kind = "model"
+    asks_together = True  # answers a together session in one conversation
+    judged = True
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.base_url = settings.base_url
+        self._client: Any = None
+        self.gate = Gate(settings, "openai-chat")
+
+    @classmethod
+    def check(cls, settings: Settings, asking: bool) -> str | None:
+        check_models(settings)
+        if asking and not settings.base_url and not os.environ.get("OPENAI_API_KEY"):
+            return NO_CREDENTIAL
+        return None
+
+    def client(self) -> Any:
+        if self._client is None:
+            import openai
+
+            key = os.environ.get("OPENAI_API_KEY")
+            if not key and not self.base_url:
+                raise HarnessBroken(NO_CREDENTIAL)
+            # retries are made by call_within, inside the item's one deadline; the SDK needs
+            # a key even for a local server that takes none (which ignores it, as Ollama does)
+            self._client = openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url or None,
+                                         max_retries=0)
+        return self._client
+
+    def token_limit(self, task: Task) -> int:
+        """The output limit of each call, raised for a together session (as anthropic's)."""
+        return max(self.settings.max_tokens, min(64000, 400 * task.share))
+
+    def request(self, model: str, messages: list[dict[str, Any]], max_tokens: int
+                ) -> dict[str, Any]:
+        """The settings every call sends. OpenAI itself takes max_completion_tokens (its
+        reasoning models refuse max_tokens); compatible servers take max_tokens."""
+        kwargs: dict[str, Any] = {"model": model, "messages": messages,
+                                  ("max_tokens" if self.base_url else
+                                   "max_completion_tokens"): max_tokens}
+        if self.settings.temperature is not None:
+            kwargs["temperature"] = self.settings.temperature
+        if self.settings.top_p is not None:
+            kwargs["top_p"] = self.settings.top_p
+        if self.settings.effort:
+            kwargs["reasoning_effort"] = self.settings.effort
+        return kwargs
+
+    def _call(self, client: Any, deadline: float, kwargs: dict[str, Any], repeat: int,
+              max_tokens: int) -> tuple[Any, int, bool]:
+        snapshot = json.loads(json.dumps(kwargs))  # what is sent now (messages grow later)
+        return self.gate.call(
+            snapshot, endpoint=self.base_url, repeat=repeat, model_id=kwargs["model"],
+            max_tokens=max_tokens, send=lambda: call_within(client, deadline, **snapshot),
+            dump=_dump, load=_load, usage=usage_of)
+
+    def ask(self, task: Task) -> Answer:
+        import openai
+
+        client = self.client()
+        model = self.settings.model_id(task.model)
+        start = time.monotonic()
+        deadline = start + self.settings.item_timeout * task.share
+        max_rounds = self.settings.max_rounds * task.share
+        answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": task.prompt.system},
+            {"role": "user", "content": f"{task.prompt.context}\n\n{task.prompt.question}"}]
+        tools = chat_tools(tools_for(task.condition, together=bool(task.together)))
+        max_tokens = self.token_limit(task)
+        calls: list[dict[str, Any]] = []
+        hits = 0
+        task.sent.update({"backend": "chat-completions",
+                          "client": f"openai-sdk {openai.__version__}",
+                          "base_url": self.base_url, "model": model, "max_tokens": max_tokens,
+                          "effort": self.settings.effort,
+                          "temperature": self.settings.temperature,
+                          "top_p": self.settings.top_p, "calls": calls})
+        for round_no in range(max_rounds + 1):
+            kwargs = self.request(model, messages, max_tokens)
+            if tools:
+                kwargs["tools"] = tools
+                if round_no == max_rounds:
+                    kwargs["tool_choice"] = "none"
+            response, attempts, hit = self._call(client, deadline, kwargs, task.repeat,
+                                                 max_tokens)
+            if response is None or (not hit and time.monotonic() > deadline):
+                return self._timeout(answer, start, task, hits, len(calls))
+            calls.append(served(response, attempts, hit))
+            answer.rounds += 1
+            hits += hit
+            if not hit:  # a cached response costs nothing: its tokens are not spend
+                for name, value in usage_of(response).items():
+                    answer.tokens[name] += value
+            message = response.choices[0].message
+            tool_calls = list(getattr(message, "tool_calls", None) or [])
+            if tool_calls and tools and round_no < max_rounds:
+                messages.append({"role": "assistant", "content": message.content,
+                                 "tool_calls": [{"id": c.id, "type": "function",
+                                                 "function": {"name": c.function.name,
+                                                              "arguments": c.function.arguments}}
+                                                for c in tool_calls]})
+                for call in tool_calls:
+                    arguments, problem = _arguments(call.function.arguments)
+                    if arguments is None:
+                        text, result = str(problem), None
+                    else:
+                        text, result = call_tool(task.executor, call.function.name, arguments,
+                                                 questions=task.together)
+                    answer.tool_calls.append({"name": call.function.name,
+                                              "input": arguments if arguments is not None
+                                              else call.function.arguments,
+                                              "output": text[:4000]})
+                    if result is not None:
+                        answer.queries.append(result)
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+                if round_no == max_rounds - 1:
+                    messages.append({"role": "user", "content": LAST_ROUND})
+                continue
+            answer.text = message.content or ""
+            answer.block = extract_block(answer.text)
+            if response.choices[0].finish_reason == "length":
+                answer.status = "truncated"
+                answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
+            break
+        task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
+        task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
+        answer.latency_s = round(time.monotonic() - start, 4)
+        return answer
+
+    def complete(self, system: str, text: str, *, model: str, max_tokens: int,
+                 timeout: float) -> Completion:
+        """One plain call (the judge's), within `timeout` seconds, retries included. Never
+        answered from the response cache: the judge's two passes must be two requests."""
+        kwargs = self.request(model, [{"role": "system", "content": system},
+                                      {"role": "user", "content": text}], max_tokens)
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        response, attempts, _ = self.gate.call(
+            kwargs, endpoint=self.base_url, repeat=0, model_id=model, max_tokens=max_tokens,
+            send=lambda: call_within(client, deadline, **kwargs), dump=_dump, load=_load,
+            usage=usage_of, use_cache=False)
+        if response is None:
+            raise TransientModelError(f"the call ran past {timeout:g} s")
+        used = usage_of(response)
+        return Completion(text=response.choices[0].message.content or "",
+                          tokens={"input": used["input"] + used["cache_read"],
+                                  "output": used["output"]},
+                          sent=served(response, attempts))
+
+    @staticmethod
+    def _timeout(answer: Answer, start: float, task: Task, hits: int, calls: int) -> Answer:
+        answer.status = "timeout"
+        answer.error = "the item ran past --item-timeout"
+        answer.latency_s = round(time.monotonic() - start, 4)
+        task.sent["response_cache"] = {"hits": hits, "misses": calls - hits}
+        return answer
+
+
+AGENTS = (OpenAIAgent,)

@@ -1,0 +1,193 @@
+"""A fake OpenAI-compatible Chat Completions API: a real HTTP server on 127.0.0.1, scripted per
+test, for the real `openai` SDK.
+
+POST /v1/chat/completions (or /chat/completions, as a base URL without /v1 gives) answered as
+OpenAI does: a completion with tool calls or with text, `finish_reason` "length" for an answer
+cut at the output limit; error statuses with OpenAI's error body (`{"error": {"message",
+"type", "code"}}`) and retry-after headers; a 400 `context_length_exceeded`; a stall before the
+reply; a body cut in the middle; a completion with no choices. Each request takes the next
+scripted step; when the script is empty, `default` answers. Requests from the judge (its
+system prompt) are answered by `judge` when it is set.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+from fake_api import JUDGE_MARK
+
+Step = dict[str, Any]
+
+
+def text(body: str, *, prompt_tokens: int = 100, completion_tokens: int = 20,
+         cached_tokens: int = 0) -> Step:
+    """A final answer."""
+    return {"kind": "completion", "message": {"role": "assistant", "content": body},
+            "finish_reason": "stop",
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens,
+                      "prompt_tokens_details": {"cached_tokens": cached_tokens}}}
+
+
+def tool_call(name: str, arguments: dict[str, Any] | str, *, id: str | None = None,
+              more: list[tuple[str, dict[str, Any]]] = ()) -> Step:
+    """One tool call (or several, with `more`); `arguments` as a string is sent as is."""
+    calls = [(name, arguments)] + list(more)
+    return {"kind": "completion", "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": None, "tool_calls": [
+                {"id": id if (id and i == 0) else f"call_{n}_{i}_{time.monotonic_ns()}",
+                 "type": "function",
+                 "function": {"name": n, "arguments": a if isinstance(a, str)
+                              else json.dumps(a)}} for i, (n, a) in enumerate(calls)]},
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}
+
+
+def status(code: int, *, retry_after: str | None = "0.01", type: str = "server_error",
+           error_code: str | None = None, message: str | None = None) -> Step:
+    """An error status with OpenAI's error body."""
+    headers = {"retry-after": retry_after} if retry_after is not None else {}
+    return {"kind": "status", "status": code, "headers": headers,
+            "body": {"error": {"message": message or f"scripted {code}", "type": type,
+                               "param": None, "code": error_code}}}
+
+
+def rate_limited(retry_after: str = "0.01") -> Step:
+    return status(429, retry_after=retry_after, type="requests",
+                  error_code="rate_limit_exceeded",
+                  message="Rate limit reached for requests per min (RPM)")
+
+
+def unauthorized() -> Step:
+    return status(401, retry_after=None, type="invalid_request_error",
+                  error_code="invalid_api_key", message="Incorrect API key provided: sk-test")
+
+
+def too_long(tokens: int = 140_000, window: int = 128_000) -> Step:
+    """OpenAI's 400 for a prompt longer than the model's context."""
+    return status(400, retry_after=None, type="invalid_request_error",
+                  error_code="context_length_exceeded",
+                  message=f"This model's maximum context length is {window} tokens. However, "
+                          f"your messages resulted in {tokens} tokens.")
+
+
+def truncated(body: str = "The answer is cut off here because the", *,
+              completion_tokens: int = 1000) -> Step:
+    step = text(body, completion_tokens=completion_tokens)
+    step["finish_reason"] = "length"
+    return step
+
+
+def stall(seconds: float) -> Step:
+    """Nothing at all for `seconds`, then an answer (too late, as a rule)."""
+    return {"kind": "stall", "seconds": seconds}
+
+
+def malformed() -> Step:
+    """A 200 whose JSON body is cut in the middle."""
+    return {"kind": "malformed"}
+
+
+def no_choices() -> Step:
+    """A 200 completion holding no choices (a proxy's broken reply)."""
+    return {"kind": "no_choices"}
+
+
+def is_judge(body: dict[str, Any]) -> bool:
+    return JUDGE_MARK in json.dumps(body.get("messages") or [])
+
+
+class FakeChatAPI:
+    """Start with `with FakeChatAPI() as api:`; `api.url` is the base URL (ending in /v1)."""
+
+    def __init__(self, default: Callable[[dict[str, Any]], Step] | None = None) -> None:
+        self.script: deque[Step] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
+        self.judge: Callable[[dict[str, Any]], Step] | None = None
+        self._lock = threading.Lock()
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                length = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if not self.path.endswith("/chat/completions"):
+                    self._send(404, {"error": {"message": f"no route {self.path}",
+                                               "type": "invalid_request_error",
+                                               "code": "unknown_url"}})
+                    return
+                with api._lock:
+                    api.requests.append({"path": self.path, "body": body, "t": time.monotonic(),
+                                         "headers": {k.lower(): v for k, v in
+                                                     self.headers.items()}})
+                    if api.judge is not None and is_judge(body):
+                        step = api.judge(body)
+                    else:
+                        step = api.script.popleft() if api.script else api.default(body)
+                api._reply(self, step, body)
+
+            def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None,
+                      raw: bytes | None = None) -> None:
+                data = raw if raw is not None else json.dumps(payload).encode()
+                self.send_response(code)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.send_header("x-request-id", f"req_{time.monotonic_ns()}")
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except OSError:  # the client gave up first
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def push(self, *steps: Step) -> "FakeChatAPI":
+        with self._lock:
+            self.script.extend(steps)
+        return self
+
+    def __enter__(self) -> "FakeChatAPI":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def _reply(self, handler: Any, step: Step, request: dict[str, Any]) -> None:
+        kind = step["kind"]
+        if kind == "stall":
+            time.sleep(step["seconds"])
+            step, kind = text("too late"), "completion"
+        if kind == "status":
+            handler._send(step["status"], step["body"], step.get("headers"))
+            return
+        if kind == "malformed":
+            handler._send(200, None, raw=b'{"id": "chatcmpl-1", "object": "chat.completion", '
+                                         b'"choices": [{"index": 0, "message": {"role": "assi')
+            return
+        completion: dict[str, Any] = {
+            "id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion",
+            "created": int(time.time()), "model": request.get("model", "fake"),
+            "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0,
+                                     "total_tokens": 1}}
+        if kind == "completion":
+            completion["choices"] = [{"index": 0, "message": step["message"],
+                                      "finish_reason": step["finish_reason"], "logprobs": None}]
+            completion["usage"] = step["usage"]
+        handler._send(200, completion)

@@ -1,0 +1,307 @@
+"""The openai agent through the real `openai` SDK against a fake OpenAI-compatible Chat
+Completions API on 127.0.0.1 (tests/fake_openai.py): the tool loop, the last-round rule, the
+settings it sends, every fault class with what it does to the run, and its cost."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import credit_question, only_run, run_records
+from fake_openai import (
+    malformed,
+    no_choices,
+    rate_limited,
+    stall,
+    status,
+    text,
+    too_long,
+    tool_call,
+    truncated,
+    unauthorized,
+)
+
+A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
+
+
+def ask(p, api, *args: str):
+    return p.runpytest("questions", "--agent", "openai", "--base-url", api.url,
+                       "--model", "gpt-test-1", *args)
+
+
+def test_a_querying_item_answers_through_tool_calls(project, chat_api) -> None:
+    q = credit_question("credit-Q01")
+    chat_api.push(tool_call("list_tables", {}), tool_call("describe", {"name": "countries"}),
+                  tool_call("run_query", {"query": q.gold["sql"]}, id="call_q"),
+                  text("Caldera's sovereign rating is A+ (countries row XC).\n"
+                       "```json\n{\"rating\": \"A+\", \"definitions_used\": []}\n```",
+                       prompt_tokens=500, cached_tokens=300))
+    p = project()
+    ask(p, chat_api, "--condition", "D1", "-k", "Q01").assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert rec["answer"]["rounds"] == 4
+    assert [c["name"] for c in rec["answer"]["tool_calls"]] == ["list_tables", "describe",
+                                                                "run_query"]
+    assert rec["answer"]["queries"][0]["reads"] == ["countries"]
+    # prompt tokens served from the provider's cache are cache reads, the rest plain input
+    assert rec["answer"]["tokens"] == {"input": 300 + 200, "output": 50, "cache_read": 300,
+                                       "cache_write": 0}
+    assert rec["grade"] == ("correct" if rec["key"]["rating"] == "A+" else "wrong")
+    assert rec["agent"] == "openai" and rec["sent"]["backend"] == "chat-completions"
+    first = chat_api.requests[0]["body"]
+    assert first["model"] == "gpt-test-1" and first["max_tokens"] == 4096
+    assert "max_completion_tokens" not in first  # a compatible server takes max_tokens
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert "### countries" in first["messages"][1]["content"] or \
+        "countries" in first["messages"][1]["content"]
+    assert {t["type"] for t in first["tools"]} == {"function"}
+    assert {t["function"]["name"] for t in first["tools"]} == {"list_tables", "describe",
+                                                               "run_query"}
+    assert first["tools"][2]["function"]["parameters"]["required"] == ["query"]
+    # each tool result went back as a `tool` message answering its call
+    last = chat_api.requests[-1]["body"]["messages"]
+    tool_msgs = [m for m in last if m["role"] == "tool"]
+    assert len(tool_msgs) == 3 and tool_msgs[-1]["tool_call_id"] == "call_q"
+    assert "rows" in tool_msgs[-1]["content"]
+    calls = [m for m in last if m["role"] == "assistant"]
+    assert calls[-1]["tool_calls"][0]["function"]["name"] == "run_query"
+
+
+def test_the_last_round_forbids_tools_and_says_so(project, chat_api) -> None:
+    chat_api.default = lambda body: (
+        tool_call("list_tables", {}) if body.get("tool_choice") != "none"
+        else text("Out of rounds.\n```json\n{\"rating\": null}\n```"))
+    p = project()
+    ask(p, chat_api, "--condition", "D1", "-k", "Q01", "--max-rounds", "2"
+        ).assert_outcomes(passed=1)
+    assert len(chat_api.requests) == 3
+    assert [r["body"].get("tool_choice") for r in chat_api.requests] == [None, None, "none"]
+    last = chat_api.requests[-1]["body"]["messages"]
+    assert last[-1] == {"role": "user", "content": "You have used your last round of tools. "
+                                                   "Answer now, from what you have."}
+    assert run_records(p)[0]["answer"]["rounds"] == 3
+
+
+def test_malformed_tool_arguments_are_an_error_the_model_reads(project, chat_api) -> None:
+    chat_api.push(tool_call("run_query", "{\"query\": \"SELECT", id="call_bad"), text(A_PLUS))
+    p = project()
+    ask(p, chat_api, "--condition", "D1", "-k", "Q01").assert_outcomes(passed=1)
+    tool_msg = next(m for m in chat_api.requests[1]["body"]["messages"] if m["role"] == "tool")
+    assert tool_msg["tool_call_id"] == "call_bad"
+    assert tool_msg["content"].startswith("ERROR: the tool call's arguments are not JSON")
+
+
+def test_a_reading_item_sends_and_records_its_sampling_settings(project, chat_api) -> None:
+    chat_api.push(text(A_PLUS))
+    p = project()
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01", "--temperature", "0.2",
+        "--top-p", "0.9").assert_outcomes(passed=1)
+    body = chat_api.requests[0]["body"]
+    assert "tools" not in body and body["temperature"] == 0.2 and body["top_p"] == 0.9
+    assert "### countries.csv" in body["messages"][1]["content"]
+    sent = run_records(p)[0]["sent"]
+    assert (sent["temperature"], sent["top_p"], sent["base_url"]) == (0.2, 0.9, chat_api.url)
+    assert sent["calls"][0]["stop_reason"] == "stop" and sent["calls"][0]["request_id"]
+
+
+def test_openai_itself_gets_max_completion_tokens(monkeypatch, chat_api) -> None:
+    """Without --base-url the agent talks to OpenAI, whose reasoning models refuse max_tokens
+    (the SDK's OPENAI_BASE_URL points it at the fake here)."""
+    from pytest_kgbench.agents.openai import OpenAIAgent
+    from pytest_kgbench.settings import Settings
+
+    monkeypatch.setenv("OPENAI_BASE_URL", chat_api.url)
+    agent = OpenAIAgent(Settings.at(".", agent="openai", models=("gpt-test-1",),
+                                    max_tokens=77, effort="low"))
+    chat_api.push(text("fine"))
+    out = agent.complete("system", "hello", model="gpt-test-1", max_tokens=77, timeout=10)
+    body = chat_api.requests[0]["body"]
+    assert body["max_completion_tokens"] == 77 and "max_tokens" not in body
+    assert body["reasoning_effort"] == "low"
+    assert out.text == "fine" and out.tokens == {"input": 100, "output": 20}
+    assert chat_api.requests[0]["headers"]["authorization"] == "Bearer sk-test-not-a-secret"
+
+
+def test_429_is_retried_after_the_retry_after_it_says(project, chat_api) -> None:
+    chat_api.push(rate_limited(retry_after="1"), text(A_PLUS))
+    p = project()
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
+    assert len(chat_api.requests) == 2
+    assert chat_api.requests[1]["t"] - chat_api.requests[0]["t"] >= 0.95
+    assert run_records(p)[0]["sent"]["calls"][0]["attempts"] == 2
+
+
+def test_a_429_that_persists_is_transient_rerun_and_graded_once(project, chat_api) -> None:
+    chat_api.push(rate_limited(), rate_limited(), rate_limited(), text(A_PLUS))
+    p = project()
+    outcomes = ask(p, chat_api, "--condition", "R1", "-k", "Q01").parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
+    assert len(chat_api.requests) == 4 and len(run_records(p)) == 1
+
+
+def test_a_500_mid_run_reruns_the_item_paying_only_for_what_was_not_answered(
+        project, chat_api) -> None:
+    """The rerun of an item a 500 broke mid-loop replays its answered rounds from the
+    response cache (marked, not counted) and asks only the rest."""
+    q = credit_question("credit-Q01")
+    chat_api.push(tool_call("list_tables", {}), status(500), status(502), status(503),
+                  tool_call("run_query", {"query": q.gold["sql"]}), text(A_PLUS))
+    p = project()
+    outcomes = ask(p, chat_api, "--condition", "D1", "-k", "Q01").parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
+    assert len(chat_api.requests) == 6  # 1 answered, 3 failed, then only 2 more
+    (rec,) = run_records(p)
+    assert [c["name"] for c in rec["answer"]["tool_calls"]] == ["list_tables", "run_query"]
+    assert [c.get("cache_hit", False) for c in rec["sent"]["calls"]] == [True, False, False]
+    assert rec["sent"]["response_cache"] == {"hits": 1, "misses": 2}
+    assert rec["answer"]["tokens"]["input"] == 100 + 100  # the replayed round is not spend
+
+
+def test_a_500_mid_run_without_the_cache_banks_only_the_rerun(project, chat_api) -> None:
+    q = credit_question("credit-Q01")
+    chat_api.push(tool_call("list_tables", {}), status(500), status(502), status(503),
+                  tool_call("run_query", {"query": q.gold["sql"]}), text(A_PLUS))
+    p = project()
+    outcomes = ask(p, chat_api, "--condition", "D1", "-k", "Q01", "--no-cache").parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
+    (rec,) = run_records(p)
+    assert [c["name"] for c in rec["answer"]["tool_calls"]] == ["run_query"]
+    assert rec["answer"]["rounds"] == 2 and rec["sent"]["response_cache"]["hits"] == 0
+    assert not (p.path / ".kgbench-responses").exists()
+
+
+def test_a_500_the_retries_outlast_is_no_rerun(project, chat_api) -> None:
+    chat_api.push(status(500), text(A_PLUS))
+    p = project()
+    outcomes = ask(p, chat_api, "--condition", "R1", "-k", "Q01").parseoutcomes()
+    assert outcomes["passed"] == 1 and "rerun" not in outcomes
+    assert len(chat_api.requests) == 2
+
+
+def test_401_halts_the_run_and_keeps_what_was_banked(project, chat_api) -> None:
+    chat_api.push(text(A_PLUS), unauthorized())
+    p = project()
+    result = ask(p, chat_api, "--condition", "R1", "-k", "Q01 or Q03 or Q04")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*rejected the credential (401)*"])
+    assert [a["question"] for a in run_records(p)] == ["credit-Q01"]
+    assert len(chat_api.requests) == 2  # not retried, and nothing asked after it
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert not report["complete"] and len(report["missing"]) == 2
+
+
+def test_an_exhausted_quota_halts_rather_than_retrying(project, chat_api) -> None:
+    chat_api.push(status(429, type="insufficient_quota", error_code="insufficient_quota",
+                         message="You exceeded your current quota, please check your plan."))
+    p = project()
+    result = ask(p, chat_api, "--condition", "R1", "-k", "Q01")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines(["*harness is broken*cannot pay*"])
+    assert len(chat_api.requests) == 1
+
+
+def test_a_prompt_past_the_context_is_skipped_with_the_reason(project, chat_api) -> None:
+    chat_api.push(too_long(), text(A_PLUS))
+    p = project()
+    result = ask(p, chat_api, "--condition", "R1", "-k", "Q01 or Q03")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert len(chat_api.requests) == 2  # not retried; the run went on
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (skipped,) = report["skipped"]
+    assert "maximum context length is 128000 tokens" in skipped["reason"]
+
+
+def test_a_stall_past_the_item_timeout_is_a_timeout_grade(project, chat_api) -> None:
+    chat_api.push(stall(4))
+    p = project()
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01", "--item-timeout", "1"
+        ).assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert rec["status"] == "timeout" and rec["letter"] == "T" and rec["grade"] == "wrong"
+    assert rec["elapsed_s"] < 3.5
+
+
+def test_an_answer_cut_at_the_limit_is_truncated(project, chat_api) -> None:
+    chat_api.push(truncated())
+    p = project()
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert rec["status"] == "truncated" and rec["letter"] == "M"
+
+
+@pytest.mark.parametrize("broken", [malformed, no_choices])
+def test_a_broken_body_is_transient_and_never_graded(project, chat_api, broken) -> None:
+    chat_api.push(broken(), broken(), broken())
+    p = project()
+    result = p.runpytest_subprocess("questions", "--agent", "openai", "--base-url", chat_api.url,
+                                    "--model", "gpt-test-1", "--condition", "R1", "-k", "Q01",
+                                    "--model-reruns", "0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TransientModelError*"])
+    answers = only_run(p) / "answers.jsonl"
+    assert not answers.exists() or answers.read_text() == ""
+
+
+def test_no_key_and_no_base_url_is_a_usage_error(project, chat_api, monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    p = project()
+    result = p.runpytest("questions", "--agent", "openai", "--model", "gpt-test-1",
+                         "--condition", "R1", "-k", "Q01")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "no OPENAI_API_KEY in the environment and no --base-url" in result.stderr.str()
+    assert chat_api.requests == []
+
+
+def test_a_local_server_needs_no_key_and_its_cost_is_unknown(project, chat_api,
+                                                             monkeypatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    chat_api.push(text(A_PLUS))
+    p = project()
+    result = ask(p, chat_api, "--condition", "R1", "-k", "Q01")
+    result.assert_outcomes(passed=1)
+    assert chat_api.requests[0]["headers"]["authorization"] == "Bearer no-key"
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (arm,) = report["conditions"].values()
+    assert arm["tokens"]["input"] == 100 and arm["cost_usd"] is None  # unknown, not $0
+    result.stdout.fnmatch_lines(["*cost unknown for gpt-test-1 (no price in the settings)*"])
+    assert "$0.0000" not in result.stdout.str()
+
+
+PRICED = '[tool.kgbench.prices."gpt-test-1"]\ninput = 1.0\noutput = 10.0\ncache_read = 0.5\n'
+
+
+def test_a_priced_model_is_costed_from_its_tokens(project, chat_api) -> None:
+    chat_api.push(text(A_PLUS, prompt_tokens=1_000_000, completion_tokens=100_000,
+                       cached_tokens=400_000))
+    p = project()
+    (p.path / "pyproject.toml").write_text(PRICED)
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (arm,) = report["conditions"].values()
+    # 600k plain input at $1, 400k cached at $0.5, 100k output at $10 (per million)
+    assert arm["cost_usd"]["billed"] == pytest.approx(0.6 + 0.2 + 1.0)
+
+
+def test_chat_tools_translate_every_tool_spec() -> None:
+    from pytest_kgbench.agents.openai import chat_tools
+    from pytest_kgbench.tools import TOOLS
+
+    out = chat_tools(list(TOOLS))
+    assert [t["function"]["name"] for t in out] == [t["name"] for t in TOOLS]
+    assert all(t["type"] == "function" for t in out)
+    assert [t["function"]["parameters"] for t in out] == [t["input_schema"] for t in TOOLS]
+
+
+def test_asked_together_one_conversation_answers_every_item(project, chat_api) -> None:
+    chat_api.push(text("credit-Q01: A+ from the countries table.\n"
+                       "```json\n{\"credit-Q01\": {\"rating\": \"A+\"}}\n```"))
+    p = project()
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01 or Q03", "--ask", "together"
+        ).assert_outcomes(passed=2)
+    assert len(chat_api.requests) == 1
+    records = {r["question"]: r for r in run_records(p)}
+    assert set(records) == {"credit-Q01", "credit-Q03"}
+    assert records["credit-Q01"]["answer"]["block"] == {"rating": "A+"}
+    assert records["credit-Q03"]["status"] == "skipped"  # left out of the block: a miss
+    assert chat_api.requests[0]["body"]["max_tokens"] == 4096
