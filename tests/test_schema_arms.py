@@ -285,3 +285,25 @@ def test_asked_together_the_arm_holds_for_the_session(project, api) -> None:
     assert [c["name"] for c in recs["credit-Q01"]["answer"]["tool_calls"]] == ["run_query"]
     assert recs["credit-Q06"]["answer"]["tool_calls"] == []
     assert {r["condition"] for r in recs.values()} == {"D1.none"}
+
+
+def test_the_openai_agent_gets_each_arms_tools_and_refuses_the_others(project, chat_api) -> None:
+    """--agent openai under D1.none: run_query alone is offered, no description is sent, and
+    a call to a tool the arm does not offer is answered as a call to no tool."""
+    from fake_openai import text as chat_text
+    from fake_openai import tool_call
+
+    q = credit_question("credit-Q01")
+    chat_api.push(tool_call("list_tables", {}), tool_call("run_query", {"query": q.gold["sql"]}),
+                  chat_text("Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"))
+    p = project()
+    p.runpytest("questions", "--agent", "openai", "--base-url", chat_api.url, "--model",
+                "gpt-test-1", "--condition", "D1", "--schema", "none", "-k", "Q01",
+                "--no-cache").assert_outcomes(passed=1)
+    first = chat_api.requests[0]["body"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["run_query"]
+    sent = json.dumps(first["messages"])
+    assert not any(w in sent for w in SQL_DESCRIPTION)
+    calls = run_records(p)[0]["answer"]["tool_calls"]
+    assert [c["name"] for c in calls] == ["list_tables", "run_query"]
+    assert calls[0]["output"].startswith("ERROR: no tool named 'list_tables'")

@@ -311,7 +311,8 @@ class OpenAIAgent(BaseAgent):
                         text, result = str(problem), None
                     else:
                         text, result = call_tool(task.executor, call.function.name, arguments,
-                                                 questions=task.together)
+                                                 questions=task.together,
+                                                 offered=task.condition.tools)
                     answer.tool_calls.append({"name": call.function.name,
                                               "input": arguments if arguments is not None
                                               else call.function.arguments,
