@@ -184,9 +184,10 @@ def capped(result: Any) -> Any:
     return out
 
 
-def answer_of(pred: Prediction, result: Any | None) -> dict[str, Any]:
-    """The stored answer of one imported prediction (answers.Answer's dict)."""
-    from pytest_kgbench.answers import Answer
+def answer_of(pred: Prediction, result: Any | None, question: Any) -> dict[str, Any]:
+    """The stored answer of one imported prediction (answers.Answer's dict): the answer's
+    fields are what the query's result gives, read as a reference query's are."""
+    from pytest_kgbench.answers import Answer, fields_from_rows
 
     if pred.statement is None or result is None:
         return Answer(text=f"The predictions file gives no query for this question "
@@ -198,8 +199,13 @@ def answer_of(pred: Prediction, result: Any | None) -> dict[str, Any]:
     if not result.ok:
         return Answer(text=f"The system's query failed on the executor: {result.error}",
                       block={"rows": []}, queries=[shown], rounds=1).to_dict()
+    try:
+        block = fields_from_rows(question.fields, shown.columns, shown.rows)
+    except KeyError as exc:
+        return Answer(text=f"The system's query's result does not give the answer's fields: "
+                      f"{exc}", block={}, queries=[shown], rounds=1).to_dict()
     return Answer(text=f"The system's query ({pred.source}) gave {len(result.rows)} rows.",
-                  block={"rows": shown.rows}, queries=[shown], rounds=1).to_dict()
+                  block=block, queries=[shown], rounds=1).to_dict()
 
 
 @dataclass
@@ -257,7 +263,7 @@ def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
                 records.append({
                     "pack": pack.name, "variant": variant, "question": pred.question,
                     "condition": cond.id, "model": model, "repeat": 1, "grade": "imported",
-                    "answer": answer_of(pred, result)})
+                    "answer": answer_of(pred, result, names[pred.question])})
         finally:
             executor.close()
     finally:
@@ -352,6 +358,8 @@ def grade(settings: Any, records: list[dict[str, Any]], condition: str, model: s
                "--query-timeout", f"{settings.query_timeout:g}"]
         for language, engine in settings.engines.items():
             cmd += [f"--{language}-engine", engine]
+        cmd += ["-o", f"kgbench_reports={settings.reports_dir}",
+                "-o", f"kgbench_cache={settings.cache_dir}"]
         env = dict(os.environ)
         if settings.external_dir:
             env["KGBENCH_EXTERNAL"] = str(settings.external_dir)
@@ -391,6 +399,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--sparql-engine", default=None)
     p.add_argument("--sql-engine", default=None)
     p.add_argument("--root", default=".", help="repository root (default: .)")
+    p.add_argument("--reports", default=None, help="folder of run folders (default: "
+                   "<root>/reports)")
+    p.add_argument("--cache", default=None, help="build cache (default: <root>/.kgbench-cache)")
     p.add_argument("--external-data", default=None,
                    help="folder holding packs' external data (default: $KGBENCH_EXTERNAL)")
     p.set_defaults(func=cmd_import)
@@ -404,8 +415,10 @@ def cmd_import(args: Any) -> int:
     engines = {lang: str(v).lower() for lang, v in
                (("sparql", args.sparql_engine), ("sql", args.sql_engine)) if v}
     packs = pack_settings(args.pack, table.get("packs") or {}, root, args.external_data)
+    paths = {name: str(Path(value).resolve()) for name, value in
+             (("reports_dir", args.reports), ("cache_dir", args.cache)) if value}
     settings = Settings.at(root, run_id=args.run_id, query_timeout=float(args.query_timeout),
-                           engines=engines, stats_seed=0, **packs)
+                           engines=engines, stats_seed=0, **packs, **paths)
     fmt = get_format(args.format)
     path = Path(args.file)
     if not path.is_file():
