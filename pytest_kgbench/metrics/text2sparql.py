@@ -39,9 +39,13 @@ SET_METRICS = ("set_P", "set_recall", "set_F")
 def lexical(value: Any) -> str:
     """A cell as the string the challenge's result sets hold (the SPARQL JSON `value`): an
     IRI or a string as it is, a boolean as true/false, a number, date or time in its lexical
-    form as far as the executor's cell keeps it."""
+    form as far as the executor's cell keeps it. The executor's cells are Python values (an
+    xsd:decimal 3 arrives as the float 3.0): a whole-number float is written as the integer,
+    as the challenge's endpoint wrote whole decimals ("3", "-4")."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
     if isinstance(value, (datetime.date, datetime.time)):
         return value.isoformat()
     return str(value)
