@@ -53,6 +53,43 @@ def outcome(result) -> str:
     return "ok"
 
 
+def _num(v):
+    try:
+        return float(v) if not isinstance(v, bool) else v
+    except (TypeError, ValueError):
+        return v
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-9 * max(1.0, abs(a), abs(b))
+    return a == b
+
+
+def why_differ(statement: str, a, b) -> str:
+    """Why two engines' results of one query differ, as far as the text and rows tell."""
+    import re
+
+    text = re.sub(r"#[^\n]*", "", statement).upper()
+    ra = sorted((tuple(_num(c) for c in row) for row in a.rows), key=repr)
+    rb = sorted((tuple(_num(c) for c in row) for row in b.rows), key=repr)
+    if len(ra) == len(rb) and all(len(x) == len(y) and all(map(_close, x, y))
+                                  for x, y in zip(ra, rb, strict=True)):
+        return "the same rows, numbers written differently"
+    if len(a.rows) == len(b.rows) and a.columns == b.columns and len(a.rows) > 0 and (
+            "LIMIT" in text or "SAMPLE" in text or "GROUP_CONCAT" in text):
+        if "GROUP_CONCAT" in text or "SAMPLE" in text:
+            return "GROUP_CONCAT/SAMPLE order (SPARQL leaves it undefined)"
+        if "ORDER BY" in text:
+            return "a tie at ORDER BY ... LIMIT"
+        return "LIMIT without ORDER BY"
+    return "other"
+
+
+def _first(result) -> str:
+    return str(result.refused or result.error or "").splitlines()[0][:100]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per query")
@@ -93,7 +130,7 @@ def main() -> int:
             ex.close()
         seconds[engine] = time.perf_counter() - start
 
-    rows, dump = [], {}
+    rows, dump, details = [], {}, []
     for team in teams:
         folder = results_dir / team
         published = (json.loads((folder / "ck25_eval.json").read_text())
@@ -122,6 +159,9 @@ def main() -> int:
                             kind = ("same set, other score" if set(got.get(q, {}))
                                     == set(sys_sets.get(q, {})) else "result set differs")
                         why[kind] += 1
+                        details.append(f"  {team} {q}: published {reference[q]['set_F']:.3f}, "
+                                       f"ours {ours[q]['set_F']:.3f} ({kind}"
+                                       f"{': ' + _first(res) if kind not in ('ok',) and res is not None and not res.ok else ''})")
                 row["diffs"] = sum(why.values())
                 row["why"] = ", ".join(f"{k} {n}" for k, n in sorted(why.items()))
         rows.append(row)
@@ -145,6 +185,8 @@ def main() -> int:
         for q in truth:
             total += 1
             within += abs(dump[team]["oxigraph"][q]["set_F"] - ref[q]["set_F"]) <= 0.01
+    print("\nper-question differences (Oxigraph, > 0.01):")
+    print("\n".join(details))
     print(f"\nper-question set_F within 0.01 of the published (Oxigraph): {within}/{total}")
 
     kinds: Counter[str] = Counter()
@@ -159,7 +201,8 @@ def main() -> int:
             oa, ob = outcome(a), outcome(b)
             if oa == ob == "ok":
                 same = t2s.from_query_result(a) == t2s.from_query_result(b)
-                kind = "same" if same else "both ran, result sets differ"
+                kind = "same" if same else "both ran, result sets differ: " + why_differ(
+                    p.statement, a, b)
             elif oa == ob:
                 kind = f"both {oa}"
             else:
