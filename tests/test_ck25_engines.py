@@ -72,3 +72,32 @@ def test_comparing_iris_with_lt_keeps_no_row_on_either_engine(engines) -> None:
     on_strings = query.replace("FILTER(?a < ?b)", "FILTER(STR(?a) < STR(?b))")
     for ex in engines.values():
         assert len(ex.run(on_strings).rows) == 1
+
+
+def test_a_subselects_unprojected_variable_leaks_into_the_join_in_rdflib(engines) -> None:
+    # IIS-Q's answer to 37, MIPT's to 44: the inner ?p is not projected, so it is another
+    # variable than the outer ?p (SPARQL 1.1, 18.2.1); rdflib joins on it, Oxigraph does not
+    query = PV + ("SELECT (MAX(?n) AS ?most) WHERE { ?bom pv:hasBomPart ?p . "
+                  "{ SELECT ?bom (COUNT(?p) AS ?n) WHERE { ?bom pv:hasBomPart ?p } "
+                  "GROUP BY ?bom } }")
+    assert engines["oxigraph"].run(query).rows == [[2]]
+    assert engines["rdflib"].run(query).rows == [[1]]
+
+
+def test_sum_over_strings_fails_the_query_in_rdflib_only(engines) -> None:
+    # WSE's and IIS-L's answers to 37: SUM of plain literals is an aggregate error, which
+    # SPARQL 1.1 makes an unbound value (Oxigraph); rdflib fails the whole query
+    query = PV + ("SELECT ?bom (SUM(?q) AS ?total) WHERE { ?bom pv:hasBomPart ?p . "
+                  "?p pv:quantity ?q } GROUP BY ?bom")
+    ox = engines["oxigraph"].run(query)
+    assert ox.ok and ox.rows == [["http://ld.company.org/prod-instances/bom-1", None]]
+    rd = engines["rdflib"].run(query)
+    assert not rd.ok and "numeric datatype" in (rd.error or "")
+
+
+def test_a_relative_iri_without_base_is_rejected_by_oxigraph_only(engines) -> None:
+    # LABIC's answer to 21: `<15>` with no BASE
+    query = PV + "SELECT ?s WHERE { ?s pv:quantity <15> }"
+    assert engines["rdflib"].run(query).ok
+    ox = engines["oxigraph"].run(query)
+    assert not ox.ok and "IRI" in (ox.error or "")
