@@ -18,6 +18,8 @@
                                                      run one query as an agent's would run, JSON
     kgbench list                                     the registered agents, engines, field kinds,
                                                      metrics and conditions
+    kgbench import --format text2sparql FILE --pack ck25 --run-id NAME [--results FILE]
+                                                     another harness's predictions as a run
 """
 
 from __future__ import annotations
@@ -600,6 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="regrade even when today's data differs from the run's (said loudly)")
     p.set_defaults(func=cmd_rescore)
+    from pytest_kgbench.importers import add_parser as add_import
+
+    add_import(sub)  # kgbench import: importers.py holds the command
     return parser
 
 

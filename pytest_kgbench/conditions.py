@@ -59,9 +59,13 @@ class Condition:
 
     @property
     def artefacts(self) -> tuple[str, ...]:
-        """What the pack must have for this condition (Pack.has): its `requires`, RDF for a
-        graph condition, and the files its definitions are shown from."""
+        """What the pack must have for this condition (Pack.has): its `requires`, tables for a
+        condition over tables (SQL, CSV), RDF for a graph condition, and the files its
+        definitions are shown from."""
         need = list(self.requires)
+        if self.data in ("csv", "executed") or (self.mode == "querying"
+                                                 and self.language == "sql"):
+            need.append("tables")
         if self.language == "sparql" or self.data == "rdf":
             need.append("rdf")
         for kind in self.definitions:

@@ -107,7 +107,8 @@ class Pack:
 
     def has(self, artefact: str) -> bool:
         """Whether the pack has an artefact a condition needs: an ontology file, `executed` (a
-        function computing the executed tables), `rdf` (a graph of the data: a mapping, an
+        function computing the executed tables), `tables` (data as tables: every pack but a
+        graph-native one), `rdf` (a graph of the data: a mapping, an
         R2RML file or a supplied graph) or `definitions` (definitions.ttl, or a supplied
         definitions.md)."""
         if artefact == "executed":
@@ -116,6 +117,8 @@ class Pack:
             return bool(self.rdf.get("tables") or self.rdf.get("r2rml") or self.rdf.get("file"))
         if artefact == "definitions":
             return self.has("definitions.ttl") or self.has("definitions.md")
+        if artefact == "tables":
+            return bool(self.tables) or not graph_native(self.manifest)
         return self.ontology_file(artefact) is not None
 
     def lacks(self, artefacts: tuple[str, ...]) -> str | None:
@@ -126,7 +129,8 @@ class Pack:
         said = {"rdf": "no RDF (an rdf mapping, an R2RML file or a graph file in pack.yaml)",
                 "definitions": "no definitions (definitions.ttl or definitions.md)",
                 "executed": "no executed tables (pack.yaml's executed.function)",
-                "shapes.ttl": "no rules (shapes.ttl)"}
+                "shapes.ttl": "no rules (shapes.ttl)",
+                "tables": "no tables (its data is a graph only: data: none)"}
         return "has " + "; ".join(said.get(a, f"no {a}") for a in missing)
 
     def module(self, name: str) -> ModuleType:
@@ -307,6 +311,8 @@ def data_spec(pack_dir: Path, manifest: Mapping[str, Any], external: Path | None
     entry = manifest.get("data", "data")
     if "generator" in manifest:
         return None, None
+    if graph_native(manifest):
+        return None, _graph_unavailable(manifest, external)
     if isinstance(entry, str):
         entry = {"path": entry}
     if not isinstance(entry, Mapping):
@@ -336,6 +342,26 @@ def data_spec(pack_dir: Path, manifest: Mapping[str, Any], external: Path | None
     return spec, None
 
 
+def graph_native(manifest: Mapping[str, Any]) -> bool:
+    """A pack whose data is a graph only (`data: none` with `rdf.file`): no tables, so the
+    SQL and CSV conditions are not run."""
+    return "data" in manifest and manifest["data"] in (None, "none")
+
+
+def _graph_unavailable(manifest: Mapping[str, Any], external: Path | None) -> str | None:
+    """Why a graph-native pack's graph cannot be read here (its external folder absent)."""
+    ref = str((manifest.get("rdf") or {}).get("file") or "")
+    if not ref.startswith("external:"):
+        return None
+    rel = ref.removeprefix("external:")
+    if external is None:
+        return (f"its graph lives outside the repository ({rel}): pass --external-data DIR "
+                "(or set KGBENCH_EXTERNAL) to the folder holding it")
+    if not (external / rel).is_file():
+        return f"its graph {external / rel} does not exist (see --external-data)"
+    return None
+
+
 def load_pack(pack_dir: Path, *, name: str | None = None, ontology_dir: Path | None = None,
               question_files: tuple[Path, ...] | None = None,
               external: Path | None = None) -> Pack:
@@ -362,7 +388,10 @@ def load_pack(pack_dir: Path, *, name: str | None = None, ontology_dir: Path | N
                       for t in tabledata.table_names(con)}
         finally:
             con.close()
-    if not tables and unavailable is None:
+    if graph_native(manifest) and not (manifest.get("rdf") or {}).get("file"):
+        raise InputError(where, "a pack without tables (data: none) needs its graph in "
+                         "rdf.file", field="rdf.file")
+    if not tables and unavailable is None and not graph_native(manifest):
         raise InputError(where, "a pack needs at least one table: declare them, or put CSV or "
                          "Parquet files in its data folder", field="tables")
     executed = manifest.get("executed") or {}
