@@ -66,6 +66,17 @@ def _plain(value: Any) -> Any:
     return jsonable(value)
 
 
+_KEY_STORES: dict[tuple[str, str, str], Any] = {}
+
+
+def close_key_stores() -> None:
+    """Close the stores the gold-query keys were computed on (at exit, or when a caller is
+    done with them)."""
+    while _KEY_STORES:
+        _, store = _KEY_STORES.popitem()
+        store.close()
+
+
 def query_key(question: Question, built: Built) -> dict[str, Any]:
     """The fields the question's gold query gives on the built data (a pack without key
     functions: the key is the reference's result). The query failing is the harness's failure,
@@ -76,11 +87,14 @@ def query_key(question: Question, built: Built) -> dict[str, Any]:
     language = question.key.split(".", 1)[1] if question.key else "sql"
     cache = (str(built.dir), question.id, question.sha256)
     if cache not in _QUERIED:
-        store = open_store(built, language, question.persona, timeout=300.0)
-        try:
-            result = store.run(question.gold[language])
-        finally:
-            store.close()
+        where = (str(built.dir), language, question.persona)
+        if where not in _KEY_STORES:  # one store per variant, language and persona
+            if not _KEY_STORES:
+                import atexit
+
+                atexit.register(close_key_stores)
+            _KEY_STORES[where] = open_store(built, language, question.persona, timeout=300.0)
+        result = _KEY_STORES[where].run(question.gold[language])
         if not result.ok:
             raise HarnessBroken(f"{question.file}: question {question.id}: its key is the result "
                                 f"of its gold {language} query, which "

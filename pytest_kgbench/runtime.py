@@ -159,9 +159,12 @@ class Runtime:
         return self._agents[name]
 
     def close(self) -> None:
+        from pytest_kgbench.answer_key import close_key_stores
+
         for ex in self._executors.values():
             ex.close()
         self._executors.clear()
+        close_key_stores()
 
     # --- one item --------------------------------------------------------------------------------
 
