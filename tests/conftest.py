@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 # Native modules are imported here, before any pytester run: pytester's inline runs drop the
 # modules first imported inside them, and a native module imported a second time aborts (duckdb)
@@ -35,6 +36,33 @@ REPO = Path(__file__).resolve().parents[1]
 def only_run(p: pytest.Pytester) -> Path:
     """The one run folder a pytester project's run wrote."""
     return next((p.path / "reports").iterdir())
+
+
+def has_result(body: dict) -> bool:
+    """Whether a Messages API request already carries a tool result (the model's next turn)."""
+    return any(isinstance(m.get("content"), list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in m["content"])
+        for m in body.get("messages", []))
+
+
+@contextlib.contextmanager
+def cli_session(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: Callable[..., Any]):
+    """The real Claude Code CLI (KGBENCH_CLAUDE), with a HOME of its own, talking to a fake
+    Messages API that answers with `script`; yields the fake."""
+    from fake_api import FakeMessagesAPI
+
+    from pytest_kgbench.agents.claude_cli import find_claude
+
+    binary = find_claude(str(REPO))
+    assert binary, ("the Claude Code CLI is needed for this test: "
+                    "npm install --prefix .tools @anthropic-ai/claude-code")
+    monkeypatch.setenv("KGBENCH_CLAUDE", binary)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    with FakeMessagesAPI(script) as api:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+        yield api
 
 
 def untimed(conditions: dict) -> dict:

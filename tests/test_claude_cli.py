@@ -23,7 +23,7 @@ from fake_api import (
     truncated,
 )
 
-from conftest import only_run, run_records
+from conftest import cli_session, has_result, only_run, run_records
 from pytest_kgbench.agents.claude_cli import MCP_TOOLS, ClaudeCliAgent, find_claude
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
 
@@ -31,12 +31,6 @@ REPO = Path(__file__).resolve().parents[1]
 _BINARY = find_claude(str(REPO))
 CLI_VERSION = (subprocess.run([_BINARY, "--version"], capture_output=True, text=True,
                               timeout=60).stdout.split()[0] if _BINARY else "")
-
-
-def has_result(body: dict) -> bool:
-    return any(isinstance(m.get("content"), list) and any(
-        isinstance(b, dict) and b.get("type") == "tool_result" for b in m["content"])
-        for m in body.get("messages", []))
 
 
 def scripted(body: dict):
@@ -52,15 +46,7 @@ def scripted(body: dict):
 
 @pytest.fixture
 def cli(monkeypatch, tmp_path):
-    binary = find_claude(str(REPO))
-    assert binary, ("the Claude Code CLI is needed for this test: "
-                    "npm install --prefix .tools @anthropic-ai/claude-code")
-    monkeypatch.setenv("KGBENCH_CLAUDE", binary)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    (tmp_path / "home").mkdir()
-    with FakeMessagesAPI(scripted) as api:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+    with cli_session(monkeypatch, tmp_path, scripted) as api:
         yield api
 
 

@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-from fake_api import FakeMessagesAPI, text, tool_use
+from fake_api import text, tool_use
 
-from conftest import credit_question, run_records
+from conftest import cli_session, credit_question, has_result, run_records
 from pytest_kgbench import conditions
 from pytest_kgbench.conditions import ablation_pairs, arm, by_id, schema_arms, select
 from pytest_kgbench.errors import InputError
@@ -167,31 +167,18 @@ def test_the_cli_session_is_offered_run_query_alone_under_none(project, monkeypa
                                                                tmp_path) -> None:
     """Claude Code through `kgbench mcp`: the server serves the arm's tools only, and the
     session's own check accepts exactly those."""
-    from pytest_kgbench.agents.claude_cli import find_claude
-
-    binary = find_claude(str(REPO))
-    assert binary, ("the Claude Code CLI is needed for this test: "
-                    "npm install --prefix .tools @anthropic-ai/claude-code")
     seen: list[set[str]] = []
 
     def scripted(body: dict):
         tools = {t.get("name") for t in body.get("tools", [])}
         seen.append({t for t in tools if t.startswith("mcp__kgbench__")})
-        answered = any(isinstance(m.get("content"), list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in m["content"])
-            for m in body.get("messages", []))
-        if "mcp__kgbench__run_query" in tools and not answered:
+        if "mcp__kgbench__run_query" in tools and not has_result(body):
             return tool_use("mcp__kgbench__run_query",
                             {"query": "SELECT sovereign_rating AS rating FROM countries "
                                       "WHERE name = 'Caldera'"})
         return text("Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```")
 
-    monkeypatch.setenv("KGBENCH_CLAUDE", binary)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    (tmp_path / "home").mkdir()
-    with FakeMessagesAPI(scripted) as api:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+    with cli_session(monkeypatch, tmp_path, scripted) as api:
         p = project()
         result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
                              "--condition", "D1", "--schema", "none", "-k", "Q01")

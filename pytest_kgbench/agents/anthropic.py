@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
 from pytest_kgbench.agents.cache import Gate
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
@@ -79,49 +78,15 @@ def _retryable(exc: Exception) -> bool:
     return isinstance(exc, anthropic.APIConnectionError)  # a reset, a refused connection
 
 
-def _wait_before_retry(exc: Exception, attempt: int) -> float:
-    """retry-after(-ms) when the API says, else exponential backoff with jitter (as the SDK)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return max(0.0, float(headers.get(name) or "") * scale)
-        except (TypeError, ValueError):
-            continue
-    return min(0.5 * 2.0 ** attempt, 8.0) * (1 - 0.25 * random.random())
-
-
 def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None, int]:
-    """One Messages API call within `deadline` (time.monotonic()): at most ATTEMPTS tries on
-    what is worth retrying, each given only the time left, waiting retry-after when it fits.
-    Returns (the response, or None when the deadline passed; the attempts made). Raises the
-    classified error otherwise."""
+    """One Messages API call within `deadline` (time.monotonic()), retried as faults.call_within
+    says. Returns (the response, or None when the deadline passed; the attempts made)."""
     import anthropic
 
-    for attempt in range(ATTEMPTS):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None, attempt
-        try:
-            return client.messages.create(**kwargs, timeout=remaining), attempt + 1
-        except anthropic.APITimeoutError as exc:
-            if time.monotonic() >= deadline - 0.05:
-                return None, attempt + 1
-            failure: Exception = exc
-        except anthropic.APIError as exc:
-            if not _retryable(exc):
-                raise classify(exc) from exc
-            failure = exc
-        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
-            raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
-        if attempt + 1 == ATTEMPTS:
-            raise classify(failure) from failure
-        wait = _wait_before_retry(failure, attempt)
-        if time.monotonic() + wait >= deadline:
-            if isinstance(failure, anthropic.APITimeoutError):
-                return None, attempt + 1
-            raise classify(failure) from failure  # no time left to wait out an overload
-        time.sleep(wait)
-    return None, ATTEMPTS  # pragma: no cover - the loop always returns or raises
+    return faults.call_within(client.messages.create, deadline, attempts=ATTEMPTS,
+                              timeout_error=anthropic.APITimeoutError,
+                              api_error=anthropic.APIError, retryable=_retryable,
+                              classify=classify, **kwargs)
 
 
 def _cache_latest(messages: list[dict[str, Any]]) -> None:

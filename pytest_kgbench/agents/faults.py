@@ -14,6 +14,9 @@ not errors: they are the model's answers, and misses.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
 
 TOO_LONG = ("prompt is too long", "context length", "context window")
@@ -36,3 +39,59 @@ def classify_status(status: int | None, message: str) -> Exception:
     if status in (400, 422):
         return HarnessBroken(f"the API refused the request as malformed ({status}): {message}")
     return TransientModelError(f"the API call failed ({status}) after the retries: {message}")
+
+
+def wait_before_retry(exc: Exception, attempt: int) -> float:
+    """retry-after(-ms) when the API says, else exponential backoff with jitter (as the SDKs)."""
+    import random
+
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(name) or "") * scale)
+        except (TypeError, ValueError):
+            continue
+    return min(0.5 * 2.0 ** attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
+                timeout_error: type[Exception], api_error: type[Exception],
+                retryable: Callable[[Exception], bool], classify: Callable[[Exception], Exception],
+                check: Callable[[Any], None] | None = None, **kwargs: Any
+                ) -> tuple[Any | None, int]:
+    """One SDK call, `create(**kwargs, timeout=...)`, within `deadline` (time.monotonic()): at
+    most `attempts` tries on what `retryable` says is worth retrying, each given only the time
+    left, waiting retry-after when it fits. `check` may raise on a response the SDK accepted
+    (a completion with no choices). Returns (the response, or None when the deadline passed;
+    the attempts made). Raises the `classify`-ed error otherwise."""
+    import time
+
+    for attempt in range(attempts):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None, attempt
+        try:
+            response = create(**kwargs, timeout=remaining)
+        except timeout_error as exc:
+            if time.monotonic() >= deadline - 0.05:
+                return None, attempt + 1
+            failure: Exception = exc
+        except api_error as exc:
+            if not retryable(exc):
+                raise classify(exc) from exc
+            failure = exc
+        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
+            raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
+        else:
+            if check is not None:
+                check(response)
+            return response, attempt + 1
+        if attempt + 1 == attempts:
+            raise classify(failure) from failure
+        wait = wait_before_retry(failure, attempt)
+        if time.monotonic() + wait >= deadline:
+            if isinstance(failure, timeout_error):
+                return None, attempt + 1
+            raise classify(failure) from failure  # no time left to wait out a rate limit
+        time.sleep(wait)
+    return None, attempts  # pragma: no cover - the loop always returns or raises

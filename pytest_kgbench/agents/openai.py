@@ -29,11 +29,10 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
 from pytest_kgbench.agents.cache import Gate
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
@@ -102,54 +101,22 @@ def _retryable(exc: Exception) -> bool:
     return isinstance(exc, openai.APIConnectionError)  # a reset, a refused connection
 
 
-def wait_before_retry(exc: Exception, attempt: int) -> float:
-    """retry-after(-ms) when the API says, else exponential backoff with jitter."""
-    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return max(0.0, float(headers.get(name) or "") * scale)
-        except (TypeError, ValueError):
-            continue
-    return min(0.5 * 2.0 ** attempt, 8.0) * (1 - 0.25 * random.random())
+def _has_choices(response: Any) -> None:
+    if not getattr(response, "choices", None):
+        raise TransientModelError(f"the API sent a completion with no choices: "
+                                  f"{str(response)[:300]}")
 
 
 def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None, int]:
-    """One Chat Completions call within `deadline` (time.monotonic()): at most ATTEMPTS tries
-    on what is worth retrying, each given only the time left, waiting retry-after when it
-    fits. Returns (the completion, or None when the deadline passed; the attempts made).
-    Raises the classified error otherwise."""
+    """One Chat Completions call within `deadline` (time.monotonic()), retried as
+    faults.call_within says; a completion with no choices is transient. Returns (the
+    completion, or None when the deadline passed; the attempts made)."""
     import openai
 
-    for attempt in range(ATTEMPTS):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None, attempt
-        try:
-            response = client.chat.completions.create(**kwargs, timeout=remaining)
-        except openai.APITimeoutError as exc:
-            if time.monotonic() >= deadline - 0.05:
-                return None, attempt + 1
-            failure: Exception = exc
-        except openai.APIError as exc:
-            if not _retryable(exc):
-                raise classify(exc) from exc
-            failure = exc
-        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
-            raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
-        else:
-            if not getattr(response, "choices", None):
-                raise TransientModelError(f"the API sent a completion with no choices: "
-                                          f"{str(response)[:300]}")
-            return response, attempt + 1
-        if attempt + 1 == ATTEMPTS:
-            raise classify(failure) from failure
-        wait = wait_before_retry(failure, attempt)
-        if time.monotonic() + wait >= deadline:
-            if isinstance(failure, openai.APITimeoutError):
-                return None, attempt + 1
-            raise classify(failure) from failure  # no time left to wait out a rate limit
-        time.sleep(wait)
-    return None, ATTEMPTS  # pragma: no cover - the loop always returns or raises
+    return faults.call_within(client.chat.completions.create, deadline, attempts=ATTEMPTS,
+                              timeout_error=openai.APITimeoutError, api_error=openai.APIError,
+                              retryable=_retryable, classify=classify, check=_has_choices,
+                              **kwargs)
 
 
 def usage_of(response: Any) -> dict[str, int]:
