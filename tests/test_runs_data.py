@@ -132,11 +132,6 @@ def test_load_run_gives_items_and_comparisons_as_plain_records(reports, monkeypa
     assert {c["tier"] for c in run.comparisons} >= {"L3"}
     assert run.conditions["R1"]["by_tier"]["L3"]["accuracy"] == 0.0
     assert all(isinstance(i["score"], float) for i in run.items)
-    frame = run.to_pandas()
-    assert len(frame) == 6 and frame["score"].sum() == sum(i["score"] for i in run.items)
-    assert list(frame.columns) == [name for name, _ in item_columns(run.items)]
-    comps = run.comparisons_frame()
-    assert len(comps) == len(run.comparisons) and "ci95_low" in comps.columns
     halted = pytest_kgbench.load_run(reports / "halted")
     assert halted.summary.status == "halted" and halted.items == []
     monkeypatch.setitem(sys.modules, "pandas", None)  # as if pandas were not installed
@@ -144,6 +139,17 @@ def test_load_run_gives_items_and_comparisons_as_plain_records(reports, monkeypa
         run.to_pandas()
     with pytest.raises(KgbenchError, match="no run 'nosuch'"):
         pytest_kgbench.load_run("nosuch", reports)
+
+
+def test_load_run_gives_dataframes_when_pandas_is_installed(reports) -> None:
+    pytest.importorskip("pandas", reason="pandas is optional (pip install -e '.[dev]' has it): "
+                                         "without it to_pandas refuses, as the test above shows")
+    run = pytest_kgbench.load_run("good", reports)
+    frame = run.to_pandas()
+    assert len(frame) == 6 and frame["score"].sum() == sum(i["score"] for i in run.items)
+    assert list(frame.columns) == [name for name, _ in item_columns(run.items)]
+    comps = run.comparisons_frame()
+    assert len(comps) == len(run.comparisons) and "ci95_low" in comps.columns
 
 
 def test_item_columns_are_fixed_and_type_each_metric_by_its_values() -> None:
