@@ -19,7 +19,7 @@ import pkgutil
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pytest_kgbench.errors import InputError
 
@@ -99,8 +99,12 @@ class StoreKind(Protocol):
         ...
 
     def check(self) -> str | None:
-        """Why the engine cannot run here (a library missing), or None."""
+        """Why the engine cannot run here (a library missing, a server not answering), or
+        None."""
         ...
+
+    # A kind that takes an argument (`--sparql-engine endpoint=URL`, `--sql-engine
+    # postgres=DSN`) also has `configure(argument) -> StoreKind`: the kind bound to it.
 
 
 class FieldKind(Protocol):
@@ -205,10 +209,17 @@ class Registry:
             raise InputError("conditions", f"no store kind serves the language '{language}'")
         if name is None:
             return next((k for k in kinds if k.default), kinds[0])
+        base, eq, argument = name.partition("=")  # endpoint=URL, postgres=DSN
         for kind in kinds:
-            if kind.name == name:
-                return kind
-        raise InputError(f"--{language}-engine", f"unknown {language} engine '{name}' (known: "
+            if kind.name == base:
+                if not eq:
+                    return kind
+                configure = getattr(kind, "configure", None)
+                if configure is None:
+                    raise InputError(f"--{language}-engine", f"the {language} engine '{base}' "
+                                     f"takes no '={argument}'")
+                return cast("StoreKind", configure(argument))
+        raise InputError(f"--{language}-engine", f"unknown {language} engine '{base}' (known: "
                          f"{', '.join(k.name for k in kinds)})")
 
     def languages(self) -> list[str]:

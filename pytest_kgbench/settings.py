@@ -342,7 +342,8 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         value = cli.get(f"kgbench_{language}_engine") or engines.get(language) or \
             ini.get(f"kgbench_{language}_engine")
         if value:
-            engines[language] = str(value).strip().lower()
+            name, eq, argument = str(value).strip().partition("=")  # an URL or DSN keeps its case
+            engines[language] = name.strip().lower() + eq + argument.strip()
     from pytest_kgbench.conditions import schema_arms, select
 
     run_id = resume or given("kgbench_run_id") or (

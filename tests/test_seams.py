@@ -179,3 +179,28 @@ def test_a_third_party_plugin_adds_an_agent_a_metric_and_a_field_kind(project) -
     assert "- says a colour: the prose names a colour" in md
     # the prompt describes the field as the plugin's kind says
     assert '- "colour": a colour name' in records[0]["prompt"]["question"]
+
+
+def test_an_engine_argument_reaches_the_kind_that_takes_one() -> None:
+    """`--sparql-engine endpoint=URL`: the part after `=` goes to the kind's `configure`,
+    case kept; a kind without `configure` refuses an argument by name."""
+    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.registry import Registry
+
+    class Bound:
+        language, default = "sparql", False
+
+        def __init__(self, argument: str = "") -> None:
+            self.name, self.argument = "endpoint", argument
+
+        def configure(self, argument: str) -> Bound:
+            return Bound(argument)
+
+    reg = Registry.shipped()
+    reg.add("stores", Bound(), "test")
+    kind = reg.store("sparql", "endpoint=http://127.0.0.1:7878/Query")
+    assert getattr(kind, "argument", None) == "http://127.0.0.1:7878/Query"
+    with pytest.raises(InputError, match="takes no '=x'"):
+        reg.store("sparql", "rdflib=x")
+    with pytest.raises(InputError, match="unknown sparql engine 'nope'"):
+        reg.store("sparql", "nope=x")
