@@ -263,26 +263,46 @@ def comparison_dicts(records: Sequence[ItemRecord], settings: Settings,
     for c in build_comparisons(records, settings, multi_model):
         d = c.to_dict()
         a, _, model_a = c.a.partition("/")
-        b = c.b.partition("/")[0]
-        model = model_a or records[0]["model"]
-        d["tool_calls"] = call_difference(arm_calls(records, a, model, c.tier),
-                                          arm_calls(records, b, model, c.tier))
+        b, _, model_b = c.b.partition("/")
+        model_a = model_a or records[0]["model"]
+        d["tool_calls"] = call_difference(arm_calls(records, a, model_a, c.tier),
+                                          arm_calls(records, b, model_b or model_a, c.tier))
         out.append(d)
     return out
 
 
-def build_comparisons(records: Sequence[ItemRecord], settings: Settings,
-                      multi_model: bool) -> list[stats.Comparison]:
-    """With --ablation: every pair of `conditions.ablation_pairs`, per model and per tier
-    (never pooled), Holm-adjusted across the whole family."""
-    from pytest_kgbench.conditions import ablation_pairs
-
-    if not settings.ablation:
+def model_pairs(records: Sequence[ItemRecord], settings: Settings
+                ) -> list[tuple[str, str, str]]:
+    """With --compare-models: (condition, first model, other model) for each condition run
+    and each model after the first (the order --model named them in, aliases or ids)."""
+    run = {r["model"] for r in records}
+    named = [m for m in dict.fromkeys(settings.models) if m in run]
+    models = named + sorted(run - set(named))
+    if not settings.compare_models or len(models) < 2:
         return []
     present = [c for c in settings.condition_ids if any(r["condition"] == c for r in records)]
-    if len(present) < 2:
-        return []
+    return [(cond, models[0], other) for cond in present for other in models[1:]]
+
+
+def build_comparisons(records: Sequence[ItemRecord], settings: Settings,
+                      multi_model: bool) -> list[stats.Comparison]:
+    """With --compare-models: the first model against each other on every condition; with
+    --ablation: every pair of `conditions.ablation_pairs`, per model. Per tier (never pooled),
+    Holm-adjusted across the whole family."""
+    from pytest_kgbench.conditions import ablation_pairs
+
     family: list[stats.Comparison] = []
+    for cond, model_a, model_b in model_pairs(records, settings):
+        for tier in TIERS:
+            sa = arm_scores(records, cond, model_a, tier)
+            sb = arm_scores(records, cond, model_b, tier)
+            if set(sa) & set(sb):
+                family.append(stats.compare(sa, sb, a=f"{cond}/{model_a}",
+                                            b=f"{cond}/{model_b}", tier=tier,
+                                            seed=settings.stats_seed))
+    present = [c for c in settings.condition_ids if any(r["condition"] == c for r in records)]
+    if not settings.ablation or len(present) < 2:
+        return stats.holm_adjust(family)
     for model in sorted({r["model"] for r in records}):
         for a, b in ablation_pairs(tuple(present)):
             for tier in TIERS:

@@ -113,6 +113,9 @@ OPTIONS: tuple[Option, ...] = (
            "request (and do not store the responses)", flag_only=True),
     Option("--ablation", "report paired comparisons: the first-listed condition against every "
            "other, plus the design's named pairs (R1-R4, D1-D2, D3-D6, ...)", flag_only=True),
+    Option("--compare-models", "report paired comparisons between models: the first model "
+           "named by --model against every other, on each condition, per tier",
+           flag_only=True),
 )
 PATHS: tuple[tuple[str, str, str], ...] = (
     ("kgbench_datasets", "folder holding one folder per pack (pack.yaml inside)", "datasets"),
@@ -148,6 +151,7 @@ class Settings:
     resume: bool = False
     force_resume: bool = False
     ablation: bool = False
+    compare_models: bool = False  # pair the first model against each other, per condition
     dataset_seed: int | None = None
     stats_seed: int = 20261129
     engines: Mapping[str, str] = field(default_factory=dict)  # language -> engine name
@@ -377,6 +381,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         strict=_flag(given("kgbench_strict")), resume=bool(resume),
         force_resume=_flag(given("kgbench_force_resume")),
         ablation=_flag(given("kgbench_ablation")),
+        compare_models=_flag(given("kgbench_compare_models")),
         dataset_seed=dataset_seed,
         stats_seed=_number("--stats-seed", given("kgbench_stats_seed"), int, "a whole number"),
         engines=engines,

@@ -1,0 +1,66 @@
+"""--compare-models: models side by side on the same conditions, with the statistics the
+conditions get (paired per question, per tier, Holm-adjusted with the rest of the family)."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import only_run, run_records
+from pytest_kgbench.report import model_pairs
+from pytest_kgbench.settings import Settings
+
+
+def test_the_first_model_is_paired_with_each_other_on_every_condition(tmp_path) -> None:
+    records = [{"model": m, "condition": c} for m in ("haiku", "sonnet", "local")
+               for c in ("D1", "R1")]
+    settings = Settings.at(tmp_path, models=("sonnet", "haiku", "local"),
+                           condition_ids=("D1", "R1", "D4"), compare_models=True)
+    assert model_pairs(records, settings) == [
+        ("D1", "sonnet", "haiku"), ("D1", "sonnet", "local"),
+        ("R1", "sonnet", "haiku"), ("R1", "sonnet", "local")]  # D4 was not run
+    assert model_pairs(records, Settings.at(tmp_path, models=("sonnet", "haiku"),
+                                            condition_ids=("D1",))) == []  # not asked
+
+
+def _accuracy(records: list[dict], condition: str, model: str, tier: str) -> float:
+    got = [r["score"] for r in records
+           if (r["condition"], r["model"], r["tier"]) == (condition, model, tier)]
+    return sum(got) / len(got)
+
+
+def test_compare_models_reports_paired_differences_between_models(project) -> None:
+    p = project()
+    result = p.runpytest_subprocess("questions", "--agent", "synthetic", "--model",
+                                    "sonnet,haiku", "--condition", "D1,R1",
+                                    "--compare-models", "--synthetic", "*=0.5",
+                                    "-p", "no:randomly")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    report = json.loads((only_run(p) / "report.json").read_text())
+    pairs = {(c["a"], c["b"], c["tier"]): c for c in report["comparisons"]}
+    # models only: no condition pair without --ablation, and the first model is a
+    assert {(a, b) for a, b, _ in pairs} == {("D1/sonnet", "D1/haiku"),
+                                             ("R1/sonnet", "R1/haiku")}
+    records = run_records(p)
+    l3 = pairs[("D1/sonnet", "D1/haiku", "L3")]
+    expected = _accuracy(records, "D1", "haiku", "L3") - _accuracy(records, "D1", "sonnet", "L3")
+    assert abs(l3["diff"] - expected) < 1e-9
+    assert l3["holm_p"] is not None and l3["holm_p"] >= l3["mcnemar_p"]
+    md = (only_run(p) / "report.md").read_text()
+    assert "| D1/sonnet | D1/haiku | L3 |" in md
+
+
+def test_compare_models_and_ablation_share_one_family(project) -> None:
+    p = project()
+    result = p.runpytest_subprocess("questions", "--agent", "synthetic", "--model",
+                                    "sonnet,haiku", "--condition", "D1,R1", "--ablation",
+                                    "--compare-models", "--synthetic", "*=0.5",
+                                    "-p", "no:randomly", "-k", "L3")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    comparisons = json.loads((only_run(p) / "report.json").read_text())["comparisons"]
+    kinds = {(c["a"], c["b"]) for c in comparisons}
+    assert ("D1/sonnet", "D1/haiku") in kinds and ("D1/sonnet", "R1/sonnet") in kinds \
+        and ("D1/haiku", "R1/haiku") in kinds
+    # one Holm family: the smallest raw p is multiplied by the size of the whole family
+    smallest = min(comparisons, key=lambda c: c["mcnemar_p"])
+    # (report.json rounds p to six places)
+    assert abs(smallest["holm_p"] - min(1.0, smallest["mcnemar_p"] * len(comparisons))) < 1e-5
