@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                                                    a)) for a in config.args])
         config.stash[keys.RUNSTORE] = store
         config.pluginmanager.register(store, "kgbench-runstore")
+        if settings.progress > 0 and config.get_verbosity() >= 0:
+            config.pluginmanager.register(ProgressHooks(config, settings, store),
+                                          "kgbench-progress")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "kgbench-xdist")
         if not _is_worker(config):
@@ -287,6 +291,43 @@ def _say(config: pytest.Config) -> Any:
             reporter.flush()
 
     return say
+
+
+class ProgressHooks:
+    """The live progress line (progress.py), on the controller: fed by what the run store
+    banked, written between pytest's own lines every --progress seconds."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, store: RunStore) -> None:
+        from pytest_kgbench.progress import Progress
+
+        self.store, self.config = store, config
+        self.progress = Progress(settings.progress,
+                                 lambda m: settings.prices.get(settings.model_id(m)))
+
+    @pytest.hookimpl(trylast=True)  # after the run store banked the record
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.outcome == "rerun" or not (report.when == "call" or (
+                report.when == "setup" and not report.passed)):
+            return  # one count per item: its call, or the setup that stopped it
+        self.progress.expect(len(self.store.expected))
+        self.progress.add(self.store.records.get(report.nodeid))
+        if self.progress.due():
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is None:
+                return
+            capture = self.config.pluginmanager.get_plugin("capturemanager")
+            with capture.global_and_fixture_disabled() if capture else nullcontext():
+                text = f"kgbench: {self.progress.line()}"
+                if reporter.currentfspath is not None:  # letters after a file's name
+                    reporter.ensure_newline()
+                    # no newline: pytest starts its next file-name line (or its closing
+                    # summary) with one
+                    reporter.write(text)
+                else:  # xdist's letters: a line of its own, between lines of letters
+                    if reporter._tw.width_of_current_line:
+                        reporter.line("")
+                    reporter.line(text)
+                reporter.flush()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

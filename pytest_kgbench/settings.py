@@ -109,6 +109,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--top-p", "nucleus sampling top_p sent to the model (default: the provider's)"),
     Option("--max-cost", "DOLLARS: halt the run, keeping what was banked, before the next "
            "model request could take its spending at list prices past this"),
+    Option("--progress", "SECONDS between the live progress lines (items banked, grades, "
+           "tokens, dollars, time left); 0 for none; none under -q (default: 30)"),
     Option("--no-cache", "ask the model again even when the response cache holds this exact "
            "request (and do not store the responses)", flag_only=True),
     Option("--ablation", "report paired comparisons: the first-listed condition against every "
@@ -178,6 +180,7 @@ class Settings:
     temperature: float | None = None
     top_p: float | None = None
     max_cost: float | None = None  # --max-cost: dollars at list prices the run may spend
+    progress: float = 30.0  # --progress: seconds between the live lines (0: none)
     response_cache: bool = True    # --no-cache turns it off
     responses_dir: str = ""        # where the response cache lives ("" : nowhere, no cache)
 
@@ -364,6 +367,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         sampling[name] = (None if value in (None, "") else _number(
             f"--{name.replace('_', '-')}", value, float, "a number", minimum=0))
     max_cost = given("kgbench_max_cost")
+    progress = given("kgbench_progress")
     base_url = given("kgbench_base_url", stored.get("base_url"))
     settings = Settings(
         condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions),
@@ -414,6 +418,8 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
                         "a whole number", minimum=1)),
         base_url=str(base_url).strip() or None if base_url else None,
         temperature=sampling["temperature"], top_p=sampling["top_p"],
+        progress=(30.0 if progress in (None, "") else
+                  _number("--progress", progress, float, "a number of seconds", minimum=0)),
         max_cost=(None if max_cost in (None, "") else
                   _number("--max-cost", max_cost, float, "a number of dollars", above=0)),
         response_cache=not _flag(given("kgbench_no_cache")),

@@ -1,0 +1,103 @@
+"""The live line of a run: items banked of those expected, the grades so far, the tokens and
+dollars spent and the time left, written by the controller every so often (`--progress
+SECONDS`; off under -q). Pure module: no pytest. The hook that feeds it is in plugin.py.
+
+Dollars are at list prices for the models that have one; an unpriced model's tokens make the
+cost "unknown" (never $0), and a response served from the response cache spends nothing, as
+its tokens are not counted (agents/cache.py). The time left is the mean time per item banked
+so far times the items left: a run whose first items were slow (a build, a batch) says so."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pytest_kgbench.costs import dollars, usage_of
+
+LETTER_ORDER = "CPWTABDF"
+
+
+def short(n: float) -> str:
+    """A count as a person reads it at a glance: 950, 12.3k, 4.1M."""
+    for size, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+def duration(seconds: float) -> str:
+    """Seconds as 45s, 6m10s, 2h05m."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+class Progress:
+    """Counts what was banked, and says it in one line when one is due."""
+
+    def __init__(self, every: float, price_of: Callable[[str], Mapping[str, float] | None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.every = every          # seconds between lines; 0: never
+        self.price_of = price_of    # a record's model -> its prices, or None
+        self.clock = clock
+        self.expected = 0
+        self.done = 0
+        self.letters: Counter[str] = Counter()
+        self.tokens: dict[str, dict[str, int]] = {}
+        self.started: float | None = None
+        self.last: float | None = None
+
+    def expect(self, total: int) -> None:
+        self.expected = max(self.expected, total)
+
+    def add(self, record: Mapping[str, Any] | None) -> None:
+        """One item reported: banked (`record`), or skipped or failed before it was asked."""
+        now = self.clock()
+        if self.started is None:
+            self.started = self.last = now
+        self.done += 1
+        if record is None:
+            self.letters["s"] += 1
+            return
+        self.letters[str(record.get("letter") or "?")] += 1
+        spent = usage_of([record])
+        if any(spent.values()):
+            model = str(record.get("model") or "")
+            into = self.tokens.setdefault(model, dict.fromkeys(spent, 0))
+            for name, value in spent.items():
+                into[name] += value
+
+    def due(self) -> bool:
+        """Whether a line is due now (never before the first item, nor after the last)."""
+        if not self.every or self.last is None or self.done >= self.expected > 0:
+            return False
+        return self.clock() - self.last >= self.every
+
+    def line(self) -> str:
+        """The line: `120/480 items (25%) · C 80 W 30 · 1.2M in / 40.0k out tokens · $3.42 ·
+        about 6m10s left`."""
+        self.last = self.clock()
+        total = self.expected or self.done
+        parts = [f"{self.done}/{total} items ({100 * self.done / max(total, 1):.0f}%)"]
+        grades = " ".join(f"{k} {self.letters[k]}" for k in
+                          sorted(self.letters, key=lambda k: (LETTER_ORDER.find(k) % 99, k)))
+        if grades:
+            parts.append(grades)
+        if self.tokens:
+            inp = sum(t["input"] + t["cache_read"] + t["cache_write"]
+                      for t in self.tokens.values())
+            out = sum(t["output"] for t in self.tokens.values())
+            parts.append(f"{short(inp)} in / {short(out)} out tokens")
+            costs = [dollars(t, self.price_of(m)) for m, t in self.tokens.items()]
+            parts.append("cost unknown (no price)" if any(c is None for c in costs)
+                         else f"${sum(c['billed'] for c in costs if c):.2f} so far")
+        if self.started is not None and 0 < self.done < total:
+            elapsed = self.last - self.started
+            per_item = elapsed / max(self.done - 1, 1)  # the clock starts at the first item
+            parts.append(f"about {duration(per_item * (total - self.done))} left")
+        return " · ".join(parts)

@@ -1,0 +1,99 @@
+"""The live progress line: what it counts (items, grades, tokens, dollars, time left), when it
+is written, and that -q and --progress 0 keep it off."""
+
+from __future__ import annotations
+
+import re
+
+from pytest_kgbench.progress import Progress, duration, short
+
+PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _record(letter: str, model: str = "sonnet", **tokens: int) -> dict:
+    return {"letter": letter, "model": model, "answer": {"tokens": tokens} if tokens else {}}
+
+
+def test_the_line_counts_items_grades_tokens_dollars_and_time_left() -> None:
+    clock = Clock()
+    progress = Progress(30, lambda m: PRICE if m == "sonnet" else None, clock)
+    progress.expect(10)
+    progress.add(_record("C", input=1000, output=200, cache_read=9000))
+    clock.now += 10
+    progress.add(_record("W", input=500, output=100))
+    clock.now += 10
+    progress.add(None)  # skipped before it was asked
+    line = progress.line()
+    assert line.startswith("3/10 items (30%) · C 1 W 1 s 1 · ")
+    assert "10.5k in / 300 out tokens" in line
+    dollars = (1500 * 3.0 + 300 * 15.0 + 9000 * 0.3) / 1e6
+    assert f"${dollars:.2f} so far" in line
+    # 20 s for the two items after the first: 10 s an item, 7 left
+    assert line.endswith("about 1m10s left")
+
+
+def test_an_unpriced_model_makes_the_cost_unknown_never_zero() -> None:
+    progress = Progress(30, lambda m: PRICE if m == "sonnet" else None, Clock())
+    progress.expect(4)
+    progress.add(_record("C", input=100, output=10))
+    progress.add(_record("C", model="local", input=100, output=10))
+    assert "cost unknown" in progress.line() and "$" not in progress.line()
+
+
+def test_no_tokens_no_money_part() -> None:  # the gold agent asks no model
+    progress = Progress(30, lambda m: PRICE, Clock())
+    progress.expect(2)
+    progress.add(_record("C"))
+    assert "tokens" not in progress.line() and "$" not in progress.line()
+
+
+def test_a_line_is_due_every_so_often_and_never_after_the_last_item() -> None:
+    clock = Clock()
+    progress = Progress(30, lambda m: None, clock)
+    progress.expect(3)
+    assert not progress.due()  # nothing reported yet
+    progress.add(_record("C"))
+    clock.now += 29
+    assert not progress.due()
+    clock.now += 1
+    assert progress.due()
+    progress.line()
+    assert not progress.due()  # just written
+    clock.now += 31
+    progress.add(_record("C"))
+    progress.add(_record("C"))
+    assert not progress.due()  # all banked: pytest's summary follows
+    assert not Progress(0, lambda m: None, clock).due()
+
+
+def test_counts_read_at_a_glance() -> None:
+    assert [short(n) for n in (950, 12_300, 4_100_000)] == ["950", "12.3k", "4.1M"]
+    assert [duration(s) for s in (45, 370, 7500)] == ["45s", "6m10s", "2h05m"]
+
+
+LINE = re.compile(r"kgbench: \d+/\d+ items \(\d+%\) · C \d+( [A-Za-z] \d+)*")
+
+
+def test_the_run_writes_the_line_between_its_results_and_not_under_q(project) -> None:
+    p = project()
+    args = ("questions", "--agent", "gold", "--condition", "D1,R1", "--progress", "0.001",
+            "-p", "no:randomly")
+    loud = p.runpytest_subprocess(*args)
+    assert loud.ret == 0
+    lines = [x for x in loud.stdout.lines if LINE.match(x)]
+    assert len(lines) > 3 and all(LINE.fullmatch(x.split(" · about")[0]) for x in lines)
+    # each a line of its own: pytest's letters go on after it, on the next line
+    after = loud.stdout.lines[loud.stdout.lines.index(lines[0]) + 1]
+    assert after.startswith("questions/credit.yaml C"), after
+    quiet = p.runpytest_subprocess(*args, "-q")
+    assert quiet.ret == 0 and not LINE.search(quiet.stdout.str())
+    off = p.runpytest_subprocess(*args[:-2], "--progress", "0", "-p", "no:randomly")
+    assert off.ret == 0 and not LINE.search(off.stdout.str())
