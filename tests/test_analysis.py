@@ -125,14 +125,20 @@ def test_the_report_can_be_recomputed_from_its_own_items_with_scipy(synthetic_ru
     assert l3["diff"] > 0.3 and l3["discordant"][1] > l3["discordant"][0]
 
 
-def test_xdist_gives_identical_grades_and_statistics(synthetic_run) -> None:
+@pytest.mark.parametrize("workers", [("-n", "2"), ("--tx", "2*popen", "--dist", "load")],
+                         ids=["n2", "tx-2-popen"])
+def test_xdist_gives_identical_grades_and_statistics(synthetic_run, workers) -> None:
+    """Two workers (-n 2), or two gateways named as for other hosts (--tx 2*popen: the
+    multi-host form, here on one machine), give the serial run's grades and statistics."""
     import subprocess
     import sys
 
-    cmd = [sys.executable, "-m", "pytest", *ARGS, "--ablation", "--run-id", "par", "-n", "2", "-q"]
+    run_id = "par-" + workers[0].strip("-")
+    cmd = [sys.executable, "-m", "pytest", *ARGS, "--ablation", "--run-id", run_id, *workers]
     done = subprocess.run(cmd, cwd=synthetic_run, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:]
-    serial, parallel = _report(synthetic_run), _report(synthetic_run, "par")
+    assert "created: 2/2 workers" in done.stdout  # really two processes
+    serial, parallel = _report(synthetic_run), _report(synthetic_run, run_id)
     strip = lambda items: sorted(({k: v for k, v in i.items() if k not in ("elapsed_s",)}  # noqa: E731
                                   for i in items), key=lambda i: i["nodeid"])
     assert strip(serial["items"]) == strip(parallel["items"])
