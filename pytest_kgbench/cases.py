@@ -141,7 +141,7 @@ def cases_for(qset: QuestionSet, pack: Pack, settings: Settings) -> Iterator[Cas
                     continue
                 for model in settings.models:
                     for repeat in range(1, settings.repeats + 1):
-                        yield Case(q, cond, variant, model, settings.agent, repeat)
+                        yield Case(q, cond, variant, model, settings.agent_for(model), repeat)
 
 
 def built_by(nodeids: Iterable[str], settings: Settings) -> set[tuple[str, str]]:

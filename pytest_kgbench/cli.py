@@ -51,9 +51,8 @@ def _pack_args(p: argparse.ArgumentParser) -> None:
 def _settings(args: argparse.Namespace, **values: Any) -> Any:
     """Settings over the repository at --root, with --pack (a name or a folder) selected."""
     from pytest_kgbench.settings import (
-        DEFAULT_ALIASES,
-        DEFAULT_PRICES,
         Settings,
+        model_tables,
         pack_settings,
         read_tool_config,
     )
@@ -66,11 +65,8 @@ def _settings(args: argparse.Namespace, **values: Any) -> Any:
         ("cache_dir", getattr(args, "cache", None))) if value}
     packs = pack_settings(getattr(args, "pack", None) or "", table.get("packs") or {}, root,
                           getattr(args, "external_data", None))
-    return Settings.at(
-        root, aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
-        prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
-        windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()},
-        **paths, **packs, **values)
+    return Settings.at(root, **model_tables(table, str(root / "pyproject.toml")),
+                       **paths, **packs, **values)
 
 
 def _pack(args: argparse.Namespace) -> Any:

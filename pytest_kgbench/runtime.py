@@ -153,10 +153,15 @@ class Runtime:
             self._keys[cache_key] = compute_key(question, built)
         return self._keys[cache_key]
 
-    def agent(self, name: str) -> Agent:
-        if name not in self._agents:
-            self._agents[name] = current().agent(name)(self.settings)
-        return self._agents[name]
+    def agent(self, name: str, model: str | None = None) -> Agent:
+        """The agent `name`, made once per process; a model served at its own endpoint
+        ([tool.kgbench.models] base_url) gets an agent of its own, connected there."""
+        url = self.settings.model_urls.get(model or "")
+        key = f"{name} {url}" if url else name
+        if key not in self._agents:
+            settings = replace(self.settings, base_url=url) if url else self.settings
+            self._agents[key] = current().agent(name)(settings)
+        return self._agents[key]
 
     def close(self) -> None:
         from pytest_kgbench.answer_key import close_key_stores
@@ -178,7 +183,7 @@ class Runtime:
         executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
         started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         t0 = time.perf_counter()
-        agent = self.agent(case.agent)
+        agent = self.agent(case.agent, case.model)
         if group:
             asked = self.together_answer(case, built, executor, group)
         else:
@@ -236,7 +241,7 @@ class Runtime:
         name = session_of(case)
         if (name, ids) not in self._sessions:
             prompt = self.together_prompt(cond, built, group, executor)
-            agent = self.agent(case.agent)
+            agent = self.agent(case.agent, case.model)
             common: dict[str, Any] = dict(
                 condition=cond, prompt=prompt, guard=guard_for(built, q.persona), built=built,
                 model=case.model, repeat=case.repeat, executor=executor, together=ids)

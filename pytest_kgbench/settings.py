@@ -14,7 +14,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,34 @@ DEFAULT_PRICES = {
     "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
 }
 ASK_MODES = ("apart", "together")
+
+
+def model_tables(table: Mapping[str, Any], source: str = "pyproject.toml") -> dict[str, Any]:
+    """The model settings of a [tool.kgbench] table, as Settings takes them: `aliases`
+    (alias -> model id), `model_agents` (alias -> the agent that asks it) and `model_urls`
+    (alias -> the endpoint it is served at), prices and context windows. An alias of
+    [tool.kgbench.models] is a model id, or a table naming the agent and endpoint too:
+    `local = {id = "qwen2.5:7b", agent = "openai", base_url = "http://localhost:11434/v1"}`, so
+    one run's `--model sonnet,local` asks each model through its own agent."""
+    aliases: dict[str, str] = dict(DEFAULT_ALIASES)
+    agents: dict[str, str] = {}
+    urls: dict[str, str] = {}
+    for alias, value in (table.get("models") or {}).items():
+        if isinstance(value, str):
+            aliases[str(alias)] = value
+            continue
+        if not isinstance(value, Mapping) or not isinstance(value.get("id"), str) or \
+                set(value) - {"id", "agent", "base_url"}:
+            raise InputError(source, f"[tool.kgbench.models] {alias} is neither a model id nor "
+                             "a table of id, agent and base_url", field=f"models.{alias}")
+        aliases[str(alias)] = value["id"]
+        if value.get("agent"):
+            agents[str(alias)] = str(value["agent"])
+        if value.get("base_url"):
+            urls[str(alias)] = str(value["base_url"])
+    return {"aliases": aliases, "model_agents": agents, "model_urls": urls,
+            "prices": {**DEFAULT_PRICES, **(table.get("prices") or {})},
+            "windows": {str(k): int(v) for k, v in (table.get("windows") or {}).items()}}
 DEFAULT_WINDOW = 200_000  # a model's context window in tokens, unless [tool.kgbench.windows] says
 
 
@@ -168,6 +196,8 @@ class Settings:
     schema: tuple[str, ...] = ("prompt",)  # --schema: the arms of the querying conditions
     synthetic: str | None = None
     aliases: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_ALIASES))
+    model_agents: Mapping[str, str] = field(default_factory=dict)  # alias -> its agent
+    model_urls: Mapping[str, str] = field(default_factory=dict)    # alias -> its endpoint
     prices: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
     windows: Mapping[str, int] = field(default_factory=dict)  # model id -> context tokens
@@ -197,6 +227,19 @@ class Settings:
     def model_id(self, model: str) -> str:
         """A model alias (sonnet, haiku, opus, or one set in [tool.kgbench.models]) as its id."""
         return self.aliases.get(model, model)
+
+    def agent_for(self, model: str) -> str:
+        """The agent that asks `model`: the one its [tool.kgbench.models] table names, else
+        the run's (--agent)."""
+        return self.model_agents.get(model) or self.agent
+
+    def agents_used(self) -> list[str]:
+        """Every agent the run's models are asked through, the run's own first."""
+        return list(dict.fromkeys(self.agent_for(m) for m in self.models or (self.agent,)))
+
+    def base_url_for(self, model: str) -> str | None:
+        """The endpoint `model` is asked at: its table's base_url, else --base-url."""
+        return self.model_urls.get(model) or self.base_url
 
     def window(self, model: str) -> int:
         """A model's context window in tokens ([tool.kgbench.windows], else DEFAULT_WINDOW)."""
@@ -409,9 +452,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         floor=_flag(given("kgbench_floor")) or bool(stored.get("floor")),
         synthetic=(str(given("kgbench_synthetic", stored.get("synthetic")))
                    if given("kgbench_synthetic", stored.get("synthetic")) else None),
-        aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
-        prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
-        windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()},
+        **model_tables(table, str(root / "pyproject.toml")),
         rerun=rerun_ids(root, reports, given("kgbench_rerun")),
         sample=(None if given("kgbench_sample", stored.get("sample")) in (None, "") else
                 _number("--sample", given("kgbench_sample", stored.get("sample")), int,
@@ -613,7 +654,13 @@ def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
             raise InputError("--max-cost", f"no price for {', '.join(unpriced)} "
                              "([tool.kgbench.prices]): what it spends is unknown, so no cap "
                              "can hold it")
-    check = getattr(agent, "check", None)
-    problem = check(settings, asking) if check else None
-    if problem:
-        raise InputError(f"--agent {settings.agent}", problem)
+    for name in settings.agents_used():  # each agent checks the models it asks
+        used = registry.agent(name)
+        check = getattr(used, "check", None)
+        mine = tuple(m for m in settings.models if settings.agent_for(m) == name)
+        problem = check(replace(settings, agent=name, models=mine or settings.models),
+                        asking) if check else None
+        if problem:
+            where = f"--agent {name}" if name == settings.agent else \
+                f"[tool.kgbench.models] {', '.join(mine)} (agent {name})"
+            raise InputError(where, problem)

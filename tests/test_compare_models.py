@@ -64,3 +64,38 @@ def test_compare_models_and_ablation_share_one_family(project) -> None:
     smallest = min(comparisons, key=lambda c: c["mcnemar_p"])
     # (report.json rounds p to six places)
     assert abs(smallest["holm_p"] - min(1.0, smallest["mcnemar_p"] * len(comparisons))) < 1e-5
+
+
+def test_one_run_asks_each_model_through_the_agent_its_table_names(project, api,
+                                                                   chat_api) -> None:
+    """`--model sonnet,local`, local being a model of an OpenAI-compatible server: sonnet goes
+    to the Messages API, local to its own endpoint, and both are arms of one report."""
+    from fake_api import text as anthropic_text
+    from fake_openai import text as chat_text
+
+    answer = "```json\n{\"rating\": \"A+\"}\n```"
+    api.push(anthropic_text(answer))
+    chat_api.push(chat_text(answer))
+    p = project()
+    (p.path / "pyproject.toml").write_text(
+        "[tool.kgbench.models]\n"
+        f'local = {{ id = "qwen-test-7b", agent = "openai", base_url = "{chat_api.url}" }}\n')
+    result = p.runpytest("questions", "--model", "sonnet,local", "--condition", "R1",
+                         "-k", "Q01", "--compare-models")
+    result.assert_outcomes(passed=2)
+    assert [r["body"]["model"] for r in chat_api.requests] == ["qwen-test-7b"]
+    assert len(api.requests) == 1 and api.requests[0]["body"]["model"] == "claude-sonnet-5-5"
+    by_model = {r["model"]: r for r in run_records(p)}
+    assert by_model["sonnet"]["agent"] == "anthropic" and by_model["local"]["agent"] == "openai"
+    assert by_model["local"]["sent"]["base_url"] == chat_api.url
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert {(c["a"], c["b"]) for c in report["comparisons"]} == {("R1/sonnet", "R1/local")}
+
+
+def test_a_model_table_with_an_unknown_key_is_named(project) -> None:
+    p = project()
+    (p.path / "pyproject.toml").write_text(
+        '[tool.kgbench.models]\nlocal = { id = "x-1", agnet = "openai" }\n')
+    result = p.runpytest("questions", "--model", "local", "--collect-only", "-q")
+    assert result.ret == 4
+    assert "models.local" in result.stderr.str() and "pyproject.toml" in result.stderr.str()
