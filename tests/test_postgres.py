@@ -99,6 +99,47 @@ def test_typed_values_caps_and_byte_order_are_duckdbs(both) -> None:
     assert capped.truncated and len(capped.rows) == pg.caps.rows < capped.row_count
 
 
+def test_every_pack_type_comes_back_as_duckdbs(dsn) -> None:
+    """Each SQL type a pack may declare, stored as the loader stores it (its PostgreSQL type,
+    filled by COPY from DuckDB's values) and read back as a result cell, plain and aggregated,
+    is DuckDB's cell."""
+    import datetime as dt
+
+    import duckdb
+    import psycopg
+
+    from pytest_kgbench.executors import jsonable
+    from pytest_kgbench.executors.postgres import PG_TYPES
+    from pytest_kgbench.packs import SQL_TYPES
+
+    assert set(PG_TYPES) == set(SQL_TYPES)
+    values = {"VARCHAR": "Zoë's", "INTEGER": 7, "BIGINT": 2 ** 40, "DOUBLE": 0.1,
+              "DECIMAL": "12.345", "DATE": dt.date(2024, 2, 29),
+              "TIMESTAMP": dt.datetime(2024, 2, 29, 23, 59, 58), "BOOLEAN": True}
+    cols = [(f"c_{t.lower()}", t) for t in SQL_TYPES]
+    duck = duckdb.connect()
+    duck.execute("CREATE TABLE t (" + ", ".join(f"{c} {t}" for c, t in cols) + ")")
+    duck.execute("INSERT INTO t VALUES (" + ", ".join("?" for _ in cols) + ")",
+                 [values[t] for _, t in cols])
+    duck.execute("INSERT INTO t SELECT * FROM t")  # two rows, for the aggregates
+    duck.execute("INSERT INTO t (c_varchar) VALUES (NULL)")  # and a row of NULLs
+    queries = ["SELECT * FROM t ORDER BY c_varchar NULLS LAST",
+               "SELECT sum(c_integer) AS a, sum(c_bigint) AS b, sum(c_double) AS c, "
+               "sum(c_decimal) AS d, avg(c_integer) AS e, max(c_date) AS f, "
+               "max(c_timestamp) AS g, bool_and(c_boolean) AS h, count(c_varchar) AS i FROM t"]
+    want = [[[jsonable(v) for v in row] for row in duck.execute(q).fetchall()] for q in queries]
+    with psycopg.connect(dsn, autocommit=True) as con, con.transaction(force_rollback=True):
+        con.execute("CREATE TEMP TABLE t (" + ", ".join(f"{c} {PG_TYPES[t]}" for c, t in cols)
+                    + ")")
+        with con.cursor().copy("COPY t FROM STDIN") as copy:
+            for row in duck.execute("SELECT * FROM t").fetchall():
+                copy.write_row(row)
+        cursor = con.cursor(binary=True)
+        got = [[[jsonable(v) for v in row] for row in cursor.execute(q).fetchall()]
+               for q in queries]
+    assert got == want
+
+
 # --- the database's own defences, beneath the guard ---------------------------------------------
 
 def test_a_withheld_column_is_refused_by_postgres_itself(credit_base, dsn, both) -> None:
@@ -242,6 +283,11 @@ def test_two_processes_loading_at_once_load_once(pg_server, credit_base, kg_cach
             count = con.execute(f'SELECT count(*) FROM {schema}."{name}"').fetchone()[0]
             assert count == meta["rows"] == loads[0][1][name], name
         stamp = con.execute("SELECT loaded_at FROM kgbench.loads").fetchone()
+        # strings in the "C" collation: compared and sorted byte by byte, as DuckDB does,
+        # whatever the database's own locale
+        assert con.execute("SELECT DISTINCT collation_name FROM information_schema.columns "
+                           "WHERE table_schema = %s AND data_type = 'text'",
+                           [schema]).fetchall() == [("C",)]
     # a process that never saw it loads nothing again: the marker is found
     postgres._LOADED.pop((dsn, schema), None)
     postgres.ensure_loaded(dsn, credit_base, "raw", credit_base.pack.tables)
@@ -264,7 +310,7 @@ def test_a_dsns_password_is_redacted_wherever_it_is_shown(pg_server) -> None:
     assert redact_secrets("postgresql://me@db/x") == "postgresql://me@db/x"
     kind = current().store("sql", f"postgres=postgresql://me:{secret}@127.0.0.1:1/x")
     assert kind.name == "postgres"
-    assert getattr(kind, "label") == "postgres=postgresql://me:***@127.0.0.1:1/x"
+    assert kind.label == "postgres=postgresql://me:***@127.0.0.1:1/x"
     assert secret not in repr(kind)
     # the settings record it redacted, and hand workers the real one
     settings = Settings.at(REPO, engines={"sql": f"postgres=postgresql://me:{secret}@h/x"})
