@@ -408,11 +408,11 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_import(args: Any) -> int:
-    from pytest_kgbench.settings import Settings, pack_settings, read_tool_config
+    from pytest_kgbench.settings import Settings, engine_value, pack_settings, read_tool_config
 
     root = Path(args.root).resolve()
     table = read_tool_config(root)
-    engines = {lang: str(v).lower() for lang, v in
+    engines = {lang: engine_value(v) for lang, v in
                (("sparql", args.sparql_engine), ("sql", args.sql_engine)) if v}
     packs = pack_settings(args.pack, table.get("packs") or {}, root, args.external_data)
     paths = {name: str(Path(value).resolve()) for name, value in

@@ -155,7 +155,7 @@ class XdistHooks:
 
     def pytest_configure_node(self, node: Any) -> None:
         settings: Settings = node.config.stash[keys.SETTINGS]
-        node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict())
+        node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict(secrets=True))
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         """The controller builds the variants the items ask about once, before any is sent

@@ -62,6 +62,26 @@ def model_tables(table: Mapping[str, Any], source: str = "pyproject.toml") -> di
             "windows": {str(k): int(v) for k, v in (table.get("windows") or {}).items()}}
 DEFAULT_WINDOW = 200_000  # a model's context window in tokens, unless [tool.kgbench.windows] says
 
+# a password in a URL or DSN (scheme://user:PASSWORD@host) or a key=value connection string
+# (password=PASSWORD): what `redact_secrets` hides
+_URI_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^:/?#@\s]*:)([^@\s/]+)(?=@)", re.I)
+_KEY_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]+)", re.I)
+REDACTED = "***"
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with every password a URL or DSN in it carries shown as ***: what is recorded
+    (meta.json, report.json, a store's label, an error message) never holds one."""
+    text = _URI_PASSWORD.sub(lambda m: m.group(1) + REDACTED, text)
+    return _KEY_PASSWORD.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def engine_value(value: str) -> str:
+    """An engine as an option names it: the name lower-cased, an argument after `=` (an URL
+    or DSN) kept as given."""
+    name, eq, argument = str(value).strip().partition("=")
+    return name.strip().lower() + eq + argument.strip()
+
 
 @dataclass(frozen=True)
 class Option:
@@ -249,8 +269,16 @@ class Settings:
         """The engine named for a query language, or None for the language's default."""
         return self.engines.get(language)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_dict(self, *, secrets: bool = False) -> dict[str, Any]:
+        """The settings as builtin values: what meta.json and report.json record, a password
+        in an engine's DSN or the base URL shown as *** (`redact_secrets`). With `secrets`,
+        as they are: the hop to an xdist worker, which must connect too."""
+        data = asdict(self)
+        if not secrets:
+            data["engines"] = {k: redact_secrets(v) for k, v in data["engines"].items()}
+            if data.get("base_url"):
+                data["base_url"] = redact_secrets(data["base_url"])
+        return data
 
     @classmethod
     def at(cls, root: Path | str, **values: Any) -> Settings:
@@ -392,8 +420,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         value = cli.get(f"kgbench_{language}_engine") or engines.get(language) or \
             ini.get(f"kgbench_{language}_engine")
         if value:
-            name, eq, argument = str(value).strip().partition("=")  # an URL or DSN keeps its case
-            engines[language] = name.strip().lower() + eq + argument.strip()
+            engines[language] = engine_value(value)  # an URL or DSN keeps its case
     from pytest_kgbench.conditions import schema_arms, select
 
     run_id = resume or given("kgbench_run_id") or (

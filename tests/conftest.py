@@ -222,3 +222,17 @@ def chat_api(monkeypatch):
     with FakeChatAPI() as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
         yield server
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A throwaway PostgreSQL server (tests/pg_server.py) for the session, stopped at its end;
+    the tests that need one are skipped with the reason where the machine has no PostgreSQL
+    (CI installs it: .ci/run)."""
+    from pg_server import PgServer, missing
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    with PgServer() as server:
+        yield server

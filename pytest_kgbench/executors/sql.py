@@ -110,10 +110,16 @@ def _fetched(cursor: Any, chunk: int = 2048) -> Iterator[tuple[Any, ...]]:
 
 
 class SqlExecutor:
-    """Runs SELECT statements on a DuckDB connection through a `Guard`, with a time bound."""
+    """Runs SELECT statements on a DuckDB connection through a `Guard`, with a time bound.
+
+    The run itself (the guard's verdict, the deadline, the capped result) is the same for every
+    SQL engine; an engine of its own (executors/postgres.py) subclasses this and changes only
+    where the guard parses (`_parser`), how a statement runs (`_execute`), how it is stopped
+    (`_interrupt`, `_stopped`) and how a table is counted (`_count`)."""
 
     language = "sql"
     unit = "rows"
+    title = "DuckDB"  # the engine, as the store block names it
 
     def __init__(self, con: Any, specs: Mapping[str, TableSpec], guard: Guard,
                  timeout: float = 60.0, caps: Caps = CAPS) -> None:
@@ -137,44 +143,43 @@ class SqlExecutor:
 
     def reads(self, statement: str) -> list[str]:
         """The pack tables a statement reads (CTE names and unknown names left out)."""
-        return self._reads(classify_sql(self.con, statement, self.guard, self.caps).tables)
+        return self._reads(classify_sql(self._parser(), statement, self.guard,
+                                        self.caps).tables)
 
     def _reads(self, names: set[str]) -> list[str]:
         return sorted({self._by_lower[n.lower()] for n in names if n.lower() in self._by_lower})
 
     def refusal(self, statement: str) -> str | None:
-        return classify_sql(self.con, statement, self.guard, self.caps).refused
+        return classify_sql(self._parser(), statement, self.guard, self.caps).refused
 
     def run(self, statement: str) -> QueryResult:
-        """Classify and run one statement within the deadline: DuckDB's interrupt fires at
-        `timeout` seconds from the start, whether the guard's parse or the query is running."""
+        """Classify and run one statement within the deadline: at `timeout` seconds from the
+        start the engine is interrupted, whether the guard's parse or the query is running."""
         with self._lock:
             return self._run(statement)
 
     def _run(self, statement: str) -> QueryResult:
-        import duckdb
-
         result = QueryResult(language="sql", statement=statement)
         start = time.perf_counter()
-        timer = threading.Timer(self.timeout, self.con.interrupt)
+        timer = threading.Timer(self.timeout, self._interrupt)
         timer.daemon = True
         timer.start()
         try:
-            verdict = classify_sql(self.con, statement, self.guard, self.caps)
+            verdict = classify_sql(self._parser(), statement, self.guard, self.caps)
             result.reads = self._reads(verdict.tables)
             if verdict.runs:
-                cursor = self.con.execute(statement)
-                columns = [d[0] for d in (cursor.description or [])]
-                fill_capped(result, columns, _fetched(cursor), jsonable, self.caps)
+                self._execute(statement, result)
             else:
                 result.refused, result.error = verdict.refused, verdict.error
-        except duckdb.InterruptException:
-            result.timed_out = True
-            result.error = f"stopped after {self.timeout:g} s"
-        except duckdb.Error as exc:
-            result.error = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # noqa: BLE001 - e.g. a value Python cannot convert
-            result.error = f"{type(exc).__name__}: {exc}"
+        except HarnessBroken:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine's error, or a value Python
+            #                        cannot convert: the query's result either way
+            if self._stopped(exc):
+                result.timed_out = True
+                result.error = f"stopped after {self.timeout:g} s"
+            else:
+                result.error = self._message(exc)
         finally:
             timer.cancel()
             timer.join()
@@ -185,6 +190,35 @@ class SqlExecutor:
         result.cap_text(self.caps)
         return result
 
+    # --- what an engine changes ----------------------------------------------------------------
+
+    def _parser(self) -> Any:
+        """The DuckDB connection the guard parses on (the store's own: the deadline
+        interrupts the parse too)."""
+        return self.con
+
+    def _execute(self, statement: str, result: QueryResult) -> None:
+        """Run a statement the guard let through and fill `result` with its capped rows."""
+        cursor = self.con.execute(statement)
+        columns = [d[0] for d in (cursor.description or [])]
+        fill_capped(result, columns, _fetched(cursor), jsonable, self.caps)
+
+    def _interrupt(self) -> None:
+        """Stop what is running now (called from a timer thread at the deadline)."""
+        self.con.interrupt()
+
+    def _stopped(self, exc: BaseException) -> bool:
+        """Whether `exc` is the engine saying the query was stopped at the deadline."""
+        import duckdb
+
+        return isinstance(exc, duckdb.InterruptException)
+
+    def _message(self, exc: BaseException) -> str:
+        return f"{type(exc).__name__}: {exc}"
+
+    def _count(self, name: str) -> int:
+        return int(self.con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0])
+
     def catalog(self) -> list[TableInfo]:
         """The tables, their visible columns and row counts (counted once: read-only)."""
         if self._catalog is not None:
@@ -192,7 +226,7 @@ class SqlExecutor:
         out = []
         for name, spec in self.specs.items():
             withheld = self.guard.withheld_columns(name)
-            count = self.con.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0]
+            count = self._count(name)
             out.append(TableInfo(
                 name=name, rows=int(count), withheld=tuple(sorted(withheld)),
                 columns=tuple((c, t) for c, t in spec.columns if c not in withheld)))
@@ -209,8 +243,8 @@ class SqlExecutor:
         return f"ERROR: no table named '{name}'"
 
     def store_block(self) -> str:
-        lines = ["## The store: DuckDB (SQL)", "", "Tables, with their columns and row counts:",
-                 ""]
+        lines = [f"## The store: {self.title} (SQL)", "",
+                 "Tables, with their columns and row counts:", ""]
         for info in self.catalog():
             cols = ", ".join(f"{c} {t}" for c, t in info.columns)
             note = f" (withheld from you: {', '.join(info.withheld)})" if info.withheld else ""
@@ -221,8 +255,8 @@ class SqlExecutor:
 _PARSERS = threading.local()
 
 
-def _parser() -> Any:
-    """An empty in-memory connection of this thread's, for classifying without a store
+def parser_connection() -> Any:
+    """An empty in-memory DuckDB connection of this thread's, for classifying without a store
     (connecting costs tens of milliseconds; the parser holds no data)."""
     con = getattr(_PARSERS, "con", None)
     if con is None:
@@ -255,7 +289,7 @@ class DuckDBStore:
                            {n: s for n, (s, _) in tables.items()}, guard)
 
     def classify(self, guard: Guard, statement: str) -> str | None:
-        return classify_sql(_parser(), statement, guard).refused
+        return classify_sql(parser_connection(), statement, guard).refused
 
     def check(self) -> str | None:
         return None

@@ -1,0 +1,431 @@
+"""PostgreSQL: the SQL store kind `postgres` (`--sql-engine postgres=DSN`), a real server behind
+the same guard as DuckDB.
+
+The DSN names a database and a user that may create schemas and roles there (the loader). A
+variant's tables (raw or executed) are loaded once per build fingerprint and data into a schema
+of their own, typed as the pack declares (text in the "C" collation, so strings compare and
+sort byte by byte as in DuckDB), in one transaction under an advisory lock: two xdist workers
+opening the same variant at once load it once, and a schema that exists is complete (its row in
+`kgbench.loads` is the marker). Each persona has a login role of its own: a persona that
+withholds columns reads views without them (the restricted build's tables, as DuckDB has them),
+and its role's column privileges on the tables under the views grant only the other columns, so
+PostgreSQL itself refuses a withheld column however a query reaches it. A query runs as that
+role, one statement (the extended protocol) in a READ ONLY transaction with `SET LOCAL
+statement_timeout`, after the guard's classification (the guard classifies; the engine
+defends); its result is capped as DuckDB's is (`executors.fill_capped`).
+
+Nothing this module records (a store's `label`, an error message) shows the DSN's password.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pytest_kgbench.errors import HarnessBroken
+from pytest_kgbench.executors import CAPS, Caps, QueryResult, fill_capped, jsonable
+from pytest_kgbench.executors.guard import FULL, Guard, classify_sql
+from pytest_kgbench.executors.sql import SqlExecutor, parser_connection
+from pytest_kgbench.packs import TableSpec
+from pytest_kgbench.settings import REDACTED, redact_secrets
+
+if TYPE_CHECKING:
+    from pytest_kgbench.build import Built
+
+INSTALL = "pip install 'pytest-kgbench[postgres]'"
+USAGE = "--sql-engine postgres=postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+LOAD_FORMAT = 1  # bump when what a load writes changes: every variant is then loaded afresh
+LOCK_KEY = 0x6B6762656E6368  # one advisory lock ('kgbench') for every load into a database
+PG_TYPES = {
+    "VARCHAR": 'text COLLATE "C"',  # byte order, as DuckDB compares and sorts strings
+    "INTEGER": "integer",
+    "BIGINT": "bigint",
+    "DOUBLE": "double precision",
+    "DECIMAL": "numeric(18,3)",     # DuckDB's DECIMAL without a width is DECIMAL(18,3)
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+    "BOOLEAN": "boolean",
+}
+
+
+def _psycopg() -> Any:
+    import psycopg
+
+    return psycopg
+
+
+def ident(*parts: str, limit: int = 63) -> str:
+    """A lower-case identifier ([a-z0-9_]) of `parts` joined by `_`, cut to PostgreSQL's 63
+    bytes with a hash of the whole when longer (so it needs no quoting anywhere)."""
+    text = "_".join(re.sub(r"[^a-z0-9_]+", "_", p.lower()).strip("_") for p in parts if p)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit - 9]}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
+
+
+def schema_of(built: Built, data: str) -> str:
+    """The schema holding a build's `data` tables: named from the build's fingerprint (the
+    checksums its manifest keeps of every file it wrote), so a changed build loads afresh."""
+    files = json.dumps(built.manifest.get("files") or {}, sort_keys=True)
+    digest = hashlib.sha256(f"{LOAD_FORMAT}|{files}".encode()).hexdigest()[:12]
+    return ident("kgb", built.pack.name, built.variant, str(built.seed), digest, data)
+
+
+def withheld_of(guard: Guard, specs: Mapping[str, TableSpec]) -> dict[str, frozenset[str]]:
+    """table -> the columns of it `guard`'s persona may not read (tables withholding none left
+    out)."""
+    out = {}
+    for name, spec in specs.items():
+        cols = guard.withheld_columns(name) & {c for c, _ in spec.columns}
+        if cols:
+            out[name] = frozenset(cols)
+    return out
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A loaded variant's data on the server: its schema, and the secret persona roles' names
+    and passwords derive from (kept in the database, readable only by the loader)."""
+
+    schema: str
+    secret: str
+    pack: str
+
+    def role(self, persona: str) -> str:
+        tag = hashlib.sha256(self.secret.encode()).hexdigest()[:6]
+        return ident("kgb", tag, self.pack, persona)
+
+    def password(self, persona: str) -> str:
+        return hmac.new(self.secret.encode(), self.role(persona).encode(),
+                        hashlib.sha256).hexdigest()[:32]
+
+    def search_path(self, guard: Guard, specs: Mapping[str, TableSpec]) -> str:
+        """Where the persona's queries find the tables: the views without its withheld
+        columns, or the tables themselves when it withholds none."""
+        return ident(self.schema, guard.persona) if withheld_of(guard, specs) else self.schema
+
+
+_LOADED: dict[tuple[str, str], Layout] = {}
+_LOADING = threading.Lock()
+
+
+def ensure_loaded(dsn: str, built: Built, data: str, specs: Mapping[str, TableSpec]) -> Layout:
+    """Load `data` ("raw" or "executed") of a build into the server, unless it is there
+    already; once per process and schema (a load in another process is found by its marker)."""
+    schema = schema_of(built, data)
+    with _LOADING:
+        if (dsn, schema) in _LOADED:
+            return _LOADED[(dsn, schema)]
+        psycopg = _psycopg()
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=10,
+                             application_name="kgbench-load") as con:
+            with con.transaction():
+                con.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
+                layout = Layout(schema=schema, secret=_secret(con), pack=built.pack.name)
+                done = con.execute("SELECT 1 FROM kgbench.loads WHERE schema_name = %s",
+                                   [schema]).fetchone()
+                if done is None:
+                    _load(con, built, data, specs, layout)
+        _LOADED[(dsn, schema)] = layout
+        return layout
+
+
+def _secret(con: Any) -> str:
+    """The database's kgbench secret (made on the first load): persona roles' names and
+    passwords derive from it, so every process computes them and nobody else can."""
+    con.execute("CREATE SCHEMA IF NOT EXISTS kgbench")
+    con.execute("REVOKE ALL ON SCHEMA kgbench FROM PUBLIC")
+    con.execute("CREATE TABLE IF NOT EXISTS kgbench.secret (value text NOT NULL)")
+    con.execute("CREATE TABLE IF NOT EXISTS kgbench.loads (schema_name text PRIMARY KEY, "
+                "pack text, variant text, seed integer, data text, tables jsonb, "
+                "loaded_at timestamptz NOT NULL DEFAULT now())")
+    row = con.execute("SELECT value FROM kgbench.secret LIMIT 1").fetchone()
+    if row is not None:
+        return str(row[0])
+    value = secrets.token_hex(32)
+    con.execute("INSERT INTO kgbench.secret VALUES (%s)", [value])
+    return value
+
+
+def _load(con: Any, built: Built, data: str, specs: Mapping[str, TableSpec],
+          layout: Layout) -> None:
+    """Within the caller's transaction: the schema, its tables filled from the build's full
+    DuckDB file, the personas' roles, views and grants, and the marker row."""
+    from psycopg import sql
+
+    from pytest_kgbench.executors.sql import connect, lock
+
+    files = built.files(FULL)
+    source = files.duckdb if data == "raw" else files.executed_duckdb
+    if source is None:
+        raise HarnessBroken(f"{built.pack.name}/{built.variant} has no executed tables to load")
+    schema = sql.Identifier(layout.schema)
+    con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))  # not kgbench's
+    con.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
+    counts: dict[str, int] = {}
+    duck = lock(connect(str(source), read_only=True))
+    try:
+        for name, spec in specs.items():
+            table = sql.Identifier(layout.schema, name)
+            cols = sql.SQL(", ").join(
+                sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(PG_TYPES[t]))
+                for c, t in spec.columns)
+            con.execute(sql.SQL("CREATE TABLE {} ({})").format(table, cols))
+            names = sql.SQL(", ").join(sql.Identifier(c) for c, _ in spec.columns)
+            quoted = ", ".join(f'"{c}"' for c, _ in spec.columns)
+            cursor = duck.execute(f'SELECT {quoted} FROM "{name}"')
+            count = 0
+            with con.cursor().copy(sql.SQL("COPY {} ({}) FROM STDIN").format(table, names)) \
+                    as copy:
+                while batch := cursor.fetchmany(4096):
+                    for row in batch:
+                        copy.write_row(row)
+                    count += len(batch)
+            counts[name] = count
+            con.execute(sql.SQL("ANALYZE {}").format(table))
+    finally:
+        duck.close()
+    invoker = int(con.info.server_version) >= 150000  # views checking the reader's privileges
+    for persona, who in built.pack.personas.items():
+        guard = Guard(persona=persona, reads_personal=who.reads_personal,
+                      personal=dict(built.pack.personal))
+        _grant(con, layout, guard, specs, invoker)
+    con.execute("INSERT INTO kgbench.loads (schema_name, pack, variant, seed, data, tables) "
+                "VALUES (%s, %s, %s, %s, %s, %s)",
+                [layout.schema, built.pack.name, built.variant, built.seed, data,
+                 json.dumps(counts)])
+
+
+def _grant(con: Any, layout: Layout, guard: Guard, specs: Mapping[str, TableSpec],
+           invoker: bool) -> None:
+    """The persona's role (made if new: a login role that can do nothing but read what it is
+    granted, its transactions read-only by default) and what it may read of this schema."""
+    from psycopg import sql
+
+    role = layout.role(guard.persona)
+    ident_role = sql.Identifier(role)
+    if con.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [role]).fetchone() is None:
+        con.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE "
+                            "NOINHERIT NOREPLICATION NOBYPASSRLS PASSWORD {}").format(
+            ident_role, sql.Literal(layout.password(guard.persona))))
+        con.execute(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(
+            ident_role))
+        try:
+            with con.transaction():  # a superuser's setting: skipped when the loader is not
+                con.execute(sql.SQL("ALTER ROLE {} SET temp_file_limit = '1GB'").format(
+                    ident_role))
+        except _psycopg().Error:
+            pass
+    base = sql.Identifier(layout.schema)
+    con.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(base, ident_role))
+    withheld = withheld_of(guard, specs)
+    if not withheld:
+        con.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+            base, ident_role))
+        return
+    views = layout.search_path(guard, specs)
+    con.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(views)))
+    con.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(views),
+                                                                 ident_role))
+    options = sql.SQL(" WITH (security_invoker = true)" if invoker else "")
+    for name, spec in specs.items():
+        kept = sql.SQL(", ").join(sql.Identifier(c) for c, _ in spec.columns
+                                  if c not in withheld.get(name, frozenset()))
+        table, view = sql.Identifier(layout.schema, name), sql.Identifier(views, name)
+        con.execute(sql.SQL("GRANT SELECT ({}) ON {} TO {}").format(kept, table, ident_role))
+        con.execute(sql.SQL("CREATE VIEW {}{} AS SELECT {} FROM {}").format(
+            view, options, kept, table))
+        con.execute(sql.SQL("GRANT SELECT ON {} TO {}").format(view, ident_role))
+
+
+class PostgresExecutor(SqlExecutor):
+    """The DuckDB executor's run (guard, deadline, caps) on a persona's connection to
+    PostgreSQL: each statement alone in a READ ONLY transaction, stopped by the server's
+    statement_timeout (and, at the same deadline, a cancel from this side)."""
+
+    title = "PostgreSQL"
+
+    def __init__(self, con: Any, specs: Mapping[str, TableSpec], guard: Guard,
+                 timeout: float = 60.0, caps: Caps = CAPS, *, label: str = "postgres",
+                 hide: tuple[str, ...] = ()) -> None:
+        super().__init__(con, specs, guard, timeout, caps)
+        self.label = label
+        self._hide = tuple(h for h in hide if h)
+        self._parsing: Any = None
+
+    def _parser(self) -> Any:
+        self._parsing = parser_connection()  # this thread's: the timer interrupts it
+        return self._parsing
+
+    def _execute(self, statement: str, result: QueryResult) -> None:
+        """The statement as the body of a cursor (DECLARE takes one SELECT or VALUES, sent by
+        the extended protocol: never a batch), in a READ ONLY transaction, fetched a batch at
+        a time while the cap wants more; each FETCH under `statement_timeout` set to what is
+        left of the store's timeout, so the server stops the query at the deadline."""
+        psycopg = _psycopg()
+        deadline = time.monotonic() + self.timeout
+        try:
+            self.con.execute("BEGIN READ ONLY")
+            try:
+                self._time_left(deadline)
+                with self.con.cursor(name="kgbench_result", binary=True) as cursor:
+                    cursor.execute(statement)
+                    columns = [d.name for d in cursor.description or []]
+                    fill_capped(result, columns, self._fetched(cursor, deadline), jsonable,
+                                self.caps)
+            finally:
+                self._rollback()
+        except psycopg.OperationalError as exc:
+            if self.con.broken:
+                raise HarnessBroken(f"the PostgreSQL server of {self.label} stopped answering: "
+                                    f"{self._message(exc)}") from exc
+            raise
+
+    def _time_left(self, deadline: float) -> None:
+        milliseconds = max(1, round((deadline - time.monotonic()) * 1000))
+        self.con.execute(f"SET LOCAL statement_timeout = {milliseconds}")
+
+    def _fetched(self, cursor: Any, deadline: float, chunk: int = 2048) -> Iterator[Any]:
+        while True:
+            self._time_left(deadline)
+            batch = cursor.fetchmany(chunk)
+            if not batch:
+                return
+            yield from batch
+
+    def _rollback(self) -> None:
+        psycopg = _psycopg()
+        for _ in range(2):  # a cancel at the deadline may land on the first
+            try:
+                self.con.execute("ROLLBACK")
+                return
+            except psycopg.Error:
+                if self.con.broken:
+                    raise
+        self.con.execute("ROLLBACK")
+
+    def _interrupt(self) -> None:
+        parsing = self._parsing
+        if parsing is not None:
+            parsing.interrupt()
+        try:
+            self.con.cancel_safe(timeout=5.0)
+        except Exception:  # noqa: BLE001 - nothing running, or the server gone: run() says
+            pass
+
+    def _stopped(self, exc: BaseException) -> bool:
+        import duckdb
+
+        return isinstance(exc, (_psycopg().errors.QueryCanceled, duckdb.InterruptException))
+
+    def _message(self, exc: BaseException) -> str:
+        text = f"{type(exc).__name__}: {exc}".strip()
+        for secret in self._hide:
+            text = text.replace(secret, REDACTED)
+        return redact_secrets(text)
+
+    def _count(self, name: str) -> int:
+        from psycopg import sql
+
+        row = self.con.execute(sql.SQL("SELECT count(*) FROM {}").format(
+            sql.Identifier(name))).fetchone()
+        return int(row[0])
+
+
+class PostgresStore:
+    """The `postgres` store kind: a built variant's raw or executed tables on a PostgreSQL
+    server, named by `--sql-engine postgres=DSN` (the bound kind's `label` shows the DSN
+    with its password as ***)."""
+
+    name = "postgres"
+    language = "sql"
+    default = False
+
+    def __init__(self, dsn: str = "") -> None:
+        self.dsn = dsn
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}={redact_secrets(self.dsn)}" if self.dsn else self.name
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.label})"
+
+    def configure(self, argument: str) -> PostgresStore:
+        return PostgresStore(argument.strip())
+
+    def check(self) -> str | None:
+        try:
+            psycopg = _psycopg()
+        except ImportError:
+            return f"the postgres engine needs psycopg 3: {INSTALL}"
+        if not self.dsn:
+            return f"the postgres engine needs a DSN: {USAGE}"
+        if re.search(r":\*\*\*@|password\s*=\s*\*\*\*", self.dsn):
+            return (f"{self.label}: the DSN's password is redacted (a stored run keeps it so): "
+                    f"name the engine again with its password, or leave the password out of "
+                    f"the DSN and set PGPASSWORD or ~/.pgpass")
+        try:
+            with psycopg.connect(self.dsn, connect_timeout=10) as con:
+                con.execute("SELECT 1")
+        except Exception as exc:  # noqa: BLE001 - any failure: the server cannot be used
+            return f"cannot connect to PostgreSQL at {self.label}: {self._redact(str(exc))}"
+        return None
+
+    def _redact(self, text: str) -> str:
+        password = _password(self.dsn)
+        if password:
+            text = text.replace(password, REDACTED)
+        return redact_secrets(text)
+
+    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
+             timeout: float = 60.0) -> PostgresExecutor:
+        if not self.dsn:
+            raise HarnessBroken(f"the postgres engine needs a DSN: {USAGE}")
+        if data == "raw":
+            specs = built.pack.tables
+        elif data == "executed" and built.pack.executed_tables:
+            specs = built.pack.executed_tables
+        else:
+            raise HarnessBroken(f"the PostgreSQL store has no '{data}' data (raw or executed)")
+        psycopg = _psycopg()
+        try:
+            layout = ensure_loaded(self.dsn, built, data, specs)
+            con = psycopg.connect(
+                self.dsn, user=layout.role(guard.persona),
+                password=layout.password(guard.persona),
+                autocommit=True, connect_timeout=10, application_name="kgbench",
+                options=f"-c search_path={layout.search_path(guard, specs)} "
+                        "-c default_transaction_read_only=on")
+        except psycopg.Error as exc:
+            raise HarnessBroken(f"{built.pack.name}/{built.variant} cannot be opened on "
+                                f"{self.label}: {self._redact(str(exc))}") from exc
+        return PostgresExecutor(con, specs, guard, timeout, label=self.label,
+                                hide=(_password(self.dsn), layout.password(guard.persona)))
+
+    def from_context(self, context: str, guard: Guard) -> None:
+        return None  # the reading gold agent's store is the default engine's
+
+    def classify(self, guard: Guard, statement: str) -> str | None:
+        return classify_sql(parser_connection(), statement, guard).refused
+
+
+def _password(dsn: str) -> str:
+    """The password a DSN carries ('' if none, or if it cannot be read)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+
+        return str(conninfo_to_dict(dsn).get("password") or "")
+    except Exception:  # noqa: BLE001 - no psycopg, or a DSN libpq cannot parse
+        return ""
+
+
+STORES = (PostgresStore(),)
