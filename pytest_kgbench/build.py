@@ -298,7 +298,8 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         if shapes is not None:
             started = time.perf_counter()
             derived = out / "derived.nt"
-            ontology.derive_file(graph.sorted_nt, shapes.read_text(encoding="utf-8"), derived)
+            ontology.derive_file(graph.sorted_nt, shapes.read_text(encoding="utf-8"), derived,
+                                 work)
             seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
         views: dict[str, Any] = {}
         if restrict:
@@ -454,7 +455,7 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                     for p in predicates)
         if rerun:
             again = folder / "derived.nt.all"
-            ontology.derive_file(data_nt, text, again)
+            ontology.derive_file(data_nt, text, again, graph.sorted_nt.parent)
             _drop_file(again, folder / "derived.nt", predicates)
             again.unlink()
         else:
@@ -539,20 +540,25 @@ def _grams(data: bytes) -> Any:
 
 def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
     """Whether a value occurs in the text `blocks()` gives, a block at a time: the values'
-    GRAM-byte pieces are looked up in each block (a hashed table first, so a block costs a
-    few passes over its bytes), and only a value all of whose pieces occur is searched for,
-    in a second pass."""
+    GRAM-byte pieces (all values' at once, in numpy) are looked up in each block (a hashed
+    table first, so a block costs a few passes over its bytes), and only a value all of whose
+    pieces occur is searched for, in a second pass."""
     import numpy as np
 
-    encoded = [v.encode("utf-8") for v in values]
-    encoded = [e for e in encoded if len(e) >= GRAM]
+    encoded = [e for e in (v.encode("utf-8") for v in values) if len(e) >= GRAM]
     if not encoded:
         return False
-    wanted = np.unique(np.concatenate([_grams(e) for e in encoded]))
+    lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    pieces = _grams(b"".join(encoded))
+    owner = np.repeat(np.arange(len(encoded)), lengths)[:len(pieces)]
+    inside = np.arange(len(pieces)) + GRAM <= (starts + lengths)[owner]  # not across values
+    pieces, owner = pieces[inside], owner[inside]
+    wanted = np.unique(pieces)
     mult, shift = np.uint32(2654435761), np.uint32(8)
     table = np.zeros(1 << 24, dtype=bool)
     table[(wanted * mult) >> shift] = True
-    found: set[int] = set()
+    seen = np.zeros(len(wanted), dtype=bool)
     tail = b""
     for block in blocks():
         data = tail + block
@@ -560,8 +566,10 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
         grams = _grams(data)
         hits = grams[table[(grams * mult) >> shift]]
         if hits.size:
-            found.update(np.intersect1d(hits, wanted).tolist())
-    candidates = [e for e in encoded if found.issuperset(_grams(e).tolist())]
+            seen[np.searchsorted(wanted, np.intersect1d(hits, wanted))] = True
+    missing = ~seen[np.searchsorted(wanted, pieces)]
+    whole = np.bincount(owner, weights=missing, minlength=len(encoded)) == 0
+    candidates = [encoded[i] for i in np.flatnonzero(whole)]
     if not candidates:
         return False
     longest = max(len(e) for e in candidates)

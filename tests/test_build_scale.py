@@ -190,3 +190,36 @@ def test_other_commands_still_refuse_unknown_arguments(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["validate", "credit", "--issuers", "5"])
     assert "unrecognized arguments: --issuers 5" in capsys.readouterr().err
+
+
+def test_a_rule_becomes_the_update_inserting_its_template() -> None:
+    from pytest_kgbench.ontology import as_insert
+
+    rule = ('PREFIX ex: <http://example.org/>\nCONSTRUCT { ?x ex:note "a } b" . } '
+            'WHERE { ?x ex:p ?y . FILTER(?y != "}") }')
+    update = as_insert(rule)
+    assert update is not None
+    filled = update.format(into="GRAPH <g>", using="USING <r>")
+    assert filled == ('PREFIX ex: <http://example.org/>\nINSERT { GRAPH <g> {  ?x ex:note '
+                      '"a } b" .  } } USING <r> WHERE { ?x ex:p ?y . FILTER(?y != "}") }')
+    for plain_only in ("CONSTRUCT WHERE { ?s ?p ?o }",
+                       "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o } LIMIT 5",
+                       "CONSTRUCT { ?s ?p ?o } FROM <g> WHERE { ?s ?p ?o }",
+                       "SELECT * WHERE { ?s ?p ?o }"):
+        assert as_insert(plain_only) is None, plain_only
+
+
+def test_a_rule_that_is_no_plain_construct_is_run_as_run_rules_runs_it(tmp_path) -> None:
+    from test_rules import DATA, SHAPES, _graph
+
+    shapes = SHAPES.replace('sh:construct "CONSTRUCT { ?y ex:parentOf ?x } WHERE { ?x '
+                            'ex:childOf ?y }"', 'sh:construct "CONSTRUCT { ?y ex:parentOf ?x } '
+                            'WHERE { ?x ex:childOf ?y } LIMIT 100"')
+    assert shapes != SHAPES
+    source = tmp_path / "g.nt"
+    source.write_text(to_sorted_ntriples(_graph(DATA)), encoding="utf-8")
+    for text in (SHAPES, shapes):
+        out = tmp_path / "d.nt"
+        assert derive_file(source, text, out, tmp_path) > 0
+        assert out.read_text(encoding="utf-8") == to_sorted_ntriples(run_rules(_graph(DATA),
+                                                                              text))
