@@ -254,6 +254,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     from pytest_kgbench.executors.sql import create_database
 
     seconds: dict[str, float] = {}
+    peak: dict[str, float | None] = {}  # the process's peak RSS when each artefact is done
     started = time.perf_counter()
     tables = pack.generate(variant, seed)
     check_tables(pack, tables)
@@ -274,6 +275,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             (out / RESTRICTED).mkdir()
         graph = write_graph(pack, typed, out, work, predicates if restrict else None)
         seconds["raw"] = round(time.perf_counter() - started, 3)
+        peak["raw"] = peak_rss_mib()
         supplied = pack.ontology_file("definitions.md")
         if supplied is not None:
             shutil.copyfile(supplied, out / "definitions.md")
@@ -293,6 +295,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
                 write_csv(out / "executed" / f"{name}.csv", spec, rows[name])
             create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
             seconds["executed"] = round(time.perf_counter() - started, 3)
+            peak["executed"] = peak_rss_mib()
         shapes = pack.ontology_file("shapes.ttl")
         derived = None
         if shapes is not None:
@@ -301,15 +304,18 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             ontology.derive_file(graph.sorted_nt, shapes.read_text(encoding="utf-8"), derived,
                                  work)
             seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
+            peak["shacl_rules"] = peak_rss_mib()
         views: dict[str, Any] = {}
         if restrict:
             started = time.perf_counter()
             views[RESTRICTED] = write_restricted(pack, out, typed, graph, derived, rows)
             seconds["restricted"] = round(time.perf_counter() - started, 3)
+            peak["restricted"] = peak_rss_mib()
     finally:
         shutil.rmtree(work, ignore_errors=True)
     manifest = {
         "build_seconds": seconds,
+        "build_peak_rss_mib": peak,
         "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
         "pack_sha256": pack.fingerprint,
         "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": len(typed[name])}
@@ -322,6 +328,18 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
                                        encoding="utf-8")
+
+
+def peak_rss_mib() -> float | None:
+    """This process's peak resident memory so far, in MiB (None where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not a Unix
+        return None
+    import sys
+
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(kib / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1)
 
 
 @dataclass(frozen=True)
