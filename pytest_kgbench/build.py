@@ -385,9 +385,10 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
         bound = {str(p): str(ns) for p, ns in rdflib.Graph().namespace_manager.namespaces()}
         bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
         bound["xsd"] = rdfmap._XSD
-        for name, ns in rdfmap.id_prefixes(ids, rdf, set(bound)):
-            bound = {p: n for p, n in bound.items() if n != ns}  # rdflib's replace=True
-            bound[name] = ns
+        ours = rdfmap.id_prefixes(ids, rdf, set(bound))
+        spaces = {ns for _, ns in ours}
+        bound = {p: n for p, n in bound.items() if n not in spaces}  # rdflib's replace=True
+        bound.update(ours)
         rdfmap.turtle_file(in_order, rdfmap.used_prefixes(bound, heads), out / "data.ttl",
                            work)
         in_order.unlink()

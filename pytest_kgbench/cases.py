@@ -134,7 +134,7 @@ def cases_for(qset: QuestionSet, pack: Pack, settings: Settings) -> Iterator[Cas
     conds = pack_conditions(pack, settings.conditions)
     for q in qset.questions:
         for variant in variants:
-            if variant not in pack.variants or (q.variants and variant not in q.variants):
+            if not pack.has_variant(variant) or (q.variants and variant not in q.variants):
                 continue
             for cond in conds:
                 if cond.mode not in q.modes:

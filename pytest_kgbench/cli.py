@@ -3,6 +3,8 @@
     kgbench init DIR                                 write a starter pack (your own data)
     kgbench validate DIR|PACK                        check a pack; every problem named
     kgbench build  --pack credit [--variant base] [--seed N]   build a variant, print where
+    kgbench build  --pack credit --issuers 100000               a size the pack scales (its
+                                                                `scale:`; or --scale P=N)
     kgbench check  --pack credit [--variant base] [--seed N]   key = gold SQL = gold SPARQL,
                                                                 traps bite
     kgbench prompt --pack credit --question credit-Q10 --condition R5   print an item's prompt

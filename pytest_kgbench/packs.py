@@ -210,6 +210,14 @@ class Pack:
                              f"({', '.join(sorted(bases))}): one at a time", field="scale")
         return {**self.variants[bases.pop()], **params}
 
+    def has_variant(self, variant: str) -> bool:
+        """Whether `variant` names a variant of the manifest or a size the pack scales."""
+        try:
+            self.params(variant)
+        except InputError:
+            return False
+        return True
+
     def generate(self, variant: str, seed: int) -> Tables:
         """The variant's tables, from the pack's generator or its fixed data files."""
         params = self.params(variant)

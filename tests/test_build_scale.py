@@ -151,6 +151,8 @@ def test_a_scaled_variant_is_the_named_one_with_its_size(credit_pack, research_p
     assert credit_pack.params("issuers=1000") == {"issuers": 1000}
     assert research_pack.params("works=50") == {"works": 50}
     assert credit_pack.params("large") == {"issuers": 300}
+    assert credit_pack.has_variant("issuers=45") and credit_pack.has_variant("chains")
+    assert not credit_pack.has_variant("huge") and not research_pack.has_variant("issuers=9")
     for bad, why in (("issuers=0", "positive whole number"), ("issuers=01", "positive"),
                      ("issuers=x", "positive"), ("chains=3", "not a size this pack scales"),
                      ("huge", "no variant 'huge'.*issuers=N")):
