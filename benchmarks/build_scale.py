@@ -117,10 +117,11 @@ def scale(args: argparse.Namespace) -> list[dict]:
                            for s in stages)
         peak = f"{res['peak_mib']:.0f}" if res.get("peak_mib") else "-"
         status = "" if res["code"] == 0 else f" **{res['code']}**"
-        print(f"| {n:,} | {man.get('triples', '-'):,} | {cells} | {res['wall']:.1f}{status} | "
+        triples = f"{man['triples']:,}" if "triples" in man else "-"
+        print(f"| {n:,} | {triples} | {cells} | {res['wall']:.1f}{status} | "
               f"{peak} | {before} -> {load()} |", flush=True)
         if res["code"] != 0:
-            print("   ", (res.get("stderr") or "").strip().splitlines()[-1:])
+            print("   ", (res.get("stderr") or "").strip().splitlines()[-1:], flush=True)
         rows.append({"n": n, "wall": res["wall"] if res["code"] == 0 else None,
                      "peak": res.get("peak_mib") if res["code"] == 0 else None})
     print("\ngrowth, time:   " + "; ".join(growth(rows, "wall")))
@@ -196,9 +197,9 @@ def agree(args: argparse.Namespace) -> None:
             return [tuple(None if s[n] is None else Term(s[n]) for n in names) for s in res]
 
     pack = find_pack(args.pack, ROOT / "datasets", ROOT / "ontology")
-    with tempfile.TemporaryDirectory(prefix="kgbench-agree-") as cache:
+    with tempfile.TemporaryDirectory(prefix="kgbench-agree-") as tmp:
         started = time.perf_counter()
-        built = build_variant(pack, f"{args.param}={args.agree}", Path(cache))
+        built = build_variant(pack, f"{args.param}={args.agree}", Path(args.cache or tmp))
         store = ox.Store()
         for name in ("data.ttl", "derived.nt"):
             store.load(path=str(built.dir / name), format=ox.RdfFormat.from_extension(
@@ -225,10 +226,13 @@ def main() -> None:
     ap.add_argument("--pack", default="credit")
     ap.add_argument("--param", default="issuers", help="the pack's scale: parameter")
     ap.add_argument("--sizes", default="1000,2000,10000,20000,100000",
-                    type=lambda s: [int(x) for x in s.split(",") if x])
+                    type=lambda s: [int(x) for x in s.split(",") if x],
+                    help="issuers (or --param) per run, comma-separated; '' for none")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per size")
     ap.add_argument("--shipped", nargs="*", default=["credit", "research"],
                     help="the packs whose every variant is rebuilt (none: skip)")
+    ap.add_argument("--cache", default=None, help="the agreement check's build cache "
+                    "(default: an empty folder; the sizes always build from scratch)")
     ap.add_argument("--agree", type=int, default=10000, help="the size to check agreement at "
                     "(0: skip)")
     args = ap.parse_args()
