@@ -163,7 +163,10 @@ def built_by(nodeids: Iterable[str], settings: Settings) -> set[tuple[str, str]]
             continue
         if pack not in variants:
             try:
-                variants[pack] = tuple(open_pack(settings, pack).variants)
+                opened = open_pack(settings, pack)
+                variants[pack] = tuple(opened.variants) + tuple(  # and the sizes it scales
+                    v for v in settings.variants
+                    if v not in opened.variants and v != "all" and opened.has_variant(v))
             except Exception:  # noqa: BLE001 - the items report a pack that cannot open
                 variants[pack] = None
         param = name[name.index("[") + 1:-1]
