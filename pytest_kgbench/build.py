@@ -183,9 +183,7 @@ def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None
     `progress` is told when a build starts and how long it took (a cache hit says nothing)."""
     from filelock import FileLock
 
-    if variant not in pack.variants:
-        raise InputError(str(pack.dir / "pack.yaml"), f"no variant '{variant}' "
-                         f"(known: {', '.join(pack.variants)})", field="variants")
+    pack.params(variant)  # a named variant or a size the pack scales, or InputError
     seed = pack.seed if seed is None else seed
     target = build_dir(pack, variant, seed, cache_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -252,10 +250,11 @@ def damaged(folder: Path) -> str | None:
 
 def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     """Write every artefact of a variant into `out` (an empty folder)."""
-    from pytest_kgbench import ontology, rdfmap
+    from pytest_kgbench import ontology
     from pytest_kgbench.executors.sql import create_database
 
     seconds: dict[str, float] = {}
+    peak: dict[str, float | None] = {}  # the process's peak RSS when each artefact is done
     started = time.perf_counter()
     tables = pack.generate(variant, seed)
     check_tables(pack, tables)
@@ -263,48 +262,65 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     csv_dir.mkdir()
     for name, spec in pack.tables.items():
         write_csv(csv_dir / f"{name}.csv", spec, tables[name])
+    del tables
     typed = read_tables(csv_dir, pack.tables)  # what every consumer reads: the files
     create_database(out / "raw.duckdb", pack.tables, csv_dir)
-    graph = data_graph(pack, typed, out)
-    (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
-    seconds["raw"] = round(time.perf_counter() - started, 3)
-    supplied = pack.ontology_file("definitions.md")
-    if supplied is not None:
-        shutil.copyfile(supplied, out / "definitions.md")
-    elif pack.definitions_ttl.is_file():
-        (out / "definitions.md").write_text(
-            ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
-            encoding="utf-8")
-    rows: Tables = {}
-    if pack.executed_tables:
-        started = time.perf_counter()
-        fn = pack.callable(str(pack.manifest["executed"]["function"]), field_name="executed")
-        rows = fn(typed)
-        check_tables(pack, rows, pack.executed_tables, "executed.tables")
-        (out / "executed").mkdir()
-        for name, spec in pack.executed_tables.items():
-            write_csv(out / "executed" / f"{name}.csv", spec, rows[name])
-        create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
-        seconds["executed"] = round(time.perf_counter() - started, 3)
-    shapes = pack.ontology_file("shapes.ttl")
-    derived = None
-    if shapes is not None:
-        started = time.perf_counter()
-        derived = ontology.run_rules(graph, shapes.read_text(encoding="utf-8"))
-        (out / "derived.nt").write_text(ontology.to_sorted_ntriples(derived), encoding="utf-8")
-        seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
-    views: dict[str, Any] = {}
-    if any(pack.personal.values()):
-        started = time.perf_counter()
-        views[RESTRICTED] = write_restricted(pack, out, typed, graph, derived, rows)
-        seconds["restricted"] = round(time.perf_counter() - started, 3)
+    work = out.with_name(out.name + ".work")  # scratch: DuckDB's spill, the unsorted RDF
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    try:
+        restrict = any(pack.personal.values())
+        predicates = personal_predicates(pack) if restrict else frozenset()
+        if restrict:
+            (out / RESTRICTED).mkdir()
+        graph = write_graph(pack, typed, out, work, predicates if restrict else None)
+        seconds["raw"] = round(time.perf_counter() - started, 3)
+        peak["raw"] = peak_rss_mib()
+        supplied = pack.ontology_file("definitions.md")
+        if supplied is not None:
+            shutil.copyfile(supplied, out / "definitions.md")
+        elif pack.definitions_ttl.is_file():
+            (out / "definitions.md").write_text(
+                ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
+                encoding="utf-8")
+        rows: Tables = {}
+        if pack.executed_tables:
+            started = time.perf_counter()
+            fn = pack.callable(str(pack.manifest["executed"]["function"]),
+                               field_name="executed")
+            rows = fn(typed)
+            check_tables(pack, rows, pack.executed_tables, "executed.tables")
+            (out / "executed").mkdir()
+            for name, spec in pack.executed_tables.items():
+                write_csv(out / "executed" / f"{name}.csv", spec, rows[name])
+            create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
+            seconds["executed"] = round(time.perf_counter() - started, 3)
+            peak["executed"] = peak_rss_mib()
+        shapes = pack.ontology_file("shapes.ttl")
+        derived = None
+        if shapes is not None:
+            started = time.perf_counter()
+            derived = out / "derived.nt"
+            ontology.derive_file(graph.sorted_nt, shapes.read_text(encoding="utf-8"), derived,
+                                 work)
+            seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
+            peak["shacl_rules"] = peak_rss_mib()
+        views: dict[str, Any] = {}
+        if restrict:
+            started = time.perf_counter()
+            views[RESTRICTED] = write_restricted(pack, out, typed, graph, derived, rows)
+            seconds["restricted"] = round(time.perf_counter() - started, 3)
+            peak["restricted"] = peak_rss_mib()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     manifest = {
         "build_seconds": seconds,
+        "build_peak_rss_mib": peak,
         "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
         "pack_sha256": pack.fingerprint,
         "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": len(typed[name])}
                    for name, spec in pack.tables.items()},
-        "triples": len(graph),
+        "triples": graph.count,
         "views": views,
         "files": {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                   for p in sorted(out.rglob("*")) if p.is_file() and p.suffix != ".duckdb"},
@@ -314,9 +330,82 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
                                        encoding="utf-8")
 
 
+def peak_rss_mib() -> float | None:
+    """This process's peak resident memory so far, in MiB (None where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not a Unix
+        return None
+    import sys
+
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return round(kib / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1)
+
+
+@dataclass(frozen=True)
+class GraphFiles:
+    """The variant's graph as the build wrote it (write_graph)."""
+
+    count: int             # its triples
+    sorted_nt: Path        # every triple, sorted N-Triples (a scratch file)
+    restricted_nt: Path | None  # the restricted view's data.nt, when there is one
+
+
+def personal_predicates(pack: Pack) -> frozenset[str]:
+    """The IRIs of the predicates the restricted view leaves out."""
+    from pytest_kgbench import rdfmap
+
+    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    return frozenset(p for p, _, _, _ in rdfmap.personal_properties(withheld, pack.rdf))
+
+
+def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
+                predicates: frozenset[str] | None) -> GraphFiles:
+    """Write the variant's graph: `out/data.ttl` (to_turtle's Turtle), sorted N-Triples of it
+    into `work`, and, when `predicates` is given, `out/restricted/data.nt` without them.
+
+    A pack mapping its tables (`rdf.tables`) is mapped by DuckDB straight to files
+    (rdfmap.write_ntriples): no graph is held in memory. A supplied graph file or an R2RML
+    mapping is read into an rdflib graph first (data_graph)."""
+    from pytest_kgbench import ontology, rdfmap
+
+    sorted_nt = work / "graph.nt"
+    restricted = out / RESTRICTED / "data.nt" if predicates is not None else None
+    rdf = pack.rdf
+    if rdf.get("tables"):
+        import rdflib
+
+        in_order = work / "turtle-order.nt"
+        targets: dict[Path, tuple[frozenset[str], bool]] = {
+            sorted_nt: (frozenset(), False), in_order: (frozenset(), True)}
+        if restricted is not None:
+            targets[restricted] = (frozenset(predicates or ()), False)
+        count, ids, heads = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, rdf,
+                                                  targets, work)
+        bound = {str(p): str(ns) for p, ns in rdflib.Graph().namespace_manager.namespaces()}
+        bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
+        bound["xsd"] = rdfmap._XSD
+        ours = rdfmap.id_prefixes(ids, rdf, set(bound))
+        spaces = {ns for _, ns in ours}
+        bound = {p: n for p, n in bound.items() if n not in spaces}  # rdflib's replace=True
+        bound.update(ours)
+        rdfmap.turtle_file(in_order, rdfmap.used_prefixes(bound, heads), out / "data.ttl",
+                           work)
+        in_order.unlink()
+        return GraphFiles(count=count, sorted_nt=sorted_nt, restricted_nt=restricted)
+    graph = data_graph(pack, typed, out)
+    (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
+    text = ontology.to_sorted_ntriples(graph)
+    sorted_nt.write_text(text, encoding="utf-8")
+    if restricted is not None:
+        restricted.write_text(_drop(text, set(predicates or ())), encoding="utf-8")
+    return GraphFiles(count=len(graph), sorted_nt=sorted_nt, restricted_nt=restricted)
+
+
 def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
-    """The variant's graph: the pack's own mapping over the tables (`rdf.tables`), a supplied
-    graph file (`rdf.file`), the tables through an R2RML mapping run by morph-kgc
+    """The variant's graph as an rdflib graph: the pack's own mapping over the tables
+    (`rdf.tables`, map_tables: the reference the build's DuckDB mapping is tested against),
+    a supplied graph file (`rdf.file`), the tables through an R2RML mapping run by morph-kgc
     (`rdf.r2rml`), or no graph at all (the pack's graph conditions are then skipped)."""
     import rdflib
 
@@ -344,15 +433,15 @@ def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
     return graph
 
 
-def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: Any,
-                     executed: Tables | None = None) -> dict[str, Any]:
+def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
+                     derived: Path | None, executed: Tables | None = None) -> dict[str, Any]:
     """Write the restricted view into `out/restricted`: the databases without the personal
-    columns, the graph and the rule-derived triples without their predicates. The rules are
-    run again on the restricted graph when they mention a personal predicate (so nothing they
-    derive from it survives); otherwise their output, filtered, is the same and is reused.
-    Raises if a personal value still appears in what the view keeps: the graph (a subject or
-    reference template built from a personal column) or an executed table's other columns (a
-    rule that copied it under another name)."""
+    columns, the graph (written by write_graph) and the rule-derived triples without their
+    predicates. The rules are run again on the restricted graph when they mention a personal
+    predicate (so nothing they derive from it survives); otherwise their output, filtered, is
+    the same and is reused. Raises if a personal value still appears in what the view keeps:
+    the graph (a subject or reference template built from a personal column) or an executed
+    table's other columns (a rule that copied it under another name)."""
     from pytest_kgbench import ontology, rdfmap
     from pytest_kgbench.executors.sql import create_database
 
@@ -367,35 +456,36 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: Any, derived: 
                              f"uses a personal column ({', '.join(sorted(used & withheld[table]))}"
                              f"): the restricted graph could not leave it out",
                              field=f"rdf.tables.{table}")
-    props = rdfmap.personal_properties(withheld, pack.rdf)
-    predicates = {p for p, _, _, _ in props}
+    predicates = set(personal_predicates(pack))
     folder = out / RESTRICTED
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     create_database(folder / "raw.duckdb", pack.tables, out / "csv", withheld=withheld)
     if pack.executed_tables:
         create_database(folder / "executed.duckdb", pack.executed_tables, out / "executed",
                         withheld=withheld)
-    # N-Triples, a triple a line: the personal predicates' lines are simply left out
-    (folder / "data.nt").write_text(_drop(ontology.to_sorted_ntriples(graph), predicates),
-                                    encoding="utf-8")
+    data_nt = folder / "data.nt"
+    if graph.restricted_nt != data_nt:  # N-Triples, a triple a line: the personal lines left out
+        _drop_file(graph.sorted_nt, data_nt, predicates)
     rerun = False
     if derived is not None:
         shapes = pack.ontology_file("shapes.ttl")
         text = shapes.read_text(encoding="utf-8") if shapes else ""
         rerun = any(p in text or p.rsplit("#", 1)[-1].rsplit("/", 1)[-1] in text
                     for p in predicates)
-        restricted = ontology.run_rules(_without(graph, predicates), text) if rerun else derived
-        (folder / "derived.nt").write_text(
-            _drop(ontology.to_sorted_ntriples(restricted), predicates), encoding="utf-8")
+        if rerun:
+            again = folder / "derived.nt.all"
+            ontology.derive_file(data_nt, text, again, graph.sorted_nt.parent)
+            _drop_file(again, folder / "derived.nt", predicates)
+            again.unlink()
+        else:
+            _drop_file(derived, folder / "derived.nt", predicates)
     values = {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
               for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
     for name in ("data.nt", "derived.nt"):
         path = folder / name
-        if path.is_file():
-            text = path.read_text(encoding="utf-8")
-            if appears_in(values, text):
-                raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
-                                 f"the restricted {name}: a rule or template copies it")
+        if path.is_file() and appears_in_file(values, path):
+            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
+                             f"the restricted {name}: a rule or template copies it")
     for table, table_rows in (executed or {}).items():
         drop = withheld.get(table, frozenset())
         kept = "\0".join({v for row in table_rows for c, v in row.items()
@@ -416,6 +506,14 @@ def _drop(ntriples: str, predicates: set[str]) -> str:
                    if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
 
 
+def _drop_file(source: Path, target: Path, predicates: set[str]) -> None:
+    """_drop, file to file, a line at a time."""
+    marks = {f"<{p}>" for p in predicates}
+    with source.open(encoding="utf-8") as src, target.open("w", encoding="utf-8") as dst:
+        dst.writelines(line for line in src
+                       if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
+
+
 GRAM = 4  # the shortest personal value looked for
 
 
@@ -423,23 +521,83 @@ def appears_in(values: set[str], text: str) -> bool:
     """Whether any of `values` (each at least GRAM characters) occurs in `text`, in time that
     grows with len(text) + the values' total length, not their product: a value is searched
     for only when every GRAM-character piece of it occurs in the text."""
-    import numpy as np
-
     if not values or len(text) < GRAM:
         return False
+    data = text.encode("utf-8")
+    return _appears(values, lambda: _blocks(data, CHUNK))
 
-    def grams(data: bytes) -> Any:
-        """Every GRAM-byte window of `data` as one integer (GRAM = 4: a uint32)."""
-        b = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
-        n = len(b) - GRAM + 1
-        return b[:n] << 24 | b[1:n + 1] << 16 | b[2:n + 2] << 8 | b[3:n + 3]
 
-    present = set(np.unique(grams(text.encode("utf-8"))).tolist())
-    for value in values:
-        encoded = value.encode("utf-8")
-        if len(encoded) >= GRAM and present.issuperset(grams(encoded).tolist()) \
-                and value in text:
+def appears_in_file(values: set[str], path: Path) -> bool:
+    """appears_in over a file's text, read a block at a time (a build's N-Triples can be
+    larger than the memory a build may use)."""
+    if not values:
+        return False
+
+    def blocks() -> Any:
+        with path.open("rb") as fh:
+            yield from iter(lambda: fh.read(CHUNK), b"")
+
+    return _appears(values, blocks)
+
+
+CHUNK = 1 << 24  # bytes of text looked at a time
+
+
+def _blocks(data: bytes, size: int) -> Any:
+    for start in range(0, len(data), size):
+        yield data[start:start + size]
+
+
+def _grams(data: bytes) -> Any:
+    """Every GRAM-byte window of `data` as one integer (GRAM = 4: a uint32)."""
+    import numpy as np
+
+    b = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
+    n = max(len(b) - GRAM + 1, 0)
+    return b[:n] << 24 | b[1:n + 1] << 16 | b[2:n + 2] << 8 | b[3:n + 3]
+
+
+def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
+    """Whether a value occurs in the text `blocks()` gives, a block at a time: the values'
+    GRAM-byte pieces (all values' at once, in numpy) are looked up in each block (a hashed
+    table first, so a block costs a few passes over its bytes), and only a value all of whose
+    pieces occur is searched for, in a second pass."""
+    import numpy as np
+
+    encoded = [e for e in (v.encode("utf-8") for v in values) if len(e) >= GRAM]
+    if not encoded:
+        return False
+    lengths = np.array([len(e) for e in encoded], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    pieces = _grams(b"".join(encoded))
+    owner = np.repeat(np.arange(len(encoded)), lengths)[:len(pieces)]
+    inside = np.arange(len(pieces)) + GRAM <= (starts + lengths)[owner]  # not across values
+    pieces, owner = pieces[inside], owner[inside]
+    wanted = np.unique(pieces)
+    mult, shift = np.uint32(2654435761), np.uint32(8)
+    table = np.zeros(1 << 24, dtype=bool)
+    table[(wanted * mult) >> shift] = True
+    seen = np.zeros(len(wanted), dtype=bool)
+    tail = b""
+    for block in blocks():
+        data = tail + block
+        tail = data[-(GRAM - 1):]
+        grams = _grams(data)
+        hits = grams[table[(grams * mult) >> shift]]
+        if hits.size:
+            seen[np.searchsorted(wanted, np.intersect1d(hits, wanted))] = True
+    missing = ~seen[np.searchsorted(wanted, pieces)]
+    whole = np.bincount(owner, weights=missing, minlength=len(encoded)) == 0
+    candidates = [encoded[i] for i in np.flatnonzero(whole)]
+    if not candidates:
+        return False
+    longest = max(len(e) for e in candidates)
+    tail = b""
+    for block in blocks():
+        data = tail + block
+        if any(e in data for e in candidates):
             return True
+        tail = data[-(longest - 1):] if longest > 1 else b""
     return False
 
 

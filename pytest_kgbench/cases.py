@@ -134,7 +134,7 @@ def cases_for(qset: QuestionSet, pack: Pack, settings: Settings) -> Iterator[Cas
     conds = pack_conditions(pack, settings.conditions)
     for q in qset.questions:
         for variant in variants:
-            if variant not in pack.variants or (q.variants and variant not in q.variants):
+            if not pack.has_variant(variant) or (q.variants and variant not in q.variants):
                 continue
             for cond in conds:
                 if cond.mode not in q.modes:
@@ -163,7 +163,10 @@ def built_by(nodeids: Iterable[str], settings: Settings) -> set[tuple[str, str]]
             continue
         if pack not in variants:
             try:
-                variants[pack] = tuple(open_pack(settings, pack).variants)
+                opened = open_pack(settings, pack)
+                variants[pack] = tuple(opened.variants) + tuple(  # and the sizes it scales
+                    v for v in settings.variants
+                    if v not in opened.variants and v != "all" and opened.has_variant(v))
             except Exception:  # noqa: BLE001 - the items report a pack that cannot open
                 variants[pack] = None
         param = name[name.index("[") + 1:-1]

@@ -3,6 +3,8 @@
     kgbench init DIR                                 write a starter pack (your own data)
     kgbench validate DIR|PACK                        check a pack; every problem named
     kgbench build  --pack credit [--variant base] [--seed N]   build a variant, print where
+    kgbench build  --pack credit --issuers 100000               a size the pack scales (its
+                                                                `scale:`; or --scale P=N)
     kgbench check  --pack credit [--variant base] [--seed N]   key = gold SQL = gold SPARQL,
                                                                 traps bite
     kgbench prompt --pack credit --question credit-Q10 --condition R5   print an item's prompt
@@ -103,7 +105,42 @@ def _built(args: argparse.Namespace):  # noqa: ANN202 - returns (pack, built, se
     return pack, built, time.perf_counter() - start
 
 
+def scaled_variant(pack: Any, variant: str, scale: list[str], extra: list[str]) -> str:
+    """The variant `kgbench build` builds: `--variant`, or a size of it the pack scales —
+    `--scale PARAM=N` (repeatable), or `--PARAM N` for any PARAM of the manifest's `scale:`
+    (so `--issuers 100000` comes from the credit pack, not from the plugin). Returns the
+    scaled variant's name (`issuers=100000`), which the build resolves (Pack.params)."""
+    sizes: dict[str, str] = {}
+    for item in scale:
+        for part in item.split(","):
+            name, sep, value = part.partition("=")
+            if not sep:
+                raise KgbenchError(f"--scale {item}: give PARAM=N (e.g. "
+                                   f"{next(iter(pack.scale), 'issuers')}=1000)")
+            sizes[name.strip()] = value.strip()
+    rest = list(extra)
+    while rest:
+        flag = rest.pop(0)
+        name, sep, value = flag.removeprefix("--").partition("=")
+        if not flag.startswith("--") or name not in pack.scale:
+            declared = ", ".join(f"--{p} N" for p in pack.scale) or "none"
+            raise KgbenchError(f"unrecognised argument {flag} (the sizes pack {pack.name} "
+                               f"scales: {declared})")
+        if not sep:
+            if not rest:
+                raise KgbenchError(f"{flag} needs a number")
+            value = rest.pop(0)
+        sizes[name] = value
+    if not sizes:
+        return variant
+    name = ",".join(f"{k}={sizes[k]}" for k in sorted(sizes))
+    pack.params(name)  # checked here, with the pack's own words
+    return name
+
+
 def cmd_build(args: argparse.Namespace) -> int:
+    pack = _pack(args)
+    args.variant = scaled_variant(pack, args.variant, args.scale or [], args.extra or [])
     _, built, seconds = _built(args)
     print(f"{built.pack.name}/{built.variant} seed {built.seed}: {built.dir} ({seconds:.2f} s)")
     for name, info in built.manifest["tables"].items():
@@ -472,8 +509,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgbench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("build", help="build (or load) a pack variant and print its tables")
+    p = sub.add_parser("build", help="build (or load) a pack variant and print its tables; "
+                       "--scale PARAM=N (or --PARAM N, the pack's `scale:`) builds a size")
     _pack_args(p)
+    p.add_argument("--scale", action="append", metavar="PARAM=N",
+                   help="build a size of a variant: a generator parameter the pack's "
+                   "manifest names under `scale:` (e.g. issuers=100000); also as --PARAM N")
     p.set_defaults(func=cmd_build)
     p = sub.add_parser("init", help="write a small commented starter pack into DIR")
     p.add_argument("dir")
@@ -614,7 +655,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # process of someone else's (a test, a notebook): a later write to a closed pipe
         # anywhere in it would kill that whole process without a word
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "build":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.extra = extra  # build's --PARAM N, the sizes a pack declares (scaled_variant)
     try:
         registry = installed()  # the pieces installed plugins register, as a run sees them
     except KgbenchError as exc:

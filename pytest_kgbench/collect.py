@@ -140,7 +140,7 @@ class QuestionItem(pytest.Function):
 def check_collected(qset: QuestionSet, pack: Pack, settings: Settings) -> None:
     """What collection can check before anything runs: the variants exist, each question's
     persona exists and its key function resolves."""
-    unknown = [v for v in settings.variants if v != "all" and v not in pack.variants]
+    unknown = [v for v in settings.variants if v != "all" and not pack.has_variant(v)]
     if unknown and len(unknown) == len(settings.variants):
         raise InputError("--variant", f"pack '{pack.name}' has no variant "
                          f"{', '.join(unknown)} (known: {', '.join(pack.variants)})")

@@ -14,6 +14,8 @@ and a property's domain and range (`vocabulary`).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 
@@ -269,9 +271,118 @@ def direct_rules(data: Any, plan: list[str]) -> Any:
 
 
 def to_sorted_ntriples(graph: Any) -> str:
-    """N-Triples, one per line, sorted: the same graph always gives the same bytes."""
-    text = graph.serialize(format="nt")
-    return "".join(sorted(line + "\n" for line in text.splitlines() if line.strip()))
+    """N-Triples, one per line, sorted: the same graph always gives the same bytes — each
+    term in pyoxigraph's canonical N-Triples, as the build writes its files."""
+    import pyoxigraph as ox
+
+    text = ox.serialize(ox.parse(graph.serialize(format="nt", encoding="utf-8"),
+                                 format=ox.RdfFormat.N_TRIPLES),
+                        format=ox.RdfFormat.N_TRIPLES) or b""
+    return "".join(sorted(line + "\n" for line in text.decode("utf-8").splitlines()
+                          if line.strip()))
+
+
+DERIVED = "urn:kgbench:derived"  # the named graph the rules' triples are gathered in
+
+
+def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = None) -> int:
+    """Run a pack's SHACL rules on the graph of `ntriples` (a file, sorted N-Triples) and
+    write the triples they derive, sorted N-Triples (to_sorted_ntriples' bytes), into `out`;
+    returns how many.
+
+    The direct path of run_rules without any rdflib graph, or any triple in Python:
+    pyoxigraph loads the file, each rule's CONSTRUCT runs as the SPARQL update inserting its
+    template (`as_insert`; the same solutions, every rule seeing what the rules before it
+    added), the store is dumped to a file, and DuckDB writes the lines the raw file does not
+    hold, sorted. A rule set direct execution cannot mirror runs through pyshacl on the
+    parsed graph (run_rules). `work` (default: the system's temporary folder) holds the
+    dump and whatever DuckDB spills."""
+    import tempfile
+
+    import duckdb
+    import pyoxigraph as ox
+
+    plan = rule_plan(shapes_ttl)
+    updates = [as_insert(q) for q in plan] if plan is not None else []
+    if plan is None or any(u is None for u in updates):
+        import rdflib
+
+        derived = run_rules(rdflib.Graph().parse(ntriples, format="nt"), shapes_ttl)
+        text = to_sorted_ntriples(derived)
+        out.write_text(text, encoding="utf-8")
+        return text.count("\n")
+    raw, mine = f"<{DERIVED}/raw>", f"<{DERIVED}>"
+    store = ox.Store()
+    store.load(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES,
+               to_graph=ox.NamedNode(raw[1:-1]))
+    for update in updates:  # each rule reads the raw graph merged with what the rules added
+        store.update(str(update).format(into=f"GRAPH {mine}", using=f"USING {raw} USING "
+                                        f"{mine}"))
+    store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ GRAPH {mine} "
+                 f"{{ ?s ?p ?o }} GRAPH {raw} {{ ?s ?p ?o }} }}")  # derived, and raw already
+    work = Path(work or tempfile.gettempdir())
+    dumped = work / f"{out.name}.{os.getpid()}.all"
+    store.dump(str(dumped), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
+    del store
+    con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
+                                 "temp_directory": str(work / "duckdb-spill")})
+    try:
+        con.execute("CREATE TEMP TABLE d AS SELECT DISTINCT line FROM read_csv(?, columns = "
+                    "{'line': 'VARCHAR'}, header = false, delim = '\t', quote = '', "
+                    "escape = '', auto_detect = false)", [str(dumped)])
+        count = con.execute("SELECT count(*) FROM d").fetchone()
+        con.execute("COPY (SELECT line FROM d ORDER BY line) TO ? (FORMAT csv, HEADER false, "
+                    "QUOTE '', ESCAPE '', DELIMITER '\t')", [str(out)])
+    finally:
+        con.close()
+        dumped.unlink()
+    if not count or not count[0]:
+        out.write_text("", encoding="utf-8")
+        return 0
+    return int(count[0])
+
+
+def as_insert(construct: str) -> str | None:
+    """A rule's `CONSTRUCT { T } WHERE { W }` as the template of the update
+    `INSERT { {into} { T } } {using} WHERE { W }` (str.format fills in a GRAPH and the USING
+    clauses; its PREFIX lines kept), or None when it is not that plain form (CONSTRUCT
+    WHERE, a solution modifier after it, a FROM clause)."""
+    import re
+
+    head = re.search(r"\bCONSTRUCT\s*\{", construct, re.IGNORECASE)
+    if head is None:
+        return None
+    depth, i, text = 0, head.end() - 1, construct
+    while i < len(text):
+        ch = text[i]
+        if ch in "\"'":  # a string: skip to its closing quote
+            close = text.find(ch, i + 1)
+            while close > 0 and text[close - 1] == "\\":
+                close = text.find(ch, close + 1)
+            if close < 0:
+                return None
+            i = close
+        elif ch == "#":  # a comment, to the end of the line
+            i = text.find("\n", i)
+            if i < 0:
+                return None
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                break
+        i += 1
+    else:
+        return None
+    rest = text[i + 1:]
+    if not re.match(r"\s*WHERE\s*\{", rest, re.IGNORECASE) or \
+            re.search(r"\b(LIMIT|OFFSET|ORDER\s+BY)\b", rest, re.IGNORECASE):
+        return None
+    body = text[head.end():i].replace("{", "{{").replace("}", "}}")
+    where = rest.replace("{", "{{").replace("}", "}}")
+    return (text[:head.start()].replace("{", "{{").replace("}", "}}") + "INSERT {{ {into} {{ "
+            + body + " }} }} {using}" + where)
 
 
 def defined_names(ttl: str) -> list[str]:

@@ -163,9 +163,64 @@ class Pack:
                              question=question, field="key")
         return fn
 
+    @property
+    def scale(self) -> dict[str, str]:
+        """The manifest's `scale:` entry: {generator parameter: the variant it scales}, e.g.
+        `scale: {issuers: large}` (`kgbench build --issuers 100000` builds `large` with
+        `issuers: 100000`)."""
+        raw = self.manifest.get("scale") or {}
+        where = str(self.dir / "pack.yaml")
+        if not isinstance(raw, Mapping):
+            raise InputError(where, "must map a generator parameter to the variant it scales",
+                             field="scale")
+        for param, base in raw.items():
+            if str(base) not in self.variants:
+                raise InputError(where, f"scales variant '{base}', which the pack does not "
+                                 f"have (known: {', '.join(self.variants)})",
+                                 field=f"scale.{param}")
+        return {str(k): str(v) for k, v in raw.items()}
+
+    def params(self, variant: str) -> Mapping[str, Any]:
+        """A variant's generator parameters: a named variant's, or a scaled one's — a name of
+        the form `PARAM=N[,PARAM=N]` (`issuers=100000`), each PARAM declared in `scale:`, over
+        the parameters of the variant it scales. Raises InputError naming the known ones."""
+        if variant in self.variants:
+            return self.variants[variant]
+        where = str(self.dir / "pack.yaml")
+        known = f"known: {', '.join(self.variants)}"
+        if "=" not in variant:
+            raise InputError(where, f"no variant '{variant}' ({known}"
+                             + (f"; or a size: {', '.join(f'{p}=N' for p in self.scale)})"
+                                if self.scale else ")"), field="variants")
+        params: dict[str, Any] = {}
+        bases = set()
+        for part in variant.split(","):
+            param, _, value = part.partition("=")
+            if param not in self.scale:
+                raise InputError(where, f"'{variant}': {param} is not a size this pack scales "
+                                 f"({', '.join(self.scale) or 'its manifest has no scale: '}"
+                                 ")", field="scale")
+            if not value.isdigit() or int(value) < 1 or str(int(value)) != value:
+                raise InputError(where, f"'{variant}': {param} must be a positive whole "
+                                 f"number, not '{value}'", field="scale")
+            bases.add(self.scale[param])
+            params[param] = int(value)
+        if len(bases) > 1:
+            raise InputError(where, f"'{variant}' scales several variants "
+                             f"({', '.join(sorted(bases))}): one at a time", field="scale")
+        return {**self.variants[bases.pop()], **params}
+
+    def has_variant(self, variant: str) -> bool:
+        """Whether `variant` names a variant of the manifest or a size the pack scales."""
+        try:
+            self.params(variant)
+        except InputError:
+            return False
+        return True
+
     def generate(self, variant: str, seed: int) -> Tables:
         """The variant's tables, from the pack's generator or its fixed data files."""
-        params = self.variants[variant]
+        params = self.params(variant)
         if "generator" in self.manifest:
             fn = self.callable(str(self.manifest["generator"]), field_name="generator")
             return fn(variant=variant, seed=seed, **dict(params))

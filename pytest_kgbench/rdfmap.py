@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -182,14 +183,33 @@ def to_turtle(graph: Any) -> str:
     bound = sorted((str(p), str(ns)) for p, ns in graph.namespace_manager.namespaces()
                    if p and str(ns) in spaces)
     body = ox.serialize(triples, format=ox.RdfFormat.TURTLE, prefixes=dict(bound))
-    lines = [line for line in (body or b"").decode("utf-8").splitlines()
-             if not line.startswith("@prefix ")]
-    out = [f"@prefix {p}: <{ns}> ." for p, ns in bound]
+    return "".join(_turtle_layout(bound, (body or b"").decode("utf-8").splitlines(True)))
+
+
+def _turtle_layout(bound: list[tuple[str, str]], lines: Any) -> Any:
+    """pyoxigraph's Turtle (`lines`, each with its end) laid out as to_turtle writes it: the
+    prefixes first, a blank line before each subject, four-space indents."""
+    for p, ns in bound:
+        yield f"@prefix {p}: <{ns}> .\n"
     for line in lines:
-        if not line.startswith("\t"):
-            out.append("")  # a new subject
-        out.append("    " + line[1:] if line.startswith("\t") else line)
-    return "\n".join(out) + "\n"
+        if line.startswith("\t"):
+            yield "    " + line[1:]
+        elif not line.startswith("@prefix "):
+            yield "\n" + line  # a new subject
+
+
+def turtle_file(ntriples: Path, bound: list[tuple[str, str]], out: Path, work: Path) -> None:
+    """Write `ntriples` (a file in to_turtle's order, write_ntriples) as to_turtle's Turtle
+    into `out`, streaming: pyoxigraph parses and serialises file to file (`work` holds its
+    Turtle before the layout), so no graph is held in memory."""
+    import pyoxigraph as ox
+
+    raw = work / (out.name + ".ox")
+    ox.serialize(ox.parse(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES), str(raw),
+                 ox.RdfFormat.TURTLE, prefixes=dict(bound))
+    with raw.open(encoding="utf-8") as src, out.open("w", encoding="utf-8") as dst:
+        dst.writelines(_turtle_layout(bound, src))
+    raw.unlink()
 
 
 def personal_properties(personal: Mapping[str, frozenset[str]], mapping: Mapping[str, Any]
@@ -220,3 +240,221 @@ def template_columns(template: str) -> set[str]:
     import re
 
     return set(re.findall(r"\{(\w+)\}", template))
+
+
+# --- the same mapping, run by DuckDB over the variant's database -----------------------------
+#
+# A build maps the tables in SQL (`write_ntriples`): each term is spelt in N-Triples the way
+# pyoxigraph writes it, the triples deduplicated and sorted by DuckDB (spilling to disk when it
+# must) and written straight to a file, so no graph of Python objects is ever held. Values the
+# fast path cannot spell exactly (an IRI piece needing percent-encoding is handled by DuckDB's
+# url_encode, which is urllib's quote(safe="-._~"); a string with a quote, a backslash or a
+# control character; a float whose text is not a plain decimal) go through a Python function
+# that spells them as map_tables does. A test holds the two mappings to the same graph.
+
+RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+_PLAIN_DECIMAL = r"-?[0-9]+\.[0-9]+"
+_NEEDS_ESCAPE = '[\\x00-\\x1f\\x7f"\\\\]'
+
+
+def _nt_string(value: str) -> str:
+    """The N-Triples body of a string literal, escaped as pyoxigraph escapes it."""
+    import pyoxigraph as ox
+
+    return str(ox.Literal(value))[1:-1]
+
+
+def _nt_decimal(value: float) -> str:
+    """The lexical form map_tables gives a float (rdflib's of Decimal(str(value)))."""
+    from rdflib import Literal
+
+    return str(Literal(Decimal(str(value))))
+
+
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _sql_template(template: str, types: Mapping[str, str], prefixes: Mapping[str, str],
+                  where: str) -> tuple[str, list[str]]:
+    """A SQL expression spelling `<iri>` from an IRI template over the row's columns (NULL when
+    a cell it uses is empty), and the columns it uses."""
+    marks: dict[str, str] = {}
+
+    def mark(match: re.Match[str]) -> str:
+        marks[f"\x00{len(marks)}\x00"] = match.group(1)
+        return f"\x00{len(marks) - 1}\x00"
+
+    expanded = expand(re.sub(r"\{(\w+)\}", mark, template), prefixes)
+    parts = ["'<'"]
+    for piece in re.split(r"(\x00\d+\x00)", expanded):
+        if piece in marks:
+            col = marks[piece]
+            if col not in types:
+                raise InputError("pack.yaml", f"template '{template}' names column {col}, "
+                                 "which the table does not have", field=where)
+            if types[col] in ("VARCHAR", "INTEGER", "BIGINT", "DATE"):
+                parts.append(f'url_encode(CAST("{col}" AS VARCHAR))')
+            else:  # str() of a float, a boolean or a timestamp, as map_tables fills it
+                parts.append(f'url_encode(kg_str("{col}"))')
+        elif piece:
+            if "\x00" in piece or "{" in piece:
+                raise InputError("pack.yaml", f"cannot map template '{template}'", field=where)
+            parts.append(_sql_str(piece))
+    parts.append("'>'")
+    return " || ".join(parts), list(marks.values())
+
+
+def _sql_literal(col: str, ctype: str) -> str:
+    """A SQL expression spelling the N-Triples literal of a cell (NULL for an empty cell)."""
+    c = f'"{col}"'
+    xsd = XSD_OF_SQL.get(ctype)
+    if xsd is None:
+        text = f"CAST({c} AS VARCHAR)"
+        return (f"'\"' || CASE WHEN regexp_matches({text}, {_sql_str(_NEEDS_ESCAPE)}) "
+                f"THEN kg_nt_string({text}) ELSE {text} END || '\"'")
+    dtype = f"'\"^^<{_XSD}{xsd}>'"
+    if xsd == "decimal":
+        text = f"CAST(CAST({c} AS DOUBLE) AS VARCHAR)"
+        body = (f"CASE WHEN regexp_full_match({text}, '{_PLAIN_DECIMAL}') THEN {text} "
+                f"ELSE kg_nt_decimal(CAST({c} AS DOUBLE)) END")
+    elif xsd == "dateTime":
+        body = f"kg_iso({c})"
+    else:  # integer, date, boolean: DuckDB's text is the XSD lexical form
+        body = f"CAST({c} AS VARCHAR)"
+    return f"'\"' || {body} || {dtype}"
+
+
+def triples_sql(specs: Mapping[str, TableSpec], mapping: Mapping[str, Any]) -> str:
+    """One SQL query over the tables giving every triple of the mapping as (s, p, o), each
+    an N-Triples term: the graph map_tables builds, in DuckDB."""
+    prefixes = dict(mapping.get("prefixes") or {})
+    vocab = mapping.get("vocab")
+    selects = []
+    for name, tmap in (mapping.get("tables") or {}).items():
+        if name not in specs:
+            raise InputError("pack.yaml", f"maps table '{name}', which the pack does not have",
+                             field=f"rdf.tables.{name}")
+        spec = specs[name]
+        types = dict(spec.columns)
+        where = f"rdf.tables.{name}"
+        subject, used = _sql_template(str(tmap["subject"]), types, prefixes, f"{where}.subject")
+        table = f'"{name}"'
+        cls = f"<{expand(tmap['class'], prefixes)}>"
+        notnull = " AND ".join(f'"{c}" IS NOT NULL' for c in used) or "TRUE"
+        # a subject template over an empty cell is the pack's error, as map_tables says
+        selects.append(f"SELECT {subject} AS s, '<{RDF_TYPE}>' AS p, {_sql_str(cls)} AS o, "
+                       f"NOT ({notnull}) AS bad FROM {table}")
+        columns = tmap.get("columns") or {}
+        for col, ctype in spec.columns:
+            entry = columns.get(col)
+            if entry == "skip":
+                continue
+            if isinstance(entry, str):
+                entry = {"predicate": entry}
+            entry = dict(entry or {})
+            if "predicate" not in entry:
+                if not vocab:
+                    raise InputError("pack.yaml", "needs a predicate (or rdf.vocab)",
+                                     field=f"{where}.columns.{col}")
+                entry["predicate"] = f"{vocab}:{camel(col)}"
+            pred = _sql_str(f"<{expand(entry['predicate'], prefixes)}>")
+            if entry.get("ref"):
+                obj, ref_used = _sql_template(str(entry["ref"]), types, prefixes,
+                                              f"{where}.columns.{col}")
+                cond = " AND ".join(f'"{c}" IS NOT NULL' for c in {col, *ref_used})
+            else:
+                obj, cond = _sql_literal(col, ctype), f'"{col}" IS NOT NULL'
+            selects.append(f"SELECT {subject} AS s, {pred} AS p, {obj} AS o, FALSE AS bad "
+                           f"FROM {table} WHERE {cond}")
+    if not selects:
+        return "SELECT NULL::VARCHAR AS s, NULL::VARCHAR AS p, NULL::VARCHAR AS o WHERE FALSE"
+    return "\nUNION ALL\n".join(selects)
+
+
+def _udfs(con: Any) -> None:
+    import datetime as dt
+
+    from duckdb.sqltypes import DOUBLE, TIMESTAMP, VARCHAR
+
+    con.create_function("kg_nt_string", _nt_string, [VARCHAR], VARCHAR)
+    con.create_function("kg_nt_decimal", _nt_decimal, [DOUBLE], VARCHAR)
+    con.create_function("kg_iso", lambda v: v.isoformat() if isinstance(v, dt.datetime)
+                        else str(v), [TIMESTAMP], VARCHAR)
+    con.create_function("kg_str", lambda v: str(v), [DOUBLE], VARCHAR)
+
+
+def _one(con: Any, sql: str) -> Any:
+    row = con.execute(sql).fetchone()
+    return row[0] if row else None
+
+
+def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapping[str, Any],
+                   targets: Mapping[Path, tuple[frozenset[str], bool]], work: Path
+                   ) -> tuple[int, set[str], set[str]]:
+    """Map the tables of `database` (a DuckDB file) to N-Triples, once per target file: each
+    without the triples of its predicates (full IRIs), sorted by line (the bytes
+    to_sorted_ntriples gives the same graph) or, when its flag is set, in to_turtle's order
+    (by subject, its rdf:type first). `work` is a scratch folder DuckDB may spill to.
+    Returns the number of triples of the whole graph, the namespaces (cut after the last
+    '/') of its subject and object IRIs, and those (cut after the last '/' or '#') of every
+    IRI it names but rdf:type — what bind_id_namespaces and to_turtle's prefixes look at."""
+    import duckdb
+
+    con = duckdb.connect(str(database), read_only=True,
+                         config={"threads": 2, "memory_limit": "1GB",
+                                 "temp_directory": str(work),
+                                 "preserve_insertion_order": False})
+    try:
+        _udfs(con)
+        con.execute(f"CREATE TEMP TABLE kg_raw AS {triples_sql(specs, mapping)}")
+        if _one(con, "SELECT count(*) FROM kg_raw WHERE bad"):
+            raise InputError("pack.yaml", "subject template uses an empty cell",
+                             field="rdf.tables")
+        con.execute("CREATE TEMP TABLE kg_t AS SELECT DISTINCT s, p, o FROM kg_raw")
+        con.execute("DROP TABLE kg_raw")
+        count = int(_one(con, "SELECT count(*) FROM kg_t"))
+        typ = _sql_str(f"<{RDF_TYPE}>")
+        for path, (predicates, turtle) in targets.items():
+            marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(predicates))
+            cond = f"WHERE p NOT IN ({marks})" if predicates else ""
+            order = f"s, p <> {typ}, p, o" if turtle else "line"
+            con.execute(f"COPY (SELECT s || ' ' || p || ' ' || o || ' .' AS line FROM kg_t "
+                        f"{cond} ORDER BY {order}) TO {_sql_str(str(path))} (FORMAT csv, "
+                        "HEADER false, QUOTE '', ESCAPE '', DELIMITER '\t')")
+        ids = {row[0] for row in con.execute(
+            "SELECT DISTINCT regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM (SELECT s AS t "
+            "FROM kg_t UNION ALL SELECT o FROM kg_t WHERE o LIKE '<%')").fetchall()}
+        heads = {row[0] for row in con.execute(
+            "SELECT DISTINCT regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) FROM (SELECT s AS t "
+            f"FROM kg_t UNION ALL SELECT p FROM kg_t WHERE p <> {typ} UNION ALL SELECT o "
+            "FROM kg_t WHERE o LIKE '<%' UNION ALL SELECT regexp_extract(o, "
+            "'\\^\\^(<[^>]*>)$', 1) FROM kg_t WHERE o LIKE '\"%')").fetchall()}
+    finally:
+        con.close()
+    return count, {ns for ns in ids if ns}, {ns for ns in heads if ns}
+
+
+def id_prefixes(namespaces: set[str], mapping: Mapping[str, Any], taken: set[str]
+                ) -> list[tuple[str, str]]:
+    """The prefix bind_id_namespaces binds for each namespace of the graph's own ids
+    (`namespaces`: IRIs cut after their last '/'), given the names already `taken`."""
+    bases = [str(iri) for iri in (mapping.get("prefixes") or {}).values()]
+    taken = set(taken)
+    out = []
+    for ns in sorted(n for n in namespaces if any(n.startswith(b) and n != b for b in bases)):
+        name = re.sub(r"[^A-Za-z0-9_-]", "_", ns.rstrip("/").rsplit("/", 1)[-1])
+        if not name or not name[0].isalpha():
+            name = "n" + name
+        while name in taken:
+            name += "_"
+        out.append((name, ns))
+        taken.add(name)
+    return out
+
+
+def used_prefixes(bound: Mapping[str, str], heads: set[str]) -> list[tuple[str, str]]:
+    """The bound prefixes to_turtle writes: those whose namespace is some name of the graph
+    cut after a '/' or '#' (`heads`: every name's namespace, write_ntriples), sorted."""
+    spaces = {h[:m.end()] for h in heads for m in re.finditer(r"[/#]", h)}
+    return sorted((p, ns) for p, ns in bound.items() if p and ns in spaces)

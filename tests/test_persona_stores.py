@@ -107,7 +107,7 @@ def test_the_store_block_names_withheld_properties_the_graph_does_not_hold(credi
 def test_a_personal_value_kept_under_another_name_fails_the_build(credit_pack, tmp_path) -> None:
     """The view is built by column name; a value copied into another column or an IRI would
     survive that, so the build looks for the values themselves and refuses."""
-    from pytest_kgbench.build import write_restricted
+    from pytest_kgbench.build import GraphFiles, write_restricted
     from pytest_kgbench.errors import InputError
 
     built = build_variant(credit_pack, "base", tmp_path / "cache")
@@ -117,5 +117,8 @@ def test_a_personal_value_kept_under_another_name_fails_the_build(credit_pack, t
         (out / folder).mkdir(parents=True)
         for f in (built.dir / folder).iterdir():
             (out / folder / f.name).write_bytes(f.read_bytes())
+    graph = out / "graph.nt"
+    graph.write_text(to_sorted_ntriples(built.graph), encoding="utf-8")
+    files = GraphFiles(count=len(built.graph), sorted_nt=graph, restricted_nt=None)
     with pytest.raises(InputError, match="under another column"):
-        write_restricted(credit_pack, out, built.tables, built.graph, None, rows)
+        write_restricted(credit_pack, out, built.tables, files, None, rows)

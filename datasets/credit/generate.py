@@ -103,8 +103,9 @@ def slug(name: str) -> str:
 class World:
     """Rows under construction, with the bookkeeping that keeps them consistent."""
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, width: int = 5) -> None:
         self.rng = rng
+        self.width = width  # digits of an issuer id: wider when the variant outgrows 5
         self.issuers: list[Row] = []
         self.instruments: list[Row] = []
         self.actions: list[Row] = []
@@ -128,7 +129,7 @@ class World:
 
     def issuer(self, name: str, country: str, sector: str, *, lei: str | None = None,
                source: str = "core") -> str:
-        issuer_id = self.new_id("ISS", 5)
+        issuer_id = self.new_id("ISS", self.width)
         lei = lei or make_lei(self.rng)
         self.issuers.append({"issuer_id": issuer_id, "lei": lei, "legal_name": name,
                              "country_code": country, "sector": sector,
@@ -209,7 +210,7 @@ def generate(*, variant: str, seed: int, issuers: int = 40, chains: int = 0,
     ownership chains come on top); `chains` adds that many chains 8 to 11 links deep, and the
     named chain of Spire, 10 links deep."""
     rng = random.Random(f"credit/{seed}")
-    w = World(rng)
+    w = World(rng, width=max(5, len(str(issuers * 10))))  # ids fill a tenth of their space
     for code, name, (lo, hi), (ulo, uhi) in COUNTRIES:
         w.countries[code] = {"country_code": code, "name": name,
                              "sovereign_rating": SCALE[rng.randint(lo, hi)],
@@ -434,8 +435,13 @@ def fill(w: World, count: int, rng: random.Random) -> None:
     for i in range(max(count, 0)):
         sector = rng.choice(SECTORS)
         country = rng.choice(clean if rng.random() < 0.8 else list(w.countries))
+        tries = 0
         while True:
             name = f"{rng.choice(ROOTS)} {rng.choice(NOUNS[sector])} {rng.choice(SUFFIXES)}"
+            tries += 1
+            if tries > 8:  # the names of a sector run out past ~10,000 issuers: number them
+                root, rest = name.split(" ", 1)
+                name = f"{root} {rng.randrange(2, 10 ** 6)} {rest}"
             if name not in w.names:
                 break
         twin = None

@@ -1,0 +1,249 @@
+"""How a build grows: credit built from scratch at several sizes, a fresh process each, with
+each artefact's seconds and the process's peak memory when it was done (the manifest's
+build_seconds and build_peak_rss_mib), the whole process's wall time and peak RSS, and the
+growth from one size to the next as the factor doubling the size costs; then every shipped
+variant of every generated pack rebuilt from scratch in one process; then, at one size, the
+executed tables and the rule-derived graph checked to agree (tests/test_ladder.py's facts).
+
+    python benchmarks/build_scale.py                                  # 1k, 2k, 10k, 20k, 100k
+    python benchmarks/build_scale.py --sizes 1000,10000 --agree 10000
+
+Each size runs as `python -m pytest_kgbench.cli build --pack credit --issuers N` (the pack's
+own `scale:` flag) into an empty cache; peak RSS is the child's own getrusage(RUSAGE_SELF)
+high-water mark, written by a wrapper after the build returns. The load average is printed
+with every row: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = """
+import json, resource, sys, time
+from pytest_kgbench.cli import main
+start = time.perf_counter()
+code = main(sys.argv[1:])
+wall = time.perf_counter() - start
+print("KGBENCH-CHILD " + json.dumps({"code": code, "wall": wall,
+      "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kib = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kib / (1 << 20):.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} cores{mem}, "
+            f"Python {platform.python_version()}")
+
+
+def load() -> str:
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def child(args: list[str], timeout: float) -> dict:
+    """Run the CLI in a fresh process; its exit code, wall time and peak RSS (MiB)."""
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=ROOT,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"code": "timeout", "wall": time.perf_counter() - started, "peak_mib": None}
+    for line in proc.stdout.splitlines():
+        if line.startswith("KGBENCH-CHILD "):
+            out = json.loads(line.split(" ", 1)[1])
+            out["stdout"] = proc.stdout
+            return out
+    return {"code": proc.returncode, "wall": time.perf_counter() - started, "peak_mib": None,
+            "stderr": proc.stderr[-2000:]}
+
+
+def manifest(cache: Path, pack: str) -> dict:
+    found = sorted((cache / pack).glob("*/manifest.json"))
+    return json.loads(found[-1].read_text(encoding="utf-8")) if found else {}
+
+
+def growth(rows: list[dict], key: str) -> list[str]:
+    """For consecutive sizes: the cost of doubling the size, (t2/t1)^(log 2 / log(n2/n1))."""
+    out = []
+    for a, b in zip(rows, rows[1:]):
+        if a.get(key) and b.get(key):
+            factor = (b[key] / a[key]) ** (math.log(2) / math.log(b["n"] / a["n"]))
+            out.append(f"{a['n']:,} -> {b['n']:,}: {b[key] / a[key]:.2f}x for "
+                       f"{b['n'] / a['n']:.0f}x the size, {factor:.2f}x per doubling")
+    return out
+
+
+def scale(args: argparse.Namespace) -> list[dict]:
+    rows = []
+    print(f"\ncredit at {args.param}=N, a fresh process and an empty cache each")
+    stages = ("raw", "executed", "shacl_rules", "restricted")
+    head = " | ".join(f"{s} s (peak MiB)" for s in stages)
+    print(f"| {args.param} | triples | {head} | wall s | peak RSS MiB | load 1/5/15 |")
+    print("|" + "---|" * (5 + len(stages)))
+    for n in args.sizes:
+        with tempfile.TemporaryDirectory(prefix="kgbench-scale-") as cache:
+            before = load()
+            res = child(["build", "--pack", args.pack, f"--{args.param}", str(n), "--cache",
+                         cache], args.timeout)
+            man = manifest(Path(cache), args.pack)
+        secs, peaks = man.get("build_seconds", {}), man.get("build_peak_rss_mib", {})
+        cells = " | ".join(f"{secs[s]:.1f} ({peaks.get(s) or 0:.0f})" if s in secs else "-"
+                           for s in stages)
+        peak = f"{res['peak_mib']:.0f}" if res.get("peak_mib") else "-"
+        status = "" if res["code"] == 0 else f" **{res['code']}**"
+        triples = f"{man['triples']:,}" if "triples" in man else "-"
+        print(f"| {n:,} | {triples} | {cells} | {res['wall']:.1f}{status} | "
+              f"{peak} | {before} -> {load()} |", flush=True)
+        if res["code"] != 0:
+            print("   ", (res.get("stderr") or "").strip().splitlines()[-1:], flush=True)
+        rows.append({"n": n, "wall": res["wall"] if res["code"] == 0 else None,
+                     "peak": res.get("peak_mib") if res["code"] == 0 else None})
+    print("\ngrowth, time:   " + "; ".join(growth(rows, "wall")))
+    print("growth, memory: " + "; ".join(growth(rows, "peak")))
+    return rows
+
+
+SHIPPED = """
+import json, sys, time
+from pathlib import Path
+from pytest_kgbench.build import build_variant
+from pytest_kgbench.packs import find_pack
+root, cache = Path(sys.argv[1]), Path(sys.argv[2])
+out, start = {}, time.perf_counter()
+for name in sys.argv[3:]:
+    pack = find_pack(name, root / "datasets", root / "ontology")
+    for variant in pack.variants:
+        t = time.perf_counter()
+        build_variant(pack, variant, cache)
+        out[f"{name}/{variant}"] = time.perf_counter() - t
+print("KGBENCH-CHILD " + json.dumps({"code": 0, "wall": time.perf_counter() - start,
+      "variants": out}))
+"""
+
+
+def shipped(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="kgbench-shipped-") as cache:
+        before = load()
+        started = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", SHIPPED, str(ROOT), cache, *args.shipped],
+                              cwd=ROOT, capture_output=True, text=True)
+        total = time.perf_counter() - started
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("KGBENCH-CHILD ")), None)
+    if line is None:
+        print("shipped variants: FAILED", proc.stderr[-2000:])
+        return
+    res = json.loads(line.split(" ", 1)[1])
+    print(f"\nevery shipped variant from scratch, one process (load {before} -> {load()}):")
+    for name, secs in res["variants"].items():
+        print(f"  {name}: {secs:.2f} s")
+    print(f"  all: {res['wall']:.1f} s of building, {total:.1f} s with the process's start")
+
+
+def agree(args: argparse.Namespace) -> None:
+    """The executed tables and the rule-derived graph hold the same facts at this size."""
+    import pyoxigraph as ox
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_ladder import _facts_from_graph, _facts_from_tables
+
+    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.packs import find_pack
+
+    class Term:
+        def __init__(self, term: object) -> None:
+            self.term = term
+
+        def toPython(self) -> object:  # noqa: N802 - rdflib's name, which the facts call
+            t = self.term
+            if isinstance(t, ox.Literal):
+                kind = t.datatype.value.rsplit("#", 1)[-1]
+                return (int(t.value) if kind == "integer" else t.value == "true"
+                        if kind == "boolean" else t.value)
+            return t.value
+
+    class Graph:  # what _facts_from_graph asks of an rdflib graph: query() rows
+        def __init__(self, store: object) -> None:
+            self.store = store
+
+        def query(self, text: str) -> list[tuple]:
+            res = self.store.query(text)
+            names = [v.value for v in res.variables]
+            return [tuple(None if s[n] is None else Term(s[n]) for n in names) for s in res]
+
+    pack = find_pack(args.pack, ROOT / "datasets", ROOT / "ontology")
+    with tempfile.TemporaryDirectory(prefix="kgbench-agree-") as tmp:
+        started = time.perf_counter()
+        built = build_variant(pack, f"{args.param}={args.agree}", Path(args.cache or tmp))
+        store = ox.Store()
+        for name in ("data.ttl", "derived.nt"):
+            store.load(path=str(built.dir / name), format=ox.RdfFormat.from_extension(
+                name.rsplit(".", 1)[1]))
+        from_graph = _facts_from_graph(Graph(store))
+        from_tables = _facts_from_tables(built.executed)
+        print(f"\nexecuted tables and rule-derived graph, {args.param}={args.agree:,} "
+              f"({time.perf_counter() - started:.0f} s):")
+        ok = True
+        for fact, expected in from_tables.items():
+            got = from_graph[fact]
+            same = got == expected and bool(expected)
+            ok &= same
+            print(f"  {fact}: {len(expected):,} from the tables, {len(got):,} from the graph, "
+                  f"{'the same' if same else 'DIFFERENT'}")
+        print("  agree" if ok else "  DISAGREE")
+        if not ok:
+            sys.exit(1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pack", default="credit")
+    ap.add_argument("--param", default="issuers", help="the pack's scale: parameter")
+    ap.add_argument("--sizes", default="1000,2000,10000,20000,100000",
+                    type=lambda s: [int(x) for x in s.split(",") if x],
+                    help="issuers (or --param) per run, comma-separated; '' for none")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per size")
+    ap.add_argument("--shipped", nargs="*", default=["credit", "research"],
+                    help="the packs whose every variant is rebuilt (none: skip)")
+    ap.add_argument("--cache", default=None, help="the agreement check's build cache "
+                    "(default: an empty folder; the sizes always build from scratch)")
+    ap.add_argument("--agree", type=int, default=10000, help="the size to check agreement at "
+                    "(0: skip)")
+    args = ap.parse_args()
+    print(f"machine: {machine()}; load average {load()}")
+    if args.shipped:
+        shipped(args)
+    if args.sizes:
+        scale(args)
+    if args.agree:
+        agree(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,227 @@
+"""Builds that grow linearly: the tables mapped to RDF by DuckDB (rdfmap.write_ntriples) give
+the graph the rdflib mapping gives (map_tables, the reference), in the same bytes; the rules
+run from a file (ontology.derive_file) derive what run_rules derives; the leak check reads a
+file a block at a time; and a pack's `scale:` entry names the sizes `kgbench build` builds."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_kgbench import build as build_mod
+from pytest_kgbench import rdfmap
+from pytest_kgbench.build import appears_in, appears_in_file, build_variant, data_graph
+from pytest_kgbench.cli import main
+from pytest_kgbench.errors import InputError
+from pytest_kgbench.executors.sql import create_database
+from pytest_kgbench.ontology import derive_file, run_rules, to_sorted_ntriples
+from pytest_kgbench.packs import TableSpec, write_csv
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("pack,variant", [("credit", "base"), ("credit", "chains"),
+                                          ("research", "base")])
+def test_the_built_graph_is_the_reference_mapping_in_the_same_bytes(pack, variant, kg_cache,
+                                                                     request) -> None:
+    """data.ttl is to_turtle of map_tables' rdflib graph, byte for byte; the restricted
+    data.nt is that graph's sorted N-Triples without the personal predicates."""
+    source = request.getfixturevalue(f"{pack}_pack")
+    built = build_variant(source, variant, kg_cache)
+    reference = data_graph(source, built.tables, built.dir)
+    assert len(reference) == built.manifest["triples"] > 1000
+    assert built.data_ttl.read_text(encoding="utf-8") == rdfmap.to_turtle(reference)
+    marks = {f"<{p}>" for p in build_mod.personal_predicates(source)}
+    assert marks, "the pack withholds something"
+    kept = "".join(line for line in to_sorted_ntriples(reference).splitlines(keepends=True)
+                   if line.split(" ")[1] not in marks)
+    restricted = (built.dir / "restricted" / "data.nt").read_text(encoding="utf-8")
+    assert restricted == kept and len(restricted) < len(to_sorted_ntriples(reference))
+
+
+ODD = TableSpec(name="things", columns=(
+    ("id", "VARCHAR"), ("label", "VARCHAR"), ("n", "INTEGER"), ("x", "DOUBLE"),
+    ("d", "DATE"), ("flag", "BOOLEAN"), ("at", "TIMESTAMP"), ("other", "VARCHAR")),
+    primary_key="id")
+ODD_ROWS = [
+    {"id": "a b/ç", "label": 'say "hi"\\ back\nnow\ttab\x01', "n": -3, "x": 1e-05,
+     "d": dt.date(2024, 2, 29), "flag": True, "at": dt.datetime(2024, 1, 2, 3, 4, 5),
+     "other": "a b/ç"},
+    {"id": "plain", "label": "naïve — ünïcode", "n": None, "x": 125.0, "d": None,
+     "flag": False, "at": dt.datetime(2024, 1, 2, 3, 4, 5, 6000), "other": None},
+    {"id": "big", "label": "", "n": 2 * 10 ** 9 // 2, "x": 1e20, "d": dt.date(1999, 12, 31),
+     "flag": None, "at": None, "other": "plain"},
+]
+ODD_MAP = {"vocab": "ex", "prefixes": {"ex": "http://example.org/def#",
+                                       "exi": "http://example.org/id/"},
+           "tables": {"things": {"class": "ex:Thing", "subject": "exi:thing/{id}",
+                                 "columns": {"other": {"predicate": "ex:other",
+                                                       "ref": "exi:thing/{other}"},
+                                             "n": "ex:count"}}}}
+
+
+def test_odd_values_are_spelt_as_the_reference_spells_them(tmp_path) -> None:
+    """Escapes, percent-encoding, non-ASCII, floats that are not plain decimals, timestamps,
+    booleans and empty cells: the DuckDB mapping writes the reference graph's bytes."""
+    from pytest_kgbench.packs import read_tables
+
+    csv_dir = tmp_path / "csv"
+    csv_dir.mkdir()
+    write_csv(csv_dir / "things.csv", ODD, ODD_ROWS)
+    typed = read_tables(csv_dir, {"things": ODD})
+    create_database(tmp_path / "raw.duckdb", {"things": ODD}, csv_dir)
+    reference = rdfmap.map_tables(typed, {"things": ODD}, ODD_MAP)
+    out, turtle_order = tmp_path / "g.nt", tmp_path / "t.nt"
+    count, ids, heads = rdfmap.write_ntriples(
+        tmp_path / "raw.duckdb", {"things": ODD}, ODD_MAP,
+        {out: (frozenset(), False), turtle_order: (frozenset(), True)}, tmp_path)
+    assert count == len(reference) > 15
+    assert out.read_text(encoding="utf-8") == to_sorted_ntriples(reference)
+    assert rdfmap.id_prefixes(ids, ODD_MAP, {"ex"}) == [("thing", "http://example.org/id/thing/")]
+    bound = {str(p): str(ns) for p, ns in reference.namespace_manager.namespaces()}
+    ttl = tmp_path / "data.ttl"
+    rdfmap.turtle_file(turtle_order, rdfmap.used_prefixes(bound, heads), ttl, tmp_path)
+    assert ttl.read_text(encoding="utf-8") == rdfmap.to_turtle(reference)
+
+
+def test_an_empty_subject_cell_is_the_packs_error(tmp_path) -> None:
+    spec = TableSpec(name="t", columns=(("id", "VARCHAR"), ("v", "INTEGER")), primary_key="id")
+    csv_dir = tmp_path / "csv"
+    csv_dir.mkdir()
+    write_csv(csv_dir / "t.csv", spec, [{"id": None, "v": 1}])
+    create_database(tmp_path / "raw.duckdb", {"t": spec}, csv_dir)
+    mapping = {"vocab": "ex", "prefixes": {"ex": "http://example.org/"},
+               "tables": {"t": {"class": "ex:T", "subject": "ex:{id}"}}}
+    with pytest.raises(InputError, match="subject template uses an empty cell"):
+        rdfmap.write_ntriples(tmp_path / "raw.duckdb", {"t": spec}, mapping,
+                              {tmp_path / "o.nt": (frozenset(), False)}, tmp_path)
+
+
+def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_path) -> None:
+    shapes = (REPO / "ontology" / "credit" / "shapes.ttl").read_text(encoding="utf-8")
+    source = tmp_path / "g.nt"
+    source.write_text(to_sorted_ntriples(credit_base.graph), encoding="utf-8")
+    out = tmp_path / "derived.nt"
+    n = derive_file(source, shapes, out)
+    expected = to_sorted_ntriples(run_rules(credit_base.graph, shapes, store="Oxigraph"))
+    assert n == expected.count("\n") > 500
+    assert out.read_text(encoding="utf-8") == expected
+    assert credit_base.derived_nt.read_text(encoding="utf-8") == expected
+
+
+def test_the_file_leak_check_finds_a_value_across_block_boundaries(tmp_path, monkeypatch
+                                                                   ) -> None:
+    text = ("x" * 37 + "ana.lopez@example.org" + "y" * 50 + "+44 20 7946 0001\n") * 3
+    path = tmp_path / "t.nt"
+    path.write_text(text, encoding="utf-8")
+    for chunk in (5, 7, 16, 1 << 24):  # a value cut by every block edge, or in one block
+        monkeypatch.setattr(build_mod, "CHUNK", chunk)
+        assert appears_in_file({"ana.lopez@example.org"}, path)
+        assert appears_in_file({"nobody@example.org", "7946 0001"}, path)
+        assert not appears_in_file({"ana.lopez@example.com", "+44 20 7946 0002"}, path)
+        assert appears_in({"ana.lopez@example.org"}, text)
+        assert not appears_in({"ana.lopez@example.com"}, text)
+    assert not appears_in_file(set(), path) and not appears_in_file({"abc"}, path)
+
+
+def test_a_personal_value_in_the_graph_fails_the_build(credit_pack, tmp_path) -> None:
+    """A phone number copied into a non-personal column reaches the restricted graph: the
+    build refuses, naming the file."""
+    import shutil
+
+    pack_dir = tmp_path / "credit"
+    shutil.copytree(credit_pack.dir, pack_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    gen = pack_dir / "generate.py"
+    gen.write_text(gen.read_text(encoding="utf-8").replace(
+        '"role": role or self.rng.choice(ROLES),',
+        '"role": phone or "x",'), encoding="utf-8")
+    from pytest_kgbench.packs import load_pack
+
+    pack = load_pack(pack_dir, name="credit_leak", ontology_dir=credit_pack.ontology_dir)
+    assert any(r["role"].startswith("+") for r in pack.generate("base", pack.seed)["contacts"])
+    with pytest.raises(InputError, match="personal value appears in the restricted data.nt"):
+        build_variant(pack, "base", tmp_path / "cache")
+
+
+def test_a_scaled_variant_is_the_named_one_with_its_size(credit_pack, research_pack) -> None:
+    assert credit_pack.scale == {"issuers": "large"} and research_pack.scale == {"works": "large"}
+    assert credit_pack.params("issuers=1000") == {"issuers": 1000}
+    assert research_pack.params("works=50") == {"works": 50}
+    assert credit_pack.params("large") == {"issuers": 300}
+    assert credit_pack.has_variant("issuers=45") and credit_pack.has_variant("chains")
+    assert not credit_pack.has_variant("huge") and not research_pack.has_variant("issuers=9")
+    for bad, why in (("issuers=0", "positive whole number"), ("issuers=01", "positive"),
+                     ("issuers=x", "positive"), ("chains=3", "not a size this pack scales"),
+                     ("huge", "no variant 'huge'.*issuers=N")):
+        with pytest.raises(InputError, match=why):
+            credit_pack.params(bad)
+
+
+def test_kgbench_build_takes_the_packs_own_size_flag(credit_base, tmp_path, capsys) -> None:
+    """`--issuers N` is declared by the credit pack (`scale:`), not by the plugin; the size is
+    a variant of its own, cached and fingerprinted like any other, the same bytes each time."""
+    args = ["build", "--pack", "credit", "--root", str(REPO), "--cache", str(tmp_path / "c")]
+    assert main([*args, "--issuers", "45"]) == 0
+    first = capsys.readouterr().out
+    assert "credit/issuers=45 seed" in first
+    rows = int(first.split("  issuers: ")[1].split(" rows")[0])
+    assert rows > credit_base.manifest["tables"]["issuers"]["rows"]  # base has 40
+    assert main([*args, "--scale", "issuers=45"]) == 0  # the same build, from the cache
+    assert capsys.readouterr().out.split(": ", 1)[1].split(" (")[0] == \
+        first.split(": ", 1)[1].split(" (")[0]
+    folder = next((tmp_path / "c" / "credit").glob("issuers=45-*[0-9a-f]"))
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["variant"] == "issuers=45" and manifest["integrity"]
+    assert build_mod.build_dir(_pack(), "issuers=45", manifest["seed"], tmp_path / "c") == folder
+    assert main([*args, "--works", "5"]) == 2  # research's size, not credit's
+    assert "--works (the sizes pack credit scales: --issuers N)" in capsys.readouterr().err
+    assert main([*args, "--issuers"]) == 2
+    assert "needs a number" in capsys.readouterr().err
+
+
+def _pack():
+    from pytest_kgbench.packs import find_pack
+
+    return find_pack("credit", REPO / "datasets", REPO / "ontology")
+
+
+def test_other_commands_still_refuse_unknown_arguments(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["validate", "credit", "--issuers", "5"])
+    assert "unrecognized arguments: --issuers 5" in capsys.readouterr().err
+
+
+def test_a_rule_becomes_the_update_inserting_its_template() -> None:
+    from pytest_kgbench.ontology import as_insert
+
+    rule = ('PREFIX ex: <http://example.org/>\nCONSTRUCT { ?x ex:note "a } b" . } '
+            'WHERE { ?x ex:p ?y . FILTER(?y != "}") }')
+    update = as_insert(rule)
+    assert update is not None
+    filled = update.format(into="GRAPH <g>", using="USING <r>")
+    assert filled == ('PREFIX ex: <http://example.org/>\nINSERT { GRAPH <g> {  ?x ex:note '
+                      '"a } b" .  } } USING <r> WHERE { ?x ex:p ?y . FILTER(?y != "}") }')
+    for plain_only in ("CONSTRUCT WHERE { ?s ?p ?o }",
+                       "CONSTRUCT { ?s ?p ?o } WHERE { ?s ?p ?o } LIMIT 5",
+                       "CONSTRUCT { ?s ?p ?o } FROM <g> WHERE { ?s ?p ?o }",
+                       "SELECT * WHERE { ?s ?p ?o }"):
+        assert as_insert(plain_only) is None, plain_only
+
+
+def test_a_rule_that_is_no_plain_construct_is_run_as_run_rules_runs_it(tmp_path) -> None:
+    from test_rules import DATA, SHAPES, _graph
+
+    shapes = SHAPES.replace('sh:construct "CONSTRUCT { ?y ex:parentOf ?x } WHERE { ?x '
+                            'ex:childOf ?y }"', 'sh:construct "CONSTRUCT { ?y ex:parentOf ?x } '
+                            'WHERE { ?x ex:childOf ?y } LIMIT 100"')
+    assert shapes != SHAPES
+    source = tmp_path / "g.nt"
+    source.write_text(to_sorted_ntriples(_graph(DATA)), encoding="utf-8")
+    for text in (SHAPES, shapes):
+        out = tmp_path / "d.nt"
+        assert derive_file(source, text, out, tmp_path) > 0
+        assert out.read_text(encoding="utf-8") == to_sorted_ntriples(run_rules(_graph(DATA),
+                                                                              text))
