@@ -347,3 +347,15 @@ def test_gold_passes_on_the_endpoint_graded_as_on_rdflib(pytester, kg_cache, oxi
     assert report["meta"]["engines"] == {"sparql": label, "sql": "duckdb"}
     assert report["engines"] == {"sparql": label, "sql": "duckdb"}
     assert f"- SPARQL engine: {label}; SQL engine: duckdb" in report["md"]
+
+
+def test_the_engines_are_named_by_their_labels() -> None:
+    from pytest_kgbench.report import engine_lines
+    from pytest_kgbench.stores import engine_labels
+
+    assert engine_labels() == {"sparql": "rdflib", "sql": "duckdb"}
+    assert engine_labels({"sparql": "endpoint=http://u:pw@h/query"}) == \
+        {"sparql": "endpoint=http://u:***@h/query", "sql": "duckdb"}
+    assert engine_lines({"engines": {"sql": "duckdb", "sparql": "oxigraph"}}) == \
+        ["- SPARQL engine: oxigraph; SQL engine: duckdb"]
+    assert engine_lines({}) == []  # a run folder from before engines were recorded
