@@ -64,7 +64,7 @@ def test_a_server_that_is_not_answering_fails_the_check_and_the_open(credit_base
         down.open(credit_base, "raw", guard_for(credit_base, "analyst"), ontology=False)
 
 
-# --- the store is the rdflib kind's store ----------------------------------------------------------
+# --- the store is the rdflib kind's store --------------------------------------------------------
 
 @pytest.mark.parametrize("persona,data,ontology", [
     ("analyst", "raw", False), ("analyst", "raw", True), ("analyst", "derived", False),
@@ -121,7 +121,7 @@ def test_a_graph_is_loaded_once_even_by_two_at_a_time(oxigraph, credit_base, tmp
     assert len(puts) == 3
 
 
-# --- the persona's graph, and nothing else ----------------------------------------------------------
+# --- the persona's graph, and nothing else -------------------------------------------------------
 
 def test_no_dataset_a_query_names_reaches_another_graph_even_past_the_guard(oxigraph,
                                                                            credit_base) -> None:
@@ -178,7 +178,7 @@ def test_service_is_refused_before_it_leaves_the_process(oxigraph, credit_base,
     assert len(sent) == 1 and "SERVICE" not in sent[0]
 
 
-# --- time and failures -------------------------------------------------------------------------------
+# --- time and failures ---------------------------------------------------------------------------
 
 @pytest.fixture
 def stalled():
@@ -298,7 +298,7 @@ def test_results_are_capped_as_the_in_process_engines_cap_them(oxigraph, credit_
         (b.columns, b.rows, b.row_count, b.row_count_exact)
 
 
-# --- gold, end to end --------------------------------------------------------------------------------
+# --- gold, end to end ----------------------------------------------------------------------------
 
 def gold_run(pytester: pytest.Pytester, kg_cache: Path, pack: str, run_id: str,
              *engine: str) -> tuple[dict[str, dict], dict]:
