@@ -278,6 +278,17 @@ def test_a_server_failure_halts_and_a_query_failure_is_the_query_s(oxigraph, cre
         server.server_close()
 
 
+def test_a_reply_too_large_to_read_is_the_query_s_error(oxigraph, credit_base,
+                                                       monkeypatch) -> None:
+    from pytest_kgbench.executors import endpoint
+
+    store = opened(oxigraph, credit_base, "analyst")
+    monkeypatch.setattr(endpoint, "MAX_REPLY_BYTES", 100)
+    result = store.run("SELECT ?s ?p ?o WHERE { ?s ?p ?o }")
+    store.close()
+    assert not result.timed_out and "aggregate or filter" in (result.error or "")
+
+
 def test_results_are_capped_as_the_in_process_engines_cap_them(oxigraph, credit_base) -> None:
     from pytest_kgbench.executors import Caps
     from pytest_kgbench.executors.sparql import SparqlExecutor, graph_files

@@ -72,6 +72,7 @@ _TIMED_OUT = re.compile(r"time ?out|timed out|cancel", re.I)
 class Reply:
     status: int
     body: bytes
+    cut: bool = False  # the reply passed MAX_REPLY_BYTES and was not read further
 
     @property
     def text(self) -> str:
@@ -112,7 +113,7 @@ def request(method: str, url: str, *, body: bytes | Any = None,
                 break
             size += len(chunk)
             if size > MAX_REPLY_BYTES:
-                break
+                return Reply(resp.status, b"".join(chunks), cut=True)
             chunks.append(chunk)
         return Reply(resp.status, b"".join(chunks))
     except TimeoutError:
@@ -363,7 +364,10 @@ class EndpointExecutor(SparqlExecutor):
         except Unreachable as exc:
             raise HarnessBroken(f"the SPARQL endpoint {url} is not answering: {exc}") from None
         text = reply.text[-1000:]
-        if reply.status == 200:
+        if reply.status == 200 and reply.cut:  # the query's doing, not the server's
+            result.error = (f"the result passed {MAX_REPLY_BYTES >> 20} MiB before its end: "
+                            "aggregate or filter")
+        elif reply.status == 200:
             try:
                 doc = json.loads(reply.body)
             except ValueError:
