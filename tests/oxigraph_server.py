@@ -24,6 +24,17 @@ def oxigraph_binary() -> str | None:
     return str(here) if here.is_file() else shutil.which("oxigraph")
 
 
+def _die_with_parent() -> None:
+    """In the server's process before exec: SIGTERM when the test session that started it
+    ends, even killed (Linux's parent-death signal); elsewhere the fixture's stop alone."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -55,7 +66,8 @@ class OxigraphServer:
             self.proc = subprocess.Popen(
                 [self.binary, "serve", "--location", str(self.location), "--bind",
                  f"127.0.0.1:{self.port}", "--timeout-s", str(self.timeout_s)],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=_die_with_parent)
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
