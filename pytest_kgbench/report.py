@@ -218,6 +218,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
     return {
         "run_id": settings.run_id, "started": meta.get("started"), "finished": meta.get("finished"),
         "settings": settings.to_dict(), "commit": meta.get("commit"),
+        "engines": dict(meta.get("engines") or {}),
         "fingerprint": fingerprint(records, meta),
         "complete": not missing, "missing": missing,
         "skipped": skipped, "not_run": list(meta.get("not_run") or []),
@@ -381,6 +382,16 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def engine_lines(report: Mapping[str, Any]) -> list[str]:
+    """The engine each query language ran on ("- SPARQL engine: endpoint=URL; SQL engine:
+    duckdb"), or nothing for a run folder that did not record them."""
+    engines = report.get("engines") or {}
+    if not engines:
+        return []
+    return ["- " + "; ".join(f"{lang.upper()} engine: {engines[lang]}"
+                             for lang in sorted(engines))]
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
     s = report["settings"]
     fp = report["fingerprint"]
@@ -395,6 +406,7 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              f"- agent: {s['agent']}; models: {', '.join(s['models'])}; repeats: {s['repeats']}; "
              f"asked {s.get('ask') or 'apart'}" + ("; floor arm" if s.get("floor") else ""),
              f"- conditions: {', '.join(s['condition_ids'])}; variants: {', '.join(s['variants'])}",
+             *engine_lines(report),
              f"- items banked: {report['counts']['items']} of {report['counts']['expected']}"
              + ("" if report["complete"] else " — **INCOMPLETE**"),
              f"- started {report['started']}, finished {report['finished']}; commit "

@@ -23,6 +23,7 @@ import pytest
 from pytest_kgbench.fingerprints import code_fingerprints, grader_files
 from pytest_kgbench.record import BankedRecord, grades_json, questions_json, read_answers
 from pytest_kgbench.settings import Settings, resume_differences
+from pytest_kgbench.stores import engine_labels
 
 RECORD_PROPERTY = "kgbench"
 LETTER_PROPERTY = "kgbench_letter"
@@ -98,6 +99,7 @@ class RunStore:
             "settings": settings.to_dict(), **git_commit(settings.rootdir),
             "packages": package_versions(), "models": list(settings.models),
             "agent": settings.agent, "effort": settings.effort,
+            "engines": engine_labels(settings.engines),
             **code_fingerprints(), "grader_files": grader_files(),
         }
         if settings.resume and (self.dir / "meta.json").is_file():

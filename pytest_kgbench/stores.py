@@ -53,6 +53,17 @@ def store_kind(language: str, engines: Mapping[str, str] | None = None) -> Store
     return current().store(language, (engines or {}).get(language))
 
 
+def engine_labels(engines: Mapping[str, str] | None = None) -> dict[str, str]:
+    """language -> the engine its queries run on, as a run folder and its report name it: the
+    kind's `label` where it has one (a redacted display form: a server's URL, a DSN without
+    its password), else its name."""
+    out = {}
+    for language in current().languages():
+        kind = store_kind(language, engines)
+        out[language] = str(getattr(kind, "label", kind.name))
+    return out
+
+
 def open_store(built: Built, where: Any, persona: str, *,
                engines: Mapping[str, str] | None = None, timeout: float = 60.0) -> Executor:
     """The store `where` (a condition, or a reference query's name) queries for `persona`,

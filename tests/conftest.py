@@ -236,3 +236,18 @@ def pg_server():
         pytest.skip(why)
     with PgServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def oxigraph(tmp_path_factory: pytest.TempPathFactory):
+    """A real Oxigraph server on 127.0.0.1 for the session (tests/oxigraph_server.py), with a
+    throwaway store; skipped, with the reason, where the `oxigraph` CLI (dev extra) is
+    missing."""
+    from oxigraph_server import OxigraphServer, oxigraph_binary
+
+    binary = oxigraph_binary()
+    if binary is None:
+        pytest.skip("the oxigraph CLI is not installed (pip install -e '.[dev]' brings it)")
+    server = OxigraphServer(binary, tmp_path_factory.mktemp("oxigraph") / "store").start()
+    yield server
+    server.stop()

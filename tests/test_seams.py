@@ -19,7 +19,7 @@ BAD_OPTIONS = [
     (["--agent", "synthetic", "--synthetic", "D1=1.5"],
      "ERROR: --synthetic: 'D1=1.5' is not CONDITION=PROBABILITY (0 to 1)"),
     (["--sparql-engine", "jena"], "ERROR: --sparql-engine: unknown sparql engine 'jena' "
-                                  "(known: rdflib, oxigraph)"),
+                                  "(known: endpoint, rdflib, oxigraph)"),
     (["--agent", "replay"], "ERROR: --replay-run: the replay agent needs the run to replay"),
     (["--agent", "replay", "--replay-run", "never-ran"],
      "ERROR: --replay-run: {reports}/never-ran holds no answers.jsonl"),
@@ -182,8 +182,8 @@ def test_a_third_party_plugin_adds_an_agent_a_metric_and_a_field_kind(project) -
 
 
 def test_an_engine_argument_reaches_the_kind_that_takes_one() -> None:
-    """`--sparql-engine endpoint=URL`: the part after `=` goes to the kind's `configure`,
-    case kept; a kind without `configure` refuses an argument by name."""
+    """`--sparql-engine NAME=ARG` (endpoint=URL): the part after `=` goes to the kind's
+    `configure`, case kept; a kind without `configure` refuses an argument by name."""
     from pytest_kgbench.errors import InputError
     from pytest_kgbench.registry import Registry
 
@@ -191,14 +191,14 @@ def test_an_engine_argument_reaches_the_kind_that_takes_one() -> None:
         language, default = "sparql", False
 
         def __init__(self, argument: str = "") -> None:
-            self.name, self.argument = "endpoint", argument
+            self.name, self.argument = "bound", argument
 
         def configure(self, argument: str) -> Bound:
             return Bound(argument)
 
     reg = Registry.shipped()
     reg.add("stores", Bound(), "test")
-    kind = reg.store("sparql", "endpoint=http://127.0.0.1:7878/Query")
+    kind = reg.store("sparql", "bound=http://127.0.0.1:7878/Query")
     assert getattr(kind, "argument", None) == "http://127.0.0.1:7878/Query"
     with pytest.raises(InputError, match="takes no '=x'"):
         reg.store("sparql", "rdflib=x")

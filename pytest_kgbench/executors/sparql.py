@@ -182,6 +182,24 @@ class SparqlExecutor:
 _PREFIX = re.compile(r"^@prefix\s+([\w.-]*):\s*<([^>]*)>\s*\.", re.M)
 
 
+def graph_files(built: Built, data: str, guard: Guard, *, ontology: bool = False
+                ) -> tuple[list[tuple[Path, str]], dict[str, str]]:
+    """What a graph store of `built` loads for `guard`'s persona: (path, rdflib format) pairs
+    of the persona's view (withheld triples absent) — its data, the rule-derived triples for
+    `derived`, the definitions' triples with `ontology` — and the prefixes it binds."""
+    if data not in ("raw", "derived"):
+        raise HarnessBroken(f"the graph store has no '{data}' data (raw or derived)")
+    files = built.files(guard.view)  # the persona's build: withheld triples absent
+    load: list[tuple[Path, str]] = [(files.data, files.data_format)]
+    if data == "derived":
+        if files.derived_nt is None:
+            raise HarnessBroken(f"{built.pack.name} has no rule-derived graph")
+        load.append((files.derived_nt, "nt"))
+    if ontology:
+        load.append((built.pack.definitions_ttl, "turtle"))
+    return load, turtle_prefixes(files.prefixes)
+
+
 def turtle_prefixes(path: Path) -> dict[str, str]:
     """The @prefix declarations at the head of a Turtle file."""
     with path.open(encoding="utf-8") as fh:
@@ -215,18 +233,9 @@ class GraphStore:
 
     def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> SparqlExecutor:
-        if data not in ("raw", "derived"):
-            raise HarnessBroken(f"the graph store has no '{data}' data (raw or derived)")
-        files = built.files(guard.view)  # the persona's build: withheld triples absent
-        load: list[tuple[Path, str]] = [(files.data, files.data_format)]
-        if data == "derived":
-            if files.derived_nt is None:
-                raise HarnessBroken(f"{built.pack.name} has no rule-derived graph")
-            load.append((files.derived_nt, "nt"))
-        if ontology:
-            load.append((built.pack.definitions_ttl, "turtle"))
+        load, prefixes = graph_files(built, data, guard, ontology=ontology)
         return SparqlExecutor.over(self.plugin, load, guard, timeout=timeout,
-                                   parsers=self.parsers, prefixes=turtle_prefixes(files.prefixes))
+                                   parsers=self.parsers, prefixes=prefixes)
 
     def from_context(self, context: str, guard: Guard) -> SparqlExecutor:
         from pytest_kgbench.reading import turtle_blocks

@@ -15,7 +15,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from pytest_kgbench.executors import Caps, QueryResult, fill_capped, jsonable
@@ -60,6 +60,37 @@ def oxigraph_rejects(statement: str, prefixes: Mapping[str, str]) -> str | None:
 PARSERS = {"oxigraph": oxigraph_rejects}  # an engine's own parser, beside rdflib's
 
 
+def catalog_entries(members: Mapping[str, int], uses: Mapping[str, Mapping[str, int]],
+                    guard: Guard, curie: Callable[[str], str]) -> list[dict[str, Any]]:
+    """A store's catalog from its counts, whichever engine counted them: `members` (class IRI
+    -> instances), `uses` (class IRI -> predicate IRI, never rdf:type -> instances using it).
+    A withheld predicate is named as withheld (a full view holds it), never as a column."""
+    withheld = guard.withheld_predicates()
+    by_class = guard.withheld_by_class()
+    out = []
+    for cls in sorted(members):
+        props: Counter[str] = Counter()
+        hidden = {curie(p) for p in by_class.get(cls, ())}
+        for p, n in (uses.get(cls) or {}).items():
+            if p in withheld:
+                hidden.add(curie(p))
+            else:
+                props[curie(p)] += n
+        out.append({"name": curie(cls), "rows": members[cls],
+                    "columns": [[p, f"{n} uses"] for p, n in sorted(props.items())],
+                    "withheld": sorted(hidden)})
+    return out
+
+
+def store_info(catalog: list[dict[str, Any]], triples: int, namespaces: Mapping[str, str],
+               vocabulary: Iterable[str], curie: Callable[[str], str]) -> dict[str, Any]:
+    """What a graph store reports once loaded (`sparql.SparqlExecutor.info`)."""
+    return {"catalog": catalog, "triples": triples, "namespaces": dict(namespaces),
+            "vocabulary": {i: curie(i) for i in sorted(vocabulary)},
+            "prefixes": {p: ns for p, ns in namespaces.items()
+                         if p and p not in HIDDEN_PREFIXES}}
+
+
 class GraphEngine:
     """One graph held by one rdflib store plugin, behind the guard."""
 
@@ -96,38 +127,26 @@ class GraphEngine:
             return iri
 
     def info(self) -> dict[str, Any]:
-        return {"catalog": self.catalog, "triples": len(self.graph),
-                "namespaces": self.namespaces,
-                "vocabulary": {i: self.curie(i) for i in sorted(self.vocabulary)},
-                "prefixes": {p: ns for p, ns in self.namespaces.items()
-                             if p and p not in HIDDEN_PREFIXES}}
+        return store_info(self.catalog, len(self.graph), self.namespaces, self.vocabulary,
+                          self.curie)
 
     def _catalog(self) -> list[dict[str, Any]]:
         """Classes with instance counts; each 'column' is a property used on its instances;
         the withheld properties of a class are named though the graph does not hold them."""
         from rdflib import URIRef
 
-        withheld = self.guard.withheld_predicates()
-        by_class = self.guard.withheld_by_class()
         members: dict[str, list[Any]] = {}
         for s, o in self.graph.subject_objects(URIRef(RDF_TYPE)):
             members.setdefault(str(o), []).append(s)
-        out = []
-        for cls in sorted(members):
-            props: Counter[str] = Counter()
-            hidden = {self.curie(p) for p in by_class.get(cls, ())}
-            for s in members[cls]:
+        uses: dict[str, Counter[str]] = {}
+        for cls, subjects in members.items():
+            used = uses.setdefault(cls, Counter())
+            for s in subjects:
                 for p in set(self.graph.predicates(s)):
-                    if str(p) == RDF_TYPE:
-                        continue
-                    if str(p) in withheld:
-                        hidden.add(self.curie(str(p)))
-                    else:
-                        props[self.curie(str(p))] += 1
-            out.append({"name": self.curie(cls), "rows": len(members[cls]),
-                        "columns": [[p, f"{n} uses"] for p, n in sorted(props.items())],
-                        "withheld": sorted(hidden)})
-        return out
+                    if str(p) != RDF_TYPE:
+                        used[str(p)] += 1
+        return catalog_entries({c: len(m) for c, m in members.items()}, uses, self.guard,
+                               self.curie)
 
     def classify(self, statement: str, *, read: bool = False) -> Verdict:
         """The guard's verdict. `read`: the parent has classified the text with rdflib's
@@ -181,7 +200,8 @@ class GraphEngine:
             return self.run(str(request["statement"]), read=bool(request.get("read")))
         if op == "classify":
             verdict = self.classify(str(request["statement"]))
-            return {"refused": verdict.refused, "error": verdict.error}
+            return {"refused": verdict.refused, "error": verdict.error,
+                    "iris": sorted(verdict.iris)}
         return {"error": f"unknown request {op!r}"}
 
 
