@@ -202,8 +202,9 @@ class Batcher:
                     raise BudgetReached(
                         f"budget: a batch of {len(group)} request(s) to {model_id} is submitted "
                         f"at once and could cost up to ${sum(worst.values()):.4f} at batch "
-                        f"prices, more than --max-cost leaves ({exc}): it is not submitted "
-                        "(lower the items, raise the cap, or run without --batch)") from exc
+                        f"prices; ${self.budget.spent():.4f} is spent of --max-cost "
+                        f"${self.budget.cap:g}: it is not submitted (select fewer items, raise "
+                        "the cap, or run without --batch)") from exc
             try:
                 batch_id = self.api.submit(self.client(), [(p.key, p.request) for p in group])
             except BaseException:
