@@ -254,3 +254,82 @@ def test_a_run_killed_after_submitting_resumes_without_submitting_again(
         assert sorted(r["question"] for r in records) == [
             "credit-Q01", "credit-Q03", "credit-Q04"]
         assert {r["sent"]["batch"]["id"] for r in records} == set(api.batches)
+
+
+# --- the OpenAI Batch API ---------------------------------------------------------------------
+
+def openai_run(p, api, *args: str):
+    return p.runpytest("questions", "--agent", "openai", "--base-url", api.url,
+                       "--model", "gpt-test-1", "--condition", "R1", "-k", SELECT, *args)
+
+
+def chat_posts(api) -> int:
+    return sum(1 for method, path in api.http
+               if method == "POST" and path.endswith("/chat/completions"))
+
+
+def test_an_openai_batch_run_grades_as_the_interactive_run(project, chat_api) -> None:
+    from fake_openai import text
+
+    def answer(body: dict) -> dict:
+        good = "Question credit-Q01" in json.dumps(body["messages"])
+        return text(A_PLUS if good else "```json\n{\"rating\": \"C\"}\n```",
+                    prompt_tokens=1000, completion_tokens=50)
+
+    chat_api.default = answer
+    p = project()
+    (p.path / "pyproject.toml").write_text(
+        '[tool.kgbench.prices."gpt-test-1"]\ninput = 1.0\noutput = 10.0\n')
+    openai_run(p, chat_api, "--run-id", "live", "--no-cache").assert_outcomes(passed=3)
+    assert chat_posts(chat_api) == 3
+    openai_run(p, chat_api, "--run-id", "batched", "--no-cache", "--batch", *POLL
+               ).assert_outcomes(passed=3)
+    assert chat_api.batches_created == 1 and chat_posts(chat_api) == 3
+    (batch,) = chat_api.batches.values()
+    assert batch["body"]["endpoint"] == "/v1/chat/completions"
+    assert batch["body"]["completion_window"] == "24h"
+    assert {r["url"] for r in batch["requests"]} == {"/v1/chat/completions"}
+    reports = p.path / "reports"
+    assert grades(reports / "batched") == grades(reports / "live")
+    live, batched = (json.loads((reports / run_id / "report.json").read_text())
+                     for run_id in ("live", "batched"))
+    (live_arm,), (batch_arm,) = live["conditions"].values(), batched["conditions"].values()
+    assert batch_arm["cost_usd"]["billed"] == pytest.approx(
+        live_arm["cost_usd"]["billed"] / 2)
+    # the runs above kept nothing (--no-cache): this one submits, the next asks nothing
+    openai_run(p, chat_api, "--run-id", "cached", "--batch", *POLL).assert_outcomes(passed=3)
+    assert chat_api.batches_created == 2
+    seen = len(chat_api.http)
+    openai_run(p, chat_api, "--run-id", "again", "--batch", *POLL).assert_outcomes(passed=3)
+    assert len(chat_api.http) == seen and chat_api.batches_created == 2
+
+
+def test_openai_expired_errored_and_cut_results(project, chat_api) -> None:
+    from fake_openai import status, text
+
+    chat_api.default = lambda body: text(A_PLUS)
+    chat_api.batch_expire = lambda body: "Question credit-Q04" in json.dumps(body["messages"])
+    chat_api.batch_error = lambda body: (status(500) if "Question credit-Q03" in
+                                         json.dumps(body["messages"]) else None)
+    chat_api.batch_truncate = 1
+    p = project()
+    result = openai_run(p, chat_api, "--batch", *POLL, "--no-cache")
+    result.assert_outcomes(passed=3)
+    assert result.parseoutcomes().get("rerun") == 1  # Q01's line was cut: fetched again
+    assert chat_api.batches_created == 1
+    assert chat_posts(chat_api) == 2  # Q03 (a 500) and Q04 (expired), asked interactively
+    records = {r["question"]: r for r in run_records(p)}
+    assert "batch" in records["credit-Q01"]["sent"]
+    assert "expired" in records["credit-Q04"]["sent"]["batch_fallback"]["reason"]
+    assert "errored (500)" in records["credit-Q03"]["sent"]["batch_fallback"]["reason"]
+
+
+def test_openai_a_401_result_halts(project, chat_api) -> None:
+    from fake_openai import unauthorized
+
+    chat_api.batch_error = lambda body: unauthorized()
+    p = project()
+    result = openai_run(p, chat_api, "--batch", *POLL, "--no-cache")
+    assert result.ret == 3, result.stdout.str()
+    result.stdout.fnmatch_lines(["*the API rejected the credential (401)*"])
+    assert chat_posts(chat_api) == 0
