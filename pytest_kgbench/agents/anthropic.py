@@ -53,7 +53,10 @@ def has_credential() -> bool:
 def _installed(module: str) -> bool:
     import importlib.util
 
-    return importlib.util.find_spec(module) is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is absent
+        return False
 
 
 def provider_problem(provider: str) -> str | None:
