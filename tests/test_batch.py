@@ -333,3 +333,14 @@ def test_openai_a_401_result_halts(project, chat_api) -> None:
     assert result.ret == 3, result.stdout.str()
     result.stdout.fnmatch_lines(["*the API rejected the credential (401)*"])
     assert chat_posts(chat_api) == 0
+
+
+def test_under_xdist_one_worker_submits_and_every_worker_polls_it(project, api) -> None:
+    from fake_api import text
+
+    api.default = lambda body: text(A_PLUS)
+    p = project()
+    run(p, "-n", "2", "--batch", *POLL, "--no-cache").assert_outcomes(passed=3)
+    assert api.batches_created == 1 and interactive_posts(api) == 0
+    records = run_records(p)
+    assert len(records) == 3 and len({r["sent"]["batch"]["id"] for r in records}) == 1
