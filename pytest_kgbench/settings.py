@@ -29,8 +29,10 @@ DEFAULT_ALIASES = {"sonnet": "claude-sonnet-5-5", "haiku": "claude-haiku-5-5",
 # dollars per million tokens; cache writes at 1.25x input, cache reads at 0.1x input
 # The batch prices (`batch_<kind>`): the Message Batches API and OpenAI's Batch API bill every
 # token kind at 50% of its interactive price ("cutting costs by 50%",
-# https://platform.claude.com/docs/build-with-claude/batch-processing); a model priced without
-# them is billed at BATCH_SHARE of each (costs.batch_price).
+# https://platform.claude.com/docs/build-with-claude/batch-processing; OpenAI: "50% cost
+# discount compared to synchronous APIs", its Batch FAQ as quoted on
+# https://community.openai.com/t/why-batch-api-over-synchronous-apis/866627/8); a model priced
+# without them is billed at BATCH_SHARE of each (costs.batch_price).
 DEFAULT_PRICES = {
     "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2,
                           "batch_input": 1.0, "batch_output": 5.0, "batch_cache_write": 1.25,
