@@ -21,6 +21,19 @@ TOOL_RESULT_TOKENS = 300
 OUTPUT_TOKENS = {"reading": 400, "querying_round": 150, "together_answer": 150}
 
 
+BATCH_SHARE = 0.5  # the batch APIs' price, a share of the interactive one (settings.py cites it)
+KINDS = ("input", "output", "cache_read", "cache_write")
+
+
+def batch_price(price: Mapping[str, float] | None) -> dict[str, float] | None:
+    """A model's batch price: its `batch_<kind>` prices where the table gives them, else
+    BATCH_SHARE of each interactive price."""
+    if not price:
+        return None
+    return {k: float(price.get(f"batch_{k}", price[k] * BATCH_SHARE))
+            for k in KINDS if k in price}
+
+
 def tokens_of(text: str) -> int:
     return max(1, len(text) // CHARS_PER_TOKEN)
 
@@ -56,6 +69,7 @@ class Estimate:
     window: int | None = None  # the model's context window: a longer prompt is not asked
     largest: int = 0           # the largest prompt's tokens
     too_long: int = 0          # items whose prompt is longer than the window
+    batchable: bool = True     # single-turn items only (reading, apart): --batch takes them
 
     def add(self, *, mode: str, context: str, question: str, system: str,
             questions: int = 1) -> None:
@@ -63,6 +77,7 @@ class Estimate:
         prompt, the rounds it is likely to take, what caching saves. A together session takes
         the rounds of all its questions in one conversation, each resending it so far."""
         self.items += questions
+        self.batchable = self.batchable and mode == "reading" and questions == 1
         ctx, rest = tokens_of(context), tokens_of(system) + tokens_of(question)
         self.largest = max(self.largest, ctx + rest)
         if self.window is not None and ctx + rest > self.window:
@@ -94,25 +109,34 @@ class Estimate:
 
 def estimate_lines(estimates: Mapping[tuple[str, str], Estimate], aliases: Mapping[str, str],
                    prices: Mapping[str, Mapping[str, float]], *, heading: str) -> list[str]:
-    """The estimate as a table: a row per condition and model, then the total."""
+    """The estimate as a table: a row per condition and model, then the total. The `batch`
+    column is what --batch would bill (batch prices) for the rows it can take (single-turn
+    items); a querying row keeps its interactive cost there ("-": not batched)."""
     lines = [f"Estimate, before any call: {heading}; about 4 characters a token, "
-             f"{QUERY_ROUNDS} rounds per querying question; list prices per million tokens.",
+             f"{QUERY_ROUNDS} rounds per querying question; list prices per million tokens "
+             f"(batch: --batch, at the batch prices).",
              f"{'condition':<10} {'model':<22} {'items':>6} {'input':>12} {'cached':>12} "
-             f"{'output':>10} {'cost':>10} {'no cache':>10}"]
-    total = {"billed": 0.0, "without_cache": 0.0}
+             f"{'output':>10} {'cost':>10} {'no cache':>10} {'batch':>10}"]
+    total = {"billed": 0.0, "without_cache": 0.0, "batch": 0.0}
     for (cid, model), est in estimates.items():
         model_id = aliases.get(model, model)
         cost = dollars(est.tokens, prices.get(model_id))
+        batched = (dollars(est.tokens, batch_price(prices.get(model_id)))
+                   if est.batchable else None)
         if cost:
             total["billed"] += cost["billed"]
             total["without_cache"] += cost["without_cache"]
-        cells = ("no price", "") if cost is None else (f"${cost['billed']:.2f}",
-                                                      f"${cost['without_cache']:.2f}")
+            total["batch"] += batched["billed"] if batched else cost["billed"]
+        cells = ("no price", "", "") if cost is None else (
+            f"${cost['billed']:.2f}", f"${cost['without_cache']:.2f}",
+            f"${batched['billed']:.2f}" if batched else "-")
         lines.append(f"{cid:<10} {model_id:<22} {est.items:>6} {est.input + est.cache_write:>12,} "
-                     f"{est.cache_read:>12,} {est.output:>10,} {cells[0]:>10} {cells[1]:>10}")
+                     f"{est.cache_read:>12,} {est.output:>10,} {cells[0]:>10} {cells[1]:>10} "
+                     f"{cells[2]:>10}")
     billed, uncached = f"${total['billed']:.2f}", f"${total['without_cache']:.2f}"
     lines.append(f"{'total':<10} {'':<22} {sum(e.items for e in estimates.values()):>6} "
-                 f"{'':>12} {'':>12} {'':>10} {billed:>10} {uncached:>10}")
+                 f"{'':>12} {'':>12} {'':>10} {billed:>10} {uncached:>10} "
+                 f"{'$' + format(total['batch'], '.2f'):>10}")
     return lines + window_warnings(estimates, aliases)
 
 

@@ -339,11 +339,18 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 
 @pytest.fixture(scope="session")
-def kgbench_runtime(pytestconfig: pytest.Config) -> Generator[Any, None, None]:
-    """The process's packs, built variants, stores, prompts and agents (built once)."""
+def kgbench_runtime(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
+    """The process's packs, built variants, stores, prompts and agents (built once); it knows
+    the session's items (--batch submits them at once) and, on the controller and unless -q,
+    the terminal (the batch's progress line)."""
     from pytest_kgbench.runtime import Runtime
 
-    runtime = Runtime(pytestconfig.stash[keys.SETTINGS])
+    config = request.config
+    runtime = Runtime(config.stash[keys.SETTINGS])
+    runtime.session_cases = [i.stash[keys.CASE] for i in request.session.items
+                             if keys.CASE in i.stash]
+    if config.option.verbose >= 0 and not _is_worker(config):
+        runtime.say = _say(config)
     yield runtime
     runtime.close()
 

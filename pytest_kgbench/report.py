@@ -156,7 +156,19 @@ def arm_cost(records: Sequence[ItemRecord], settings: Settings) -> dict[str, Any
         return {}
     model_id = settings.model_id(records[0]["model"])
     price = settings.prices.get(model_id)
-    return {"tokens": tokens, "cost_usd": dollars(tokens, price), "model_id": model_id}
+    batched = [r for r in records if (r.get("sent") or {}).get("batch")]
+    if not batched:
+        return {"tokens": tokens, "cost_usd": dollars(tokens, price), "model_id": model_id}
+    from pytest_kgbench.costs import batch_price
+
+    # answers fetched from a batch (--batch) are billed at the batch price
+    parts = [dollars(usage_of(batched), batch_price(price)),
+             dollars(usage_of([r for r in records if not (r.get("sent") or {}).get("batch")]),
+                     price)]
+    cost = None if parts[0] is None or parts[1] is None else {
+        k: round(parts[0][k] + parts[1][k], 6) for k in parts[0]}
+    return {"tokens": tokens, "cost_usd": cost, "model_id": model_id,
+            "batch_tokens": usage_of(batched)}
 
 
 def metric_summary(records: Iterable[ItemRecord]) -> dict[str, Any]:

@@ -62,6 +62,9 @@ class Runtime:
         self._contrasted: set[tuple[str, str]] = set()
         self._sessions: dict[tuple[str, tuple[str, ...]], tuple[Asked, dict[str, Answer]]] = {}
         self.broken: str | None = None  # the harness broke after the item's answer was made
+        # the session's items (set by the plugin): what --batch submits at once
+        self.session_cases: list[Case] = []
+        self.say: Callable[[str], None] | None = None  # a line on the terminal, or None (-q)
 
     def pack(self, name: str) -> Pack:
         if name not in self._packs:
@@ -160,8 +163,27 @@ class Runtime:
         key = f"{name} {url}" if url else name
         if key not in self._agents:
             settings = replace(self.settings, base_url=url) if url else self.settings
-            self._agents[key] = current().agent(name)(settings)
+            agent = current().agent(name)(settings)
+            if self.settings.batch and getattr(agent, "batches", False):
+                agent.batch_plan = lambda: self.batch_tasks(name)  # type: ignore[attr-defined]
+                agent.batch_say = self.say  # type: ignore[attr-defined]
+            self._agents[key] = agent
         return self._agents[key]
+
+    def batch_tasks(self, agent: str) -> list[Task]:
+        """The task of every single-turn item of the session the agent answers (a reading
+        condition, asked apart): what --batch submits at once (agents/batch.py)."""
+        tasks = []
+        for case in self.session_cases:
+            q, cond = case.question, case.condition
+            if case.agent != agent or cond.mode != "reading":
+                continue
+            built = self.built(q.pack, case.variant)
+            tasks.append(Task(question=q, condition=cond,
+                              prompt=self.prompt(cond, built, q, None),
+                              guard=guard_for(built, q.persona), built=built, model=case.model,
+                              repeat=case.repeat))
+        return tasks
 
     def close(self) -> None:
         from pytest_kgbench.answer_key import close_key_stores

@@ -27,21 +27,47 @@ from pytest_kgbench.errors import InputError
 DEFAULT_ALIASES = {"sonnet": "claude-sonnet-5-5", "haiku": "claude-haiku-5-5",
                    "opus": "claude-opus-5-5"}
 # dollars per million tokens; cache writes at 1.25x input, cache reads at 0.1x input
+# The batch prices (`batch_<kind>`): the Message Batches API and OpenAI's Batch API bill every
+# token kind at 50% of its interactive price ("cutting costs by 50%",
+# https://platform.claude.com/docs/build-with-claude/batch-processing; OpenAI: "50% cost
+# discount compared to synchronous APIs", its Batch FAQ as quoted on
+# https://community.openai.com/t/why-batch-api-over-synchronous-apis/866627/8); a model priced
+# without them is billed at BATCH_SHARE of each (costs.batch_price).
 DEFAULT_PRICES = {
-    "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2},
-    "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
+    "claude-sonnet-5-5": {"input": 2.0, "output": 10.0, "cache_write": 2.5, "cache_read": 0.2,
+                          "batch_input": 1.0, "batch_output": 5.0, "batch_cache_write": 1.25,
+                          "batch_cache_read": 0.1},
+    "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01,
+                         "batch_input": 0.05, "batch_output": 0.25, "batch_cache_write": 0.0625,
+                         "batch_cache_read": 0.005},
 }
+# Claude on Amazon Bedrock and Google Vertex AI (--provider): the same models under the
+# platform's ids, priced as the first-party API. Check them against the platform's model list.
+PROVIDERS = ("anthropic", "bedrock", "vertex")
+PROVIDER_ALIASES = {
+    "bedrock": {"sonnet": "anthropic.claude-sonnet-5-5-v1:0",
+                "haiku": "anthropic.claude-haiku-5-5-v1:0",
+                "opus": "anthropic.claude-opus-5-5-v1:0"},
+    "vertex": {"sonnet": "claude-sonnet-5-5", "haiku": "claude-haiku-5-5",
+               "opus": "claude-opus-5-5"},
+}
+for _table in PROVIDER_ALIASES.values():
+    for _alias, _id in _table.items():
+        if DEFAULT_ALIASES[_alias] in DEFAULT_PRICES:
+            DEFAULT_PRICES.setdefault(_id, DEFAULT_PRICES[DEFAULT_ALIASES[_alias]])
 ASK_MODES = ("apart", "together")
 
 
-def model_tables(table: Mapping[str, Any], source: str = "pyproject.toml") -> dict[str, Any]:
+def model_tables(table: Mapping[str, Any], source: str = "pyproject.toml",
+                 provider_aliases: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The model settings of a [tool.kgbench] table, as Settings takes them: `aliases`
     (alias -> model id), `model_agents` (alias -> the agent that asks it) and `model_urls`
     (alias -> the endpoint it is served at), prices and context windows. An alias of
     [tool.kgbench.models] is a model id, or a table naming the agent and endpoint too:
     `local = {id = "qwen2.5:7b", agent = "openai", base_url = "http://localhost:11434/v1"}`, so
-    one run's `--model sonnet,local` asks each model through its own agent."""
-    aliases: dict[str, str] = dict(DEFAULT_ALIASES)
+    one run's `--model sonnet,local` asks each model through its own agent. `provider_aliases`
+    (--provider bedrock|vertex) name the provider's own ids for the default aliases."""
+    aliases: dict[str, str] = {**DEFAULT_ALIASES, **(provider_aliases or {})}
     agents: dict[str, str] = {}
     urls: dict[str, str] = {}
     for alias, value in (table.get("models") or {}).items():
@@ -159,6 +185,13 @@ OPTIONS: tuple[Option, ...] = (
            "model request could take its spending at list prices past this"),
     Option("--progress", "SECONDS between the live progress lines (items banked, grades, "
            "tokens, dollars, time left); 0 for none; none under -q (default: 30)"),
+    Option("--batch", "send the single-turn requests (reading conditions) through the "
+           "provider's batch API at its batch price (half the interactive one); results come "
+           "within 24 hours, most within one; each item waits for its own", flag_only=True),
+    Option("--batch-poll", "seconds between two looks at a submitted batch", "30"),
+    Option("--provider", "where the anthropic agent reaches Claude: anthropic (the API), "
+           "bedrock (Amazon Bedrock: AWS credentials and region), vertex (Google Vertex AI: "
+           "project and region)", "anthropic"),
     Option("--no-cache", "ask the model again even when the response cache holds this exact "
            "request (and do not store the responses)", flag_only=True),
     Option("--ablation", "report paired comparisons: the first-listed condition against every "
@@ -233,6 +266,9 @@ class Settings:
     progress: float = 30.0  # --progress: seconds between the live lines (0: none)
     response_cache: bool = True    # --no-cache turns it off
     responses_dir: str = ""        # where the response cache lives ("" : nowhere, no cache)
+    batch: bool = False            # --batch: single-turn requests through the batch API
+    batch_poll: float = 30.0       # --batch-poll: seconds between two looks at a batch
+    provider: str = "anthropic"    # --provider: anthropic, bedrock or vertex (anthropic agent)
 
     @property
     def conditions(self) -> tuple[Any, ...]:
@@ -438,6 +474,10 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
             f"--{name.replace('_', '-')}", value, float, "a number", minimum=0))
     max_cost = given("kgbench_max_cost")
     progress = given("kgbench_progress")
+    provider = str(given("kgbench_provider", stored.get("provider")) or "anthropic"
+                   ).strip().lower()
+    if provider not in PROVIDERS:
+        raise InputError("--provider", f"'{provider}' is none of {', '.join(PROVIDERS)}")
     base_url = given("kgbench_base_url", stored.get("base_url"))
     settings = Settings(
         condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions),
@@ -479,7 +519,8 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         floor=_flag(given("kgbench_floor")) or bool(stored.get("floor")),
         synthetic=(str(given("kgbench_synthetic", stored.get("synthetic")))
                    if given("kgbench_synthetic", stored.get("synthetic")) else None),
-        **model_tables(table, str(root / "pyproject.toml")),
+        **model_tables(table, str(root / "pyproject.toml"),
+                       PROVIDER_ALIASES.get(provider, {})),
         rerun=rerun_ids(root, reports, given("kgbench_rerun")),
         sample=(None if given("kgbench_sample", stored.get("sample")) in (None, "") else
                 _number("--sample", given("kgbench_sample", stored.get("sample")), int,
@@ -491,6 +532,10 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         max_cost=(None if max_cost in (None, "") else
                   _number("--max-cost", max_cost, float, "a number of dollars", above=0)),
         response_cache=not _flag(given("kgbench_no_cache")),
+        batch=_flag(given("kgbench_batch", stored.get("batch"))),
+        batch_poll=_number("--batch-poll", given("kgbench_batch_poll"), float,
+                           "a number of seconds", above=0),
+        provider=provider,
         responses_dir=str((root / paths.get("kgbench_responses", ".kgbench-responses")
                            ).resolve()),
         **pack_settings(given("kgbench_pack", ",".join(stored.get("pack_names") or ())),
@@ -577,7 +622,8 @@ RESUME_CHECKED = (  # (setting, how the one line names it): what an item was ask
     ("models", "--model"), ("effort", "--effort"), ("max_tokens", "--max-tokens"),
     ("ask", "--ask"), ("floor", "--floor"), ("max_rounds", "--max-rounds"),
     ("judge_model", "--judge-model"), ("synthetic", "--synthetic"), ("sample", "--sample"),
-    ("base_url", "--base-url"), ("temperature", "--temperature"), ("top_p", "--top-p"))
+    ("base_url", "--base-url"), ("temperature", "--temperature"), ("top_p", "--top-p"),
+    ("provider", "--provider"))
 CODE_CHECKED = (("grader_sha256", "the grader's code"), ("prompts_sha256", "the prompts' code"))
 
 
@@ -681,6 +727,12 @@ def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
             raise InputError("--max-cost", f"no price for {', '.join(unpriced)} "
                              "([tool.kgbench.prices]): what it spends is unknown, so no cap "
                              "can hold it")
+    if settings.batch and not getattr(agent, "batches", False):
+        raise InputError("--batch", f"the {settings.agent} agent has no batch API (the "
+                         "anthropic and openai agents have)")
+    if settings.batch and settings.ask == "together":
+        raise InputError("--batch", "a batch carries single-turn requests asked apart; --ask "
+                         "together asks a session in one conversation: choose one")
     for name in settings.agents_used():  # each agent checks the models it asks
         used = registry.agent(name)
         check = getattr(used, "check", None)

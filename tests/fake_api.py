@@ -98,6 +98,15 @@ class FakeMessagesAPI:
         self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
         self.judge: Callable[[dict[str, Any]], Step] | None = None
         self._lock = threading.Lock()
+        # the Message Batches API: batches made, how many looks before one ends, and hostile
+        # modes (requests whose params match expire or error; result downloads cut mid-line)
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batches_created = 0
+        self.batch_polls = 2
+        self.batch_expire: Callable[[dict[str, Any]], bool] = lambda params: False
+        self.batch_error: Callable[[dict[str, Any]], dict[str, Any] | None] = lambda p: None
+        self.batch_truncate = 0  # result downloads still to cut in their first line
+        self.http: list[tuple[str, str]] = []  # every request: (method, path)
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -110,6 +119,11 @@ class FakeMessagesAPI:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with api._lock:
+                    api.http.append(("POST", self.path))
+                if self.path.rstrip("/").endswith("/v1/messages/batches"):
+                    self._send(200, api._create_batch(body))
+                    return
+                with api._lock:
                     api.requests.append({"path": self.path, "body": body,
                                          "headers": dict(self.headers)})
                     if api.judge is not None and is_judge(body):
@@ -119,14 +133,29 @@ class FakeMessagesAPI:
                 api._reply(self, step, body)
 
             def do_GET(self) -> None:  # noqa: N802
+                with api._lock:
+                    api.http.append(("GET", self.path))
+                parts = self.path.split("?")[0].rstrip("/").split("/")
+                if "batches" in parts:
+                    batch_id = parts[parts.index("batches") + 1] if len(parts) > \
+                        parts.index("batches") + 1 else ""
+                    if batch_id in api.batches:
+                        if parts[-1] == "results":
+                            self._send(200, None, raw=api._results(batch_id),
+                                       headers={"content-type": "application/binary"})
+                        else:
+                            self._send(200, api._look(batch_id, self))
+                        return
                 self._send(404, {"type": "error", "error": {"type": "not_found_error",
                                                             "message": self.path}})
 
             def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None,
                       raw: bytes | None = None) -> None:
                 data = raw if raw is not None else json.dumps(payload).encode()
+                headers = dict(headers or {})
                 self.send_response(code)
-                self.send_header("content-type", "application/json")
+                self.send_header("content-type", headers.pop("content-type",
+                                                             "application/json"))
                 self.send_header("content-length", str(len(data)))
                 self.send_header("request-id", f"req_{time.monotonic_ns()}")
                 for k, v in (headers or {}).items():
@@ -153,7 +182,80 @@ class FakeMessagesAPI:
         self.server.shutdown()
         self.server.server_close()
 
+    # --- the Message Batches API --------------------------------------------------------------
+
+    def _create_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.batches_created += 1
+            batch_id = f"msgbatch_{self.batches_created:03d}_{time.monotonic_ns()}"
+            self.batches[batch_id] = {"requests": list(body.get("requests") or []), "looks": 0,
+                                      "created": time.time()}
+        return self._batch_object(batch_id, ended=False)
+
+    def _batch_object(self, batch_id: str, *, ended: bool, base: str = "") -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        n = len(batch["requests"])
+        stamp = "2026-12-01T00:00:00Z"
+        return {"id": batch_id, "type": "message_batch",
+                "processing_status": "ended" if ended else "in_progress",
+                "request_counts": {"processing": 0 if ended else n,
+                                   "succeeded": n if ended else 0, "errored": 0,
+                                   "canceled": 0, "expired": 0},
+                "ended_at": stamp if ended else None, "created_at": stamp,
+                "expires_at": "2026-12-02T00:00:00Z", "archived_at": None,
+                "cancel_initiated_at": None,
+                "results_url": f"{base}/v1/messages/batches/{batch_id}/results" if ended
+                else None}
+
+    def _look(self, batch_id: str, handler: Any) -> dict[str, Any]:
+        with self._lock:
+            batch = self.batches[batch_id]
+            batch["looks"] += 1
+            ended = batch["looks"] > self.batch_polls
+        return self._batch_object(batch_id, ended=ended, base=self.url)
+
+    def _results(self, batch_id: str) -> bytes:
+        """The batch's results as JSONL, answered once (a second download sends the same)."""
+        batch = self.batches[batch_id]
+        if "results" not in batch:
+            batch["results"] = self._answer_batch(batch)
+        data = batch["results"]
+        with self._lock:
+            cut = self.batch_truncate > 0
+            self.batch_truncate -= 1 if cut else 0
+        if cut:  # the stream stops in the middle of its first line
+            data = data[:max(1, data.index(b"\n") // 2)]
+        return data
+
+    def _answer_batch(self, batch: dict[str, Any]) -> bytes:
+        lines = []
+        for request in batch["requests"]:
+            params = request["params"]
+            error = self.batch_error(params)
+            if self.batch_expire(params):
+                result: dict[str, Any] = {"type": "expired"}
+            elif error is not None:
+                result = {"type": "errored", "error": {"type": "error", "error": error}}
+            else:
+                with self._lock:
+                    self.requests.append({"path": "batch", "body": params, "headers": {}})
+                    if self.judge is not None and is_judge(params):
+                        step = self.judge(params)
+                    else:
+                        step = self.script.popleft() if self.script else self.default(params)
+                result = {"type": "succeeded", "message": self._message(step, params)}
+            lines.append(json.dumps({"custom_id": request["custom_id"], "result": result}))
+        return ("\n".join(lines) + "\n").encode()
+
     # --- replies ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _message(step: Step, request: dict[str, Any]) -> dict[str, Any]:
+        return {"id": f"msg_{time.monotonic_ns()}", "type": "message", "role": "assistant",
+                "model": request.get("model", "fake"), "content": step["content"],
+                "stop_reason": step["stop_reason"], "stop_sequence": None,
+                "usage": {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                          **step["usage"]}}
 
     def _reply(self, handler: Any, step: Step, request: dict[str, Any]) -> None:
         kind = step["kind"]
@@ -170,11 +272,7 @@ class FakeMessagesAPI:
         if kind == "malformed":
             handler._send(200, None, raw=b'{"id": "msg_1", "type": "message", "content": [')
             return
-        message = {"id": f"msg_{time.monotonic_ns()}", "type": "message", "role": "assistant",
-                   "model": request.get("model", "fake"), "content": step["content"],
-                   "stop_reason": step["stop_reason"], "stop_sequence": None,
-                   "usage": {"cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                             **step["usage"]}}
+        message = self._message(step, request)
         if request.get("stream"):
             self._stream(handler, message)
         else:

@@ -110,6 +110,16 @@ class FakeChatAPI:
         self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
         self.judge: Callable[[dict[str, Any]], Step] | None = None
         self._lock = threading.Lock()
+        # the Batch API: uploaded files, batches made, looks before one completes, and hostile
+        # modes (requests whose body matches expire or error; output downloads cut mid-line)
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batches_created = 0
+        self.batch_polls = 2
+        self.batch_expire: Callable[[dict[str, Any]], bool] = lambda body: False
+        self.batch_error: Callable[[dict[str, Any]], Step | None] = lambda body: None
+        self.batch_truncate = 0  # output downloads still to cut in their first line
+        self.http: list[tuple[str, str]] = []  # every request: (method, path)
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -120,7 +130,16 @@ class FakeChatAPI:
 
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                with api._lock:
+                    api.http.append(("POST", self.path))
+                if self.path.rstrip("/").endswith("/files"):
+                    self._send(200, api._upload(raw))
+                    return
+                body = json.loads(raw or b"{}")
+                if self.path.rstrip("/").endswith("/batches"):
+                    self._send(200, api._create_batch(body))
+                    return
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}",
                                                "type": "invalid_request_error",
@@ -135,6 +154,19 @@ class FakeChatAPI:
                     else:
                         step = api.script.popleft() if api.script else api.default(body)
                 api._reply(self, step, body)
+
+            def do_GET(self) -> None:  # noqa: N802
+                with api._lock:
+                    api.http.append(("GET", self.path))
+                parts = self.path.split("?")[0].rstrip("/").split("/")
+                if len(parts) >= 2 and parts[-2] == "batches" and parts[-1] in api.batches:
+                    self._send(200, api._look(parts[-1]))
+                elif len(parts) >= 3 and parts[-1] == "content" and parts[-2] in api.files:
+                    self._send(200, None, raw=api._content(parts[-2]))
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}",
+                                               "type": "invalid_request_error",
+                                               "code": "unknown_url"}})
 
             def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None,
                       raw: bytes | None = None) -> None:
@@ -169,6 +201,98 @@ class FakeChatAPI:
         self.server.shutdown()
         self.server.server_close()
 
+    # --- the Batch API ---------------------------------------------------------------------
+
+    def _upload(self, raw: bytes) -> dict[str, Any]:
+        """A multipart upload: the JSONL lines of its file part are kept."""
+        lines = [line for line in raw.split(b"\r\n") if line.startswith(b'{"custom_id"')]
+        with self._lock:
+            file_id = f"file-{len(self.files) + 1:03d}"
+            self.files[file_id] = b"\n".join(lines) + b"\n"
+        return {"id": file_id, "object": "file", "bytes": len(raw), "created_at": 0,
+                "filename": "kgbench-batch.jsonl", "purpose": "batch", "status": "processed"}
+
+    def _create_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.batches_created += 1
+            batch_id = f"batch_{self.batches_created:03d}"
+            requests = [json.loads(x) for x in self.files[body["input_file_id"]].splitlines()
+                        if x.strip()]
+            self.batches[batch_id] = {"requests": requests, "looks": 0, "body": body}
+        return self._batch_object(batch_id)
+
+    def _batch_object(self, batch_id: str) -> dict[str, Any]:
+        batch = self.batches[batch_id]
+        done = batch.get("output") is not None
+        n = len(batch["requests"])
+        return {"id": batch_id, "object": "batch", "endpoint": batch["body"]["endpoint"],
+                "input_file_id": batch["body"]["input_file_id"],
+                "completion_window": batch["body"]["completion_window"],
+                "status": "completed" if done else "in_progress", "created_at": 0,
+                "output_file_id": batch.get("output"), "error_file_id": batch.get("errors"),
+                "request_counts": {"total": n, "completed": batch.get("ok", 0) if done else 0,
+                                   "failed": n - batch.get("ok", 0) if done else 0}}
+
+    def _look(self, batch_id: str) -> dict[str, Any]:
+        with self._lock:
+            batch = self.batches[batch_id]
+            batch["looks"] += 1
+            if batch["looks"] > self.batch_polls and batch.get("output") is None:
+                self._answer_batch(batch_id, batch)
+        return self._batch_object(batch_id)
+
+    def _answer_batch(self, batch_id: str, batch: dict[str, Any]) -> None:
+        out, errors = [], []
+        for line in batch["requests"]:
+            body = line["body"]
+            if self.batch_expire(body):
+                errors.append({"id": f"req_{len(errors)}", "custom_id": line["custom_id"],
+                               "response": None, "error": {
+                                   "code": "batch_expired",
+                                   "message": "This request could not be executed before "
+                                              "the completion window expired."}})
+                continue
+            step = self.batch_error(body)
+            if step is None:
+                self.requests.append({"path": "batch", "body": body, "t": time.monotonic(),
+                                      "headers": {}})
+                step = self.script.popleft() if self.script else self.default(body)
+            if step["kind"] == "status":
+                errors.append({"id": f"req_{len(errors)}", "custom_id": line["custom_id"],
+                               "response": {"status_code": step["status"],
+                                            "request_id": "r", "body": step["body"]},
+                               "error": None})
+                continue
+            out.append({"id": f"req_{len(out)}", "custom_id": line["custom_id"],
+                        "response": {"status_code": 200, "request_id": f"r{len(out)}",
+                                     "body": self._completion(step, body)}, "error": None})
+        batch["ok"] = len(out)
+        batch["output"] = f"file-{batch_id}-out"
+        self.files[batch["output"]] = "".join(json.dumps(x) + "\n" for x in out).encode()
+        if errors:
+            batch["errors"] = f"file-{batch_id}-err"
+            self.files[batch["errors"]] = "".join(json.dumps(x) + "\n" for x in errors).encode()
+
+    def _content(self, file_id: str) -> bytes:
+        data = self.files[file_id]
+        with self._lock:
+            cut = self.batch_truncate > 0 and file_id.endswith("-out")
+            self.batch_truncate -= 1 if cut else 0
+        return data[:max(1, data.index(b"\n") // 2)] if cut and data else data
+
+    @staticmethod
+    def _completion(step: Step, request: dict[str, Any]) -> dict[str, Any]:
+        completion: dict[str, Any] = {
+            "id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion",
+            "created": int(time.time()), "model": request.get("model", "fake"),
+            "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0,
+                                     "total_tokens": 1}}
+        if step["kind"] == "completion":
+            completion["choices"] = [{"index": 0, "message": step["message"],
+                                      "finish_reason": step["finish_reason"], "logprobs": None}]
+            completion["usage"] = step["usage"]
+        return completion
+
     def _reply(self, handler: Any, step: Step, request: dict[str, Any]) -> None:
         kind = step["kind"]
         if kind == "stall":
@@ -181,13 +305,4 @@ class FakeChatAPI:
             handler._send(200, None, raw=b'{"id": "chatcmpl-1", "object": "chat.completion", '
                                          b'"choices": [{"index": 0, "message": {"role": "assi')
             return
-        completion: dict[str, Any] = {
-            "id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion",
-            "created": int(time.time()), "model": request.get("model", "fake"),
-            "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 0,
-                                     "total_tokens": 1}}
-        if kind == "completion":
-            completion["choices"] = [{"index": 0, "message": step["message"],
-                                      "finish_reason": step["finish_reason"], "logprobs": None}]
-            completion["usage"] = step["usage"]
-        handler._send(200, completion)
+        handler._send(200, self._completion(step, request))

@@ -91,8 +91,11 @@ def test_kgbench_estimate_prints_a_table_per_condition() -> None:
              for mode in ("reading", "querying")}
     n = asked["reading"] + asked["querying"]
     for cid, mode in (("R1", "reading"), ("D1", "querying")):
-        _, model_id, items, written, cached, output, cost, uncached = rows[cid]
+        _, model_id, items, written, cached, output, cost, uncached, batch = rows[cid]
         assert model_id == "claude-sonnet-5-5" and int(items) == 2 * asked[mode]
+        # --batch takes the single-turn items at the batch price (half); a tool loop never
+        assert (batch == "-" if mode == "querying" else
+                abs(float(batch.lstrip("$")) - float(cost.lstrip("$")) / 2) <= 0.006)
         # every item after the first reads the shared data block from the cache
         assert int(cached.replace(",", "")) > int(written.replace(",", "")) > 0
         assert 0 < float(cost.lstrip("$")) < float(uncached.lstrip("$"))
@@ -118,7 +121,7 @@ def test_pytest_estimate_prices_the_selected_items_and_asks_nothing(project, mon
 
     def cost(result) -> float:
         row = next(x for x in result.stdout.lines if x.startswith("R1 "))
-        return float(row.split()[-2].lstrip("$"))
+        return float(row.split()[-3].lstrip("$"))
 
     # two sessions of 21 questions read the data block twice, apart 42 items read it 42 times
     assert cost(together) < cost(apart)

@@ -26,6 +26,8 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
@@ -46,6 +48,91 @@ RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would ret
 def has_credential() -> bool:
     """Whether the environment holds what the SDK authenticates with."""
     return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is absent
+        return False
+
+
+def provider_problem(provider: str) -> str | None:
+    """What the environment lacks for Claude on `provider` (--provider), or None.
+
+    bedrock: a region (AWS_REGION or AWS_DEFAULT_REGION) and either a Bedrock API key
+    (AWS_BEARER_TOKEN_BEDROCK) or AWS credentials signed with SigV4, which needs boto3
+    (`pip install boto3`; it finds AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE or
+    ~/.aws). vertex: a region (CLOUD_ML_REGION), a project (ANTHROPIC_VERTEX_PROJECT_ID) and a
+    token: GOOGLE_OAUTH_ACCESS_TOKEN, or google-auth's application default credentials
+    (`pip install google-auth`, `gcloud auth application-default login`)."""
+    env = os.environ
+    if provider == "bedrock":
+        missing = []
+        if not (env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")):
+            missing.append("a region (AWS_REGION or AWS_DEFAULT_REGION)")
+        if not env.get("AWS_BEARER_TOKEN_BEDROCK"):
+            if not _installed("boto3"):
+                missing.append("a credential: AWS_BEARER_TOKEN_BEDROCK, or boto3 installed "
+                               "(pip install boto3) to sign with your AWS credentials")
+            elif not (env.get("AWS_ACCESS_KEY_ID") or env.get("AWS_PROFILE")
+                      or Path("~/.aws/credentials").expanduser().is_file()):
+                missing.append("AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                               "AWS_PROFILE, or ~/.aws/credentials)")
+        return ("--provider bedrock needs " + "; ".join(missing)) if missing else None
+    if provider == "vertex":
+        missing = []
+        if not env.get("CLOUD_ML_REGION"):
+            missing.append("a region (CLOUD_ML_REGION, e.g. us-east5 or global)")
+        if not env.get("ANTHROPIC_VERTEX_PROJECT_ID"):
+            missing.append("a Google Cloud project (ANTHROPIC_VERTEX_PROJECT_ID)")
+        if not env.get("GOOGLE_OAUTH_ACCESS_TOKEN") and not _installed("google.auth"):
+            missing.append("a token: GOOGLE_OAUTH_ACCESS_TOKEN, or google-auth installed "
+                           "(pip install google-auth) for application default credentials")
+        return ("--provider vertex needs " + "; ".join(missing)) if missing else None
+    if not has_credential():
+        return ("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment: the "
+                "anthropic agent cannot call the API")
+    return None
+
+
+def make_client(provider: str) -> Any:
+    """The SDK client of --provider: Anthropic, AnthropicBedrock or AnthropicVertex, with the
+    SDK's own retries off (call_within retries, inside the item's deadline). Each reads its
+    base URL override from the environment as the SDK does (ANTHROPIC_BASE_URL,
+    ANTHROPIC_BEDROCK_BASE_URL, ANTHROPIC_VERTEX_BASE_URL)."""
+    import anthropic
+
+    problem = provider_problem(provider)
+    if problem:
+        raise HarnessBroken(problem)
+    if provider == "bedrock":
+        return anthropic.AnthropicBedrock(
+            aws_region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+            max_retries=0)
+    if provider == "vertex":
+        return anthropic.AnthropicVertex(
+            region=os.environ["CLOUD_ML_REGION"],
+            project_id=os.environ["ANTHROPIC_VERTEX_PROJECT_ID"],
+            access_token=os.environ.get("GOOGLE_OAUTH_ACCESS_TOKEN") or None, max_retries=0)
+    key = os.environ.get("ANTHROPIC_API_KEY")
+    token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
+    return anthropic.Anthropic(api_key=key, auth_token=None if key else token,
+                               base_url=os.environ.get("ANTHROPIC_BASE_URL") or None,
+                               max_retries=0)
+
+
+def endpoint_of(provider: str) -> str | None:
+    """The endpoint a response-cache key names: the base URL the client calls."""
+    if provider == "bedrock":
+        return os.environ.get("ANTHROPIC_BEDROCK_BASE_URL") or "bedrock:" + str(
+            os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"))
+    if provider == "vertex":
+        return os.environ.get("ANTHROPIC_VERTEX_BASE_URL") or "vertex:" + str(
+            os.environ.get("CLOUD_ML_REGION"))
+    return os.environ.get("ANTHROPIC_BASE_URL")
 
 
 def classify(exc: Exception) -> Exception:
@@ -121,6 +208,7 @@ class AnthropicAgent(BaseAgent):
     asks_together = True  # answers a together session in one conversation
     judged = True
     default_with_models = True
+    batches = True  # --batch: the Message Batches API (agents/batch.py)
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
@@ -129,30 +217,82 @@ class AnthropicAgent(BaseAgent):
         self.effort = settings.effort
         self.max_rounds = settings.max_rounds
         self._client: Any = None
-        self.gate = Gate(settings, "anthropic-messages")
+        # the first-party API keeps its cache keys; Bedrock and Vertex are other endpoints
+        self.gate = Gate(settings, "anthropic-messages" if settings.provider == "anthropic"
+                         else f"{settings.provider}-messages")
+        # --batch: the session's batch-eligible tasks and the progress line (set by the runtime)
+        self.batch_plan: Callable[[], list[Task]] | None = None
+        self.batch_say: Callable[[str], None] | None = None
+        self._batcher: Any = None
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
         check_models(settings)
-        if asking and not has_credential():
-            return ("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment: the "
-                    "anthropic agent cannot call the API")
+        if settings.batch and settings.provider != "anthropic":
+            return (f"--batch goes through the Message Batches API of Anthropic's own API; "
+                    f"{settings.provider}'s batch inference is another job API (files in cloud "
+                    "storage), not supported: leave out --batch or --provider")
+        if asking:
+            return provider_problem(settings.provider)
         return None
 
     def client(self) -> Any:
         if self._client is None:
-            import anthropic
-
-            key = os.environ.get("ANTHROPIC_API_KEY")
-            token = os.environ.get("ANTHROPIC_AUTH_TOKEN")
-            if not has_credential():
-                raise HarnessBroken("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the "
-                                    "environment: the anthropic agent cannot call the API")
-            # retries are made by call_within, inside the item's one deadline
-            self._client = anthropic.Anthropic(
-                api_key=key, auth_token=None if key else token,
-                base_url=os.environ.get("ANTHROPIC_BASE_URL") or None, max_retries=0)
+            self._client = make_client(self.settings.provider)
         return self._client
+
+    def batcher(self) -> Any:
+        if self._batcher is None:
+            from pytest_kgbench.agents.batch import AnthropicBatches, Batcher
+
+            self._batcher = Batcher(self.settings, AnthropicBatches(), self.client,
+                                    provider=self.gate.provider, cache=self.gate.cache,
+                                    say=self.batch_say)
+        return self._batcher
+
+    def batched(self, task: Task) -> bool:
+        """Whether the item's one request goes through its batch (--batch, a reading
+        condition asked apart)."""
+        return bool(self.settings.batch and self.batch_plan is not None
+                    and task.condition.mode == "reading" and not task.together)
+
+    def first_request(self, task: Task) -> dict[str, Any]:
+        """The item's first (for a reading condition, only) request, as `ask` sends it."""
+        kwargs: dict[str, Any] = {
+            "model": self.settings.model_id(task.model), "max_tokens": self.token_limit(task),
+            "system": [{"type": "text", "text": task.prompt.system}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": task.prompt.context,
+                 "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": task.prompt.question}]}]}
+        tools = tools_for(task.condition, together=bool(task.together))
+        if tools:
+            kwargs["tools"] = tools
+        if self.effort:
+            kwargs["output_config"] = {"effort": self.effort}
+        kwargs.update(self.sampling())
+        return kwargs
+
+    def from_batch(self, client: Any, deadline: float, kwargs: dict[str, Any],
+                   task: Task) -> tuple[Any, int, bool]:
+        """The item's one request answered through the session's batch (agents/batch.py)."""
+        import anthropic
+
+        from pytest_kgbench.agents.batch import answered, pending_of
+
+        endpoint = endpoint_of(self.settings.provider)
+
+        def pending(t: Task) -> Any:
+            request = self.first_request(t)
+            return pending_of(self.gate.provider, endpoint, request, t.repeat,
+                              max_tokens=int(request["max_tokens"]))
+
+        plan = self.batch_plan or (lambda: [])
+        return answered(self.batcher(), pending(task), lambda: [pending(t) for t in plan()],
+                        sent=task.sent, load=anthropic.types.Message.model_validate,
+                        interactive=lambda: self.gated(  # its own deadline: from now
+                            client, time.monotonic() + self.item_timeout * task.share, kwargs,
+                            task.repeat))
 
     def token_limit(self, task: Task) -> int:
         """The output limit of each call: --max-tokens, raised for a together session so every
@@ -168,12 +308,11 @@ class AnthropicAgent(BaseAgent):
         deadline = start + self.item_timeout * task.share
         max_rounds = self.max_rounds * task.share
         answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
-        system = [{"type": "text", "text": task.prompt.system}]
-        messages: list[dict[str, Any]] = [{"role": "user", "content": [
-            {"type": "text", "text": task.prompt.context, "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": task.prompt.question}]}]
+        first = self.first_request(task)
+        system, messages = first["system"], first["messages"]
         tools = tools_for(task.condition, together=bool(task.together))
         max_tokens = self.token_limit(task)
+        batched = self.batched(task)
         calls: list[dict[str, Any]] = []
         task.sent.update({"backend": "messages-api", "client": f"anthropic-sdk "
                           f"{anthropic.__version__}", "model": model, "max_tokens": max_tokens,
@@ -192,7 +331,11 @@ class AnthropicAgent(BaseAgent):
                 kwargs["output_config"] = {"effort": self.effort}
             kwargs.update(self.sampling())
             _cache_latest(messages)
-            response, attempts, hit = self.gated(client, deadline, kwargs, task.repeat)
+            if batched and round_no == 0:
+                response, attempts, hit = self.from_batch(client, deadline, kwargs, task)
+                deadline = float("inf")  # the wait for a batch is not the model's time
+            else:
+                response, attempts, hit = self.gated(client, deadline, kwargs, task.repeat)
             if response is None or (not hit and time.monotonic() > deadline):
                 return self._timeout(answer, start)
             calls.append({**served(response, attempts), **({"cache_hit": True} if hit else {})})
@@ -262,7 +405,7 @@ class AnthropicAgent(BaseAgent):
 
         sent = json.loads(json.dumps(kwargs))  # the request as it is now (messages grow)
         return self.gate.call(
-            sent, endpoint=os.environ.get("ANTHROPIC_BASE_URL"), repeat=repeat,
+            sent, endpoint=endpoint_of(self.settings.provider), repeat=repeat,
             model_id=str(kwargs["model"]), max_tokens=int(kwargs["max_tokens"]),
             send=lambda: call_within(client, deadline, **sent),
             dump=lambda r: r.model_dump(mode="json", exclude_unset=True),

@@ -112,17 +112,19 @@ class Budget:
                 ledger = {}
             ledger.setdefault("spent", 0.0)
             ledger["reserved"] = {k: v for k, v in (ledger.get("reserved") or {}).items()
-                                  if _alive(int(k.split(":", 1)[0]))}
+                                  if k.startswith("batch:") or _alive(int(k.split(":", 1)[0]))}
             result = change(ledger)
             tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
             tmp.write_text(json.dumps(ledger, indent=2) + "\n", encoding="utf-8")
             tmp.replace(self.path)
             return result
 
-    def reserve(self, amount: float) -> str:
+    def reserve(self, amount: float, token: str | None = None) -> str:
         """Reserve `amount` dollars for one request, or raise BudgetReached when what was spent
-        and reserved plus it would pass the cap. Returns the reservation's token."""
-        token = f"{os.getpid()}:{time.monotonic_ns()}"
+        and reserved plus it would pass the cap. Returns the reservation's token. A batch's
+        reservation (token "batch:...") outlives the process that made it: its results may be
+        fetched by another, or by a resumed run (agents/batch.py)."""
+        token = token or f"{os.getpid()}:{time.monotonic_ns()}"
 
         def change(ledger: dict[str, Any]) -> None:
             held = ledger["spent"] + sum(ledger["reserved"].values())
@@ -136,11 +138,19 @@ class Budget:
         self._locked(change)
         return token
 
-    def settle(self, token: str, cost: float | None) -> None:
-        """Turn a reservation into the call's cost (None: the call was not billed)."""
+    def settle(self, token: str, cost: float | None, part: float | None = None) -> None:
+        """Turn a reservation into the call's cost (None: the call was not billed); with
+        `part`, only that share of it (one result of a batch), the rest kept reserved."""
 
         def change(ledger: dict[str, Any]) -> None:
-            ledger["reserved"].pop(token, None)
+            if part is None:
+                ledger["reserved"].pop(token, None)
+            elif token in ledger["reserved"]:
+                left = round(ledger["reserved"][token] - part, 9)
+                if left > 0:
+                    ledger["reserved"][token] = left
+                else:
+                    ledger["reserved"].pop(token)
             ledger["spent"] = round(ledger["spent"] + (cost or 0.0), 9)
 
         self._locked(change)

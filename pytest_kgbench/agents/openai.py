@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
@@ -172,12 +173,59 @@ class OpenAIAgent(BaseAgent):
     kind = "model"
     asks_together = True  # answers a together session in one conversation
     judged = True
+    batches = True  # --batch: OpenAI's Batch API (agents/batch.py)
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.base_url = settings.base_url
         self._client: Any = None
         self.gate = Gate(settings, "openai-chat")
+        # --batch: the session's batch-eligible tasks and the progress line (set by the runtime)
+        self.batch_plan: Callable[[], list[Task]] | None = None
+        self.batch_say: Callable[[str], None] | None = None
+        self._batcher: Any = None
+
+    def batcher(self) -> Any:
+        if self._batcher is None:
+            from pytest_kgbench.agents.batch import Batcher, OpenAIBatches
+
+            self._batcher = Batcher(self.settings, OpenAIBatches(), self.client,
+                                    provider=self.gate.provider, cache=self.gate.cache,
+                                    say=self.batch_say)
+        return self._batcher
+
+    def batched(self, task: Task) -> bool:
+        """Whether the item's one request goes through its batch (--batch, a reading
+        condition asked apart)."""
+        return bool(self.settings.batch and self.batch_plan is not None
+                    and task.condition.mode == "reading" and not task.together)
+
+    def first_request(self, task: Task) -> dict[str, Any]:
+        """The item's first (for a reading condition, only) request, as `ask` sends it."""
+        kwargs = self.request(self.settings.model_id(task.model), [
+            {"role": "system", "content": task.prompt.system},
+            {"role": "user", "content": f"{task.prompt.context}\n\n{task.prompt.question}"}],
+            self.token_limit(task))
+        tools = chat_tools(tools_for(task.condition, together=bool(task.together)))
+        if tools:
+            kwargs["tools"] = tools
+        return kwargs
+
+    def from_batch(self, client: Any, kwargs: dict[str, Any], task: Task,
+                   max_tokens: int) -> tuple[Any, int, bool]:
+        """The item's one request answered through the session's batch (agents/batch.py)."""
+        from pytest_kgbench.agents.batch import answered, pending_of
+
+        def pending(t: Task) -> Any:
+            request = self.first_request(t)
+            return pending_of(self.gate.provider, self.base_url, request, t.repeat,
+                              max_tokens=self.token_limit(t))
+
+        plan = self.batch_plan or (lambda: [])
+        return answered(self.batcher(), pending(task), lambda: [pending(t) for t in plan()],
+                        sent=task.sent, load=_load, interactive=lambda: self._call(
+                            client, time.monotonic() + self.settings.item_timeout * task.share,
+                            kwargs, task.repeat, max_tokens))
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
@@ -242,6 +290,7 @@ class OpenAIAgent(BaseAgent):
         max_tokens = self.token_limit(task)
         calls: list[dict[str, Any]] = []
         hits = 0
+        batched = self.batched(task)
         task.sent.update({"backend": "chat-completions",
                           "client": f"openai-sdk {openai.__version__}",
                           "base_url": self.base_url, "model": model, "max_tokens": max_tokens,
@@ -254,8 +303,12 @@ class OpenAIAgent(BaseAgent):
                 kwargs["tools"] = tools
                 if round_no == max_rounds:
                     kwargs["tool_choice"] = "none"
-            response, attempts, hit = self._call(client, deadline, kwargs, task.repeat,
-                                                 max_tokens)
+            if batched and round_no == 0:
+                response, attempts, hit = self.from_batch(client, kwargs, task, max_tokens)
+                deadline = float("inf")  # the wait for a batch is not the model's time
+            else:
+                response, attempts, hit = self._call(client, deadline, kwargs, task.repeat,
+                                                     max_tokens)
             if response is None or (not hit and time.monotonic() > deadline):
                 return self._timeout(answer, start, task, hits, len(calls))
             calls.append(served(response, attempts, hit))
