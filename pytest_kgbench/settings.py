@@ -109,6 +109,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--top-p", "nucleus sampling top_p sent to the model (default: the provider's)"),
     Option("--max-cost", "DOLLARS: halt the run, keeping what was banked, before the next "
            "model request could take its spending at list prices past this"),
+    Option("--concurrency", "N: model requests in flight at once per worker process (items "
+           "answered ahead of their turn, each still graded and banked by its own item)", "1"),
+    Option("--rpm", "requests per minute the whole run may send (client-side; each of -n W "
+           "workers keeps to RPM/W)"),
+    Option("--tpm", "tokens per minute the whole run may send (estimated before a request, "
+           "corrected by its usage; each of -n W workers keeps to TPM/W)"),
     Option("--no-cache", "ask the model again even when the response cache holds this exact "
            "request (and do not store the responses)", flag_only=True),
     Option("--ablation", "report paired comparisons: the first-listed condition against every "
@@ -176,6 +182,11 @@ class Settings:
     max_cost: float | None = None  # --max-cost: dollars at list prices the run may spend
     response_cache: bool = True    # --no-cache turns it off
     responses_dir: str = ""        # where the response cache lives ("" : nowhere, no cache)
+    # how fast, not what: none of these changes what an item is asked (not in a request's
+    # cache key, the report's fingerprint or what --resume compares)
+    concurrency: int = 1           # --concurrency: model requests in flight per process
+    rpm: float | None = None       # --rpm: requests per minute, the whole run
+    tpm: float | None = None       # --tpm: tokens per minute, the whole run
 
     @property
     def conditions(self) -> tuple[Any, ...]:
@@ -360,6 +371,11 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         sampling[name] = (None if value in (None, "") else _number(
             f"--{name.replace('_', '-')}", value, float, "a number", minimum=0))
     max_cost = given("kgbench_max_cost")
+    limits: dict[str, float | None] = {}
+    for name in ("rpm", "tpm"):
+        value = given(f"kgbench_{name}")
+        limits[name] = (None if value in (None, "") else
+                        _number(f"--{name}", value, float, "a number per minute", above=0))
     base_url = given("kgbench_base_url", stored.get("base_url"))
     settings = Settings(
         condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions),
@@ -412,6 +428,9 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         max_cost=(None if max_cost in (None, "") else
                   _number("--max-cost", max_cost, float, "a number of dollars", above=0)),
         response_cache=not _flag(given("kgbench_no_cache")),
+        concurrency=_number("--concurrency", given("kgbench_concurrency") or 1, int,
+                            "a whole number", minimum=1),
+        rpm=limits["rpm"], tpm=limits["tpm"],
         responses_dir=str((root / paths.get("kgbench_responses", ".kgbench-responses")
                            ).resolve()),
         **pack_settings(given("kgbench_pack", ",".join(stored.get("pack_names") or ())),

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
+import threading
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
-from pytest_kgbench.agents.cache import Gate
+from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
@@ -107,7 +107,8 @@ def _has_choices(response: Any) -> None:
                                   f"{str(response)[:300]}")
 
 
-def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None, int]:
+def call_within(client: Any, deadline: float, *, pace: Any = None,
+                **kwargs: Any) -> tuple[Any | None, int]:
     """One Chat Completions call within `deadline` (time.monotonic()), retried as
     faults.call_within says; a completion with no choices is transient. Returns (the
     completion, or None when the deadline passed; the attempts made)."""
@@ -116,7 +117,7 @@ def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None
     return faults.call_within(client.chat.completions.create, deadline, attempts=ATTEMPTS,
                               timeout_error=openai.APITimeoutError, api_error=openai.APIError,
                               retryable=_retryable, classify=classify, check=_has_choices,
-                              **kwargs)
+                              pace=pace, **kwargs)
 
 
 def usage_of(response: Any) -> dict[str, int]:
@@ -172,11 +173,13 @@ class OpenAIAgent(BaseAgent):
     kind = "model"
     asks_together = True  # answers a together session in one conversation
     judged = True
+    threadsafe = True  # --concurrency may answer several items at once (one client, shared)
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.base_url = settings.base_url
         self._client: Any = None
+        self._client_lock = threading.Lock()
         self.gate = Gate(settings, "openai-chat")
 
     @classmethod
@@ -187,6 +190,14 @@ class OpenAIAgent(BaseAgent):
         return None
 
     def client(self) -> Any:
+        with self._client_lock:
+            return self._make_client()
+
+    def abort(self) -> None:
+        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
+        abort_connections(self._client)
+
+    def _make_client(self) -> Any:
         if self._client is None:
             import openai
 
@@ -197,6 +208,7 @@ class OpenAIAgent(BaseAgent):
             # a key even for a local server that takes none (which ignores it, as Ollama does)
             self._client = openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url or None,
                                          max_retries=0)
+            track_connections(self._client)
         return self._client
 
     def token_limit(self, task: Task) -> int:
@@ -223,7 +235,9 @@ class OpenAIAgent(BaseAgent):
         snapshot = json.loads(json.dumps(kwargs))  # what is sent now (messages grow later)
         return self.gate.call(
             snapshot, endpoint=self.base_url, repeat=repeat, model_id=kwargs["model"],
-            max_tokens=max_tokens, send=lambda: call_within(client, deadline, **snapshot),
+            max_tokens=max_tokens,
+            send=lambda: call_within(client, deadline,
+                                     pace=self.gate.ticket(snapshot, max_tokens), **snapshot),
             dump=_dump, load=_load, usage=usage_of)
 
     def ask(self, task: Task) -> Answer:
@@ -231,7 +245,7 @@ class OpenAIAgent(BaseAgent):
 
         client = self.client()
         model = self.settings.model_id(task.model)
-        start = time.monotonic()
+        start = self.gate.clock()  # the item's clock: a wait for --rpm/--tpm is not the model's
         deadline = start + self.settings.item_timeout * task.share
         max_rounds = self.settings.max_rounds * task.share
         answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
@@ -256,7 +270,7 @@ class OpenAIAgent(BaseAgent):
                     kwargs["tool_choice"] = "none"
             response, attempts, hit = self._call(client, deadline, kwargs, task.repeat,
                                                  max_tokens)
-            if response is None or (not hit and time.monotonic() > deadline):
+            if response is None or (not hit and self.gate.clock() > deadline):
                 return self._timeout(answer, start, task, hits, len(calls))
             calls.append(served(response, attempts, hit))
             answer.rounds += 1
@@ -298,7 +312,7 @@ class OpenAIAgent(BaseAgent):
             break
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
-        answer.latency_s = round(time.monotonic() - start, 4)
+        answer.latency_s = round(self.gate.clock() - start, 4)
         return answer
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
@@ -308,10 +322,12 @@ class OpenAIAgent(BaseAgent):
         kwargs = self.request(model, [{"role": "system", "content": system},
                                       {"role": "user", "content": text}], max_tokens)
         client = self.client()
-        deadline = time.monotonic() + timeout
+        deadline = self.gate.clock() + timeout
         response, attempts, _ = self.gate.call(
             kwargs, endpoint=self.base_url, repeat=0, model_id=model, max_tokens=max_tokens,
-            send=lambda: call_within(client, deadline, **kwargs), dump=_dump, load=_load,
+            send=lambda: call_within(client, deadline,
+                                     pace=self.gate.ticket(kwargs, max_tokens), **kwargs),
+            dump=_dump, load=_load,
             usage=usage_of, use_cache=False)
         if response is None:
             raise TransientModelError(f"the call ran past {timeout:g} s")
@@ -321,11 +337,11 @@ class OpenAIAgent(BaseAgent):
                                   "output": used["output"]},
                           sent=served(response, attempts))
 
-    @staticmethod
-    def _timeout(answer: Answer, start: float, task: Task, hits: int, calls: int) -> Answer:
+    def _timeout(self, answer: Answer, start: float, task: Task, hits: int,
+                 calls: int) -> Answer:
         answer.status = "timeout"
         answer.error = "the item ran past --item-timeout"
-        answer.latency_s = round(time.monotonic() - start, 4)
+        answer.latency_s = round(self.gate.clock() - start, 4)
         task.sent["response_cache"] = {"hits": hits, "misses": calls - hits}
         return answer
 
