@@ -2,8 +2,10 @@
 graded and banked by its own pytest item.
 
 When an item of a thread-safe model agent runs, the runtime starts the answers of the next
-items this process is sure to run itself (`start`), up to N in flight, each in a thread of
-this pool; the item then waits for its own answer (`take`), grades and banks it. Serially the
+items this process is sure to run itself (`start`: up to 2N items ahead, queued), and N
+threads answer them in order, each taking the next queued item the moment it is free, so N
+requests stay in flight while the items' own thread grades; the item then waits for its own
+answer (`take`), grades and banks it. Serially the
 next items are the following ones of the session; under xdist, the following ones of the
 item's scheduling scope (its prompt context), which the scheduler sends wholly to one worker.
 
@@ -31,10 +33,12 @@ from pytest_kgbench.pacing import Pace
 
 
 class Inflight:
-    """A pool of `size` daemon threads answering items ahead of their turn, keyed by item."""
+    """A pool of `size` daemon threads answering items ahead of their turn, keyed by item, at
+    most `window` answers held (queued, being made, or made and not yet taken)."""
 
-    def __init__(self, size: int, pace: Pace | None = None) -> None:
+    def __init__(self, size: int, pace: Pace | None = None, window: int | None = None) -> None:
         self.size = max(1, int(size))
+        self.window = max(self.size, int(window or 2 * self.size))
         self.pace = pace
         self._futures: dict[Hashable, Future[Any]] = {}
         self._queue: list[tuple[Hashable, Callable[[], Any], Future[Any]]] = []
@@ -54,14 +58,19 @@ class Inflight:
         with self._lock:
             return sum(1 for f in self._futures.values() if not f.done())
 
-    def start(self, key: Hashable, make: Callable[[], Any]) -> bool:
-        """Start making `key`'s answer with `make()` unless it is started already or N are in
-        flight (or the pool is closed). Returns whether it is started (now or before)."""
+    def full(self) -> bool:
+        """Whether the window is full (no answer can be started ahead now)."""
+        with self._lock:
+            return self._closed or len(self._futures) >= self.window
+
+    def start(self, key: Hashable, make: Callable[[], Any], *, force: bool = False) -> bool:
+        """Queue `key`'s answer, made by `make()` on the next free thread, unless it is started
+        already, the window is full (`force`: the running item's own answer, queued even so)
+        or the pool is closed. Returns whether it is started (now or before)."""
         with self._lock:
             if key in self._futures:
                 return True
-            if self._closed or sum(1 for f in self._futures.values() if not f.done()) \
-                    >= self.size:
+            if self._closed or (len(self._futures) >= self.window and not force):
                 return False
             future: Future[Any] = Future()
             self._futures[key] = future
@@ -75,7 +84,7 @@ class Inflight:
             return True
 
     def start_many(self, items: Iterable[tuple[Hashable, Callable[[], Any]]]) -> None:
-        """Start answers in order until N are in flight."""
+        """Start answers in order until the window is full."""
         for key, make in items:
             if not self.start(key, make):
                 return

@@ -280,9 +280,9 @@ class Runtime:
 
     def answer_ahead(self, case: Case, agent: Agent, upcoming: Iterable[Case]
                      ) -> tuple[Prepared, Asked]:
-        """--concurrency: start this item's answer and the next items' (up to N in flight),
-        then wait for this one's. What preparing or asking an item raised is raised by its own
-        item; a broken harness stops every answer in flight."""
+        """--concurrency: start this item's answer and the next items' (queued up to 2N ahead,
+        N in flight), then wait for this one's. What preparing or asking an item raised is
+        raised by its own item; a broken harness stops every answer in flight."""
         assert self.inflight is not None
         prepared = self._prepared
 
@@ -299,12 +299,12 @@ class Runtime:
 
         mine = case_key(case)
         if not self.inflight.started(mine):
-            self.inflight.start(mine, starts(case))
+            self.inflight.start(mine, starts(case), force=True)
             if not self.inflight.started(mine):  # the pool is closed: asked here
                 ready = prepared.pop(mine, None) or self.prepare(case)
                 return ready, self.answer(agent, ready)
         for nxt in upcoming:
-            if self.inflight.pending() >= self.inflight.size:
+            if self.inflight.full():
                 break
             if nxt.agent == case.agent and not self.inflight.started(case_key(nxt)):
                 self.inflight.start(case_key(nxt), starts(nxt))

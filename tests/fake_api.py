@@ -98,6 +98,9 @@ class FakeMessagesAPI:
         self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
         self.judge: Callable[[dict[str, Any]], Step] | None = None
         self._lock = threading.Lock()
+        self.delay = 0.0  # seconds every answer (not an error status) takes: a model's latency
+        self.active = 0   # requests being answered now
+        self.peak = 0     # the most requests that were being answered at once
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -110,13 +113,21 @@ class FakeMessagesAPI:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with api._lock:
-                    api.requests.append({"path": self.path, "body": body,
+                    api.requests.append({"path": self.path, "body": body, "t": time.monotonic(),
                                          "headers": dict(self.headers)})
                     if api.judge is not None and is_judge(body):
                         step = api.judge(body)
                     else:
                         step = api.script.popleft() if api.script else api.default(body)
-                api._reply(self, step, body)
+                    api.active += 1
+                    api.peak = max(api.peak, api.active)
+                try:
+                    if api.delay and step["kind"] != "status":
+                        time.sleep(api.delay)
+                    api._reply(self, step, body)
+                finally:
+                    with api._lock:
+                        api.active -= 1
 
             def do_GET(self) -> None:  # noqa: N802
                 self._send(404, {"type": "error", "error": {"type": "not_found_error",

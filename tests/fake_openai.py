@@ -110,6 +110,9 @@ class FakeChatAPI:
         self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
         self.judge: Callable[[dict[str, Any]], Step] | None = None
         self._lock = threading.Lock()
+        self.delay = 0.0  # seconds every answer (not an error status) takes: a model's latency
+        self.active = 0   # requests being answered now
+        self.peak = 0     # the most requests that were being answered at once
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -134,7 +137,15 @@ class FakeChatAPI:
                         step = api.judge(body)
                     else:
                         step = api.script.popleft() if api.script else api.default(body)
-                api._reply(self, step, body)
+                    api.active += 1
+                    api.peak = max(api.peak, api.active)
+                try:
+                    if api.delay and step["kind"] != "status":
+                        time.sleep(api.delay)
+                    api._reply(self, step, body)
+                finally:
+                    with api._lock:
+                        api.active -= 1
 
             def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None,
                       raw: bytes | None = None) -> None:
