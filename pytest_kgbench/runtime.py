@@ -499,7 +499,8 @@ class Runtime:
             else:
                 prompt = self.prompt(cond, built, q, executor)
             est = out.setdefault((cond.id, case.model), Estimate(
-                cond.id, case.model, window=self.settings.window(case.model)))
+                cond.id, case.model, window=self.settings.window(case.model),
+                cache_minimum=self.settings.cache_minimum(case.model)))
             est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
                     system=prompt.system, questions=len(group))
         return out

@@ -32,6 +32,18 @@ DEFAULT_PRICES = {
     "claude-haiku-5-5": {"input": 0.10, "output": 0.50, "cache_write": 0.125, "cache_read": 0.01},
 }
 ASK_MODES = ("apart", "together")
+# The shortest prompt prefix a provider caches, in tokens: a shorter one is processed (and
+# billed) in full even when marked for caching. Anthropic's prompt-caching page
+# (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching, "minimum cacheable
+# prompt length") gives 1024 tokens for its Sonnet and Opus models and 2048 for Haiku, as
+# quoted by https://developers.llamaindex.ai/python/examples/llm/anthropic_prompt_caching and
+# https://docs.truefoundry.com/gateway/chat-completions-prompt-caching; later models are listed
+# higher (2048 for Sonnet 4.6, 4096 for Opus 4.5 and Haiku 4.5:
+# https://docs.orq.ai/docs/proxy/prompt-caching). OpenAI caches prompts of 1024 tokens or more
+# (https://litellm.vercel.app/docs/completion/prompt_caching). Check the provider's page for
+# the model you run and set its own in [tool.kgbench.cache_minimums] ("<model id>" = tokens).
+DEFAULT_CACHE_MINIMUM = 1024
+HAIKU_CACHE_MINIMUM = 2048
 DEFAULT_WINDOW = 200_000  # a model's context window in tokens, unless [tool.kgbench.windows] says
 
 
@@ -171,6 +183,7 @@ class Settings:
     prices: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
     windows: Mapping[str, int] = field(default_factory=dict)  # model id -> context tokens
+    cache_minimums: Mapping[str, int] = field(default_factory=dict)  # model id -> tokens
     packs: Mapping[str, str] = field(default_factory=dict)  # folder packs: name -> folder
     pack_names: tuple[str, ...] = ()  # the packs --pack selects (none: every pack found)
     sample: int | None = None  # --sample: questions per pack and tier
@@ -205,6 +218,14 @@ class Settings:
     def window(self, model: str) -> int:
         """A model's context window in tokens ([tool.kgbench.windows], else DEFAULT_WINDOW)."""
         return int(self.windows.get(self.model_id(model), DEFAULT_WINDOW))
+
+    def cache_minimum(self, model: str) -> int:
+        """The shortest prefix the model's provider caches, in tokens
+        ([tool.kgbench.cache_minimums], else 2048 for a Haiku model, else 1024)."""
+        model_id = self.model_id(model)
+        if model_id in self.cache_minimums:
+            return int(self.cache_minimums[model_id])
+        return HAIKU_CACHE_MINIMUM if "haiku" in model_id.lower() else DEFAULT_CACHE_MINIMUM
 
     def engine(self, language: str) -> str | None:
         """The engine named for a query language, or None for the language's default."""
@@ -419,6 +440,8 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         aliases={**DEFAULT_ALIASES, **(table.get("models") or {})},
         prices={**DEFAULT_PRICES, **(table.get("prices") or {})},
         windows={str(k): int(v) for k, v in (table.get("windows") or {}).items()},
+        cache_minimums={str(k): int(v)
+                        for k, v in (table.get("cache_minimums") or {}).items()},
         rerun=rerun_ids(root, reports, given("kgbench_rerun")),
         sample=(None if given("kgbench_sample", stored.get("sample")) in (None, "") else
                 _number("--sample", given("kgbench_sample", stored.get("sample")), int,

@@ -239,6 +239,9 @@ def test_concurrency_8_has_8_requests_in_flight_and_grades_as_one_at_a_time(
     assert reports["many"]["settings"]["concurrency"] == 8
     meta = json.loads((p.path / "reports" / "many" / "meta.json").read_text())
     assert meta["settings"]["concurrency"] == 8
+    # the Messages API reports cache reads (none here): a known 0%, in report.json and .md
+    assert reports["many"]["conditions"]["R1"]["cache_read_share"] == 0.0
+    assert "cache-read share" in (p.path / "reports" / "many" / "report.md").read_text()
     assert inflight_threads() == []
 
 
@@ -333,3 +336,52 @@ def test_a_querying_run_under_concurrency_shares_its_store_safely(project, chat_
 
     assert rows("four") == rows("one") and len(rows("one")) == 4
     assert all(r for r in rows("one").values())
+
+
+# --- what the prompt cache rewards ----------------------------------------------------------------
+
+def test_the_estimate_assumes_no_cache_hit_on_a_prefix_below_the_minimum() -> None:
+    from pytest_kgbench.costs import Estimate
+
+    small = Estimate("D1", "m", cache_minimum=1024)  # a ~500-token data block: not cacheable
+    for _ in range(3):
+        small.add(mode="reading", context="x" * 2000, question="q" * 40, system="s" * 40)
+    assert small.cache_read == small.cache_write == 0
+    assert small.input == 3 * (500 + 20)
+    large = Estimate("D1", "m", cache_minimum=1024)  # 2,000 tokens: written once, then read
+    for _ in range(3):
+        large.add(mode="reading", context="x" * 8000, question="q" * 40, system="s" * 40)
+    assert large.cache_write == 2000 and large.cache_read == 2 * 2000
+    # a querying loop's rolling prefix is cached only once it has grown past the minimum
+    loop = Estimate("D1", "m", cache_minimum=1024)
+    loop.add(mode="querying", context="x" * 2000, question="q" * 40, system="s" * 40)
+    # rounds 1-2 resend 520 and 970 tokens as plain input; round 2's step takes the
+    # conversation to 1,420 tokens, cached from then on (written in rounds 2-3, read in 3)
+    assert loop.cache_read == 520 + 2 * 450 and loop.cache_write == 2 * 450
+
+
+def test_the_minimum_is_the_model_s_own() -> None:
+    from pytest_kgbench.settings import Settings
+
+    s = Settings.at(".", cache_minimums={"claude-opus-5-5": 4096})
+    assert s.cache_minimum("sonnet") == 1024 and s.cache_minimum("haiku") == 2048
+    assert s.cache_minimum("opus") == 4096
+
+
+def test_the_cache_read_share_is_unknown_where_no_backend_reported_it() -> None:
+    from pytest_kgbench.agents.openai import unknown_cache
+    from pytest_kgbench.answers import Answer
+    from pytest_kgbench.report import cache_read_share, share_text
+
+    def rec(**tokens):
+        return {"answer": {"tokens": tokens}}
+
+    assert cache_read_share([rec(input=100, cache_read=300, cache_write=100, output=9),
+                             rec(input=500, output=9)]) == pytest.approx(0.6)
+    assert cache_read_share([rec(input=100, cache_read=0, cache_write=0)]) == 0.0
+    assert cache_read_share([rec(input=500, output=9)]) is None  # not reported: unknown
+    assert share_text(None) == "n/a" and share_text(0.0) == "0.0%"
+    unreported = unknown_cache(Answer(tokens={"input": 5, "cache_read": 0}), known=False)
+    assert "cache_read" not in unreported.tokens
+    reported = unknown_cache(Answer(tokens={"input": 5, "cache_read": 0}), known=True)
+    assert reported.tokens["cache_read"] == 0

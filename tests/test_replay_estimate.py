@@ -93,8 +93,11 @@ def test_kgbench_estimate_prints_a_table_per_condition() -> None:
     for cid, mode in (("R1", "reading"), ("D1", "querying")):
         _, model_id, items, written, cached, output, cost, uncached = rows[cid]
         assert model_id == "claude-sonnet-5-5" and int(items) == 2 * asked[mode]
-        # every item after the first reads the shared data block from the cache
-        assert int(cached.replace(",", "")) > int(written.replace(",", "")) > 0
+        if mode == "reading":  # every item after the first reads the data block from cache
+            assert int(cached.replace(",", "")) > int(written.replace(",", "")) > 0
+        else:  # D1's data block is shorter than Sonnet's minimum cacheable prefix (1,024
+            # tokens): never a cache hit on it, only on the tool loop's longer rolling prefix
+            assert int(cached.replace(",", "")) > 0 and int(written.replace(",", "")) > 0
         assert 0 < float(cost.lstrip("$")) < float(uncached.lstrip("$"))
     total = rows["total"]
     assert int(total[1]) == 2 * n

@@ -134,6 +134,21 @@ def usage_of(response: Any) -> dict[str, int]:
             "cache_write": 0}
 
 
+def reports_cache(response: Any) -> bool:
+    """Whether a completion says how many prompt tokens came from the provider's cache (a
+    local server may not): without it the cache-read share is unknown, not 0%."""
+    usage = getattr(response, "usage", None)
+    return getattr(usage, "prompt_tokens_details", None) is not None
+
+
+def unknown_cache(answer: Answer, known: bool) -> Answer:
+    """An answer none of whose completions reported cached prompt tokens has no `cache_read`
+    count (unknown, where 0 would claim nothing was cached)."""
+    if not known and not answer.tokens.get("cache_read"):
+        answer.tokens.pop("cache_read", None)
+    return answer
+
+
 def served(response: Any, attempts: int, hit: bool = False) -> dict[str, Any]:
     """What one call was served: the model id, the finish reason, the request id."""
     choice = response.choices[0]
@@ -256,6 +271,7 @@ class OpenAIAgent(BaseAgent):
         max_tokens = self.token_limit(task)
         calls: list[dict[str, Any]] = []
         hits = 0
+        known = False  # whether any completion said how many prompt tokens were cached
         task.sent.update({"backend": "chat-completions",
                           "client": f"openai-sdk {openai.__version__}",
                           "base_url": self.base_url, "model": model, "max_tokens": max_tokens,
@@ -271,13 +287,15 @@ class OpenAIAgent(BaseAgent):
             response, attempts, hit = self._call(client, deadline, kwargs, task.repeat,
                                                  max_tokens)
             if response is None or (not hit and self.gate.clock() > deadline):
-                return self._timeout(answer, start, task, hits, len(calls))
+                return unknown_cache(self._timeout(answer, start, task, hits, len(calls)),
+                                     known)
             calls.append(served(response, attempts, hit))
             answer.rounds += 1
             hits += hit
             if not hit:  # a cached response costs nothing: its tokens are not spend
                 for name, value in usage_of(response).items():
                     answer.tokens[name] += value
+                known = known or reports_cache(response)
             message = response.choices[0].message
             tool_calls = list(getattr(message, "tool_calls", None) or [])
             if tool_calls and tools and round_no < max_rounds:
@@ -313,7 +331,7 @@ class OpenAIAgent(BaseAgent):
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
         answer.latency_s = round(self.gate.clock() - start, 4)
-        return answer
+        return unknown_cache(answer, known)
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
                  timeout: float) -> Completion:
