@@ -385,3 +385,19 @@ def test_the_cache_read_share_is_unknown_where_no_backend_reported_it() -> None:
     assert "cache_read" not in unreported.tokens
     reported = unknown_cache(Answer(tokens={"input": 5, "cache_read": 0}), known=True)
     assert reported.tokens["cache_read"] == 0
+
+
+def test_under_n_a_worker_answers_ahead_within_its_context(project, api) -> None:
+    """-n 2 --concurrency 4: the worker that has a context's items asks four of them at once
+    (it looks ahead within the scope the scheduler sent it wholly)."""
+    from fake_api import text
+
+    api.default = lambda body: text("Caldera is rated A+.\n" + A_PLUS)
+    api.delay = 0.3
+    p = project()
+    result = p.runpytest_subprocess("questions", "--model", "sonnet", "--condition", "R1",
+                                    "-n", "2", "--concurrency", "4", "--no-cache",
+                                    "-k", " or ".join(f"Q0{i}" for i in range(1, 9)))
+    assert result.ret == 0, result.stdout.str()
+    assert len(run_records(p)) == 8 and len(api.requests) == 8
+    assert api.peak == 4
