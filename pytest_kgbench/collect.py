@@ -21,6 +21,9 @@ from pytest_kgbench.questions import KEY_QUERIES, Question, QuestionSet, load_qu
 from pytest_kgbench.registry import current
 from pytest_kgbench.settings import Settings
 
+BY_CONTEXT = "kgbench_by_context"
+"""The workerinput key saying the controller schedules by prompt context (plugin.py)."""
+
 
 def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     """The body of every kgbench item: ask, grade, bank; fail only a must-pass rule."""
@@ -77,8 +80,9 @@ def upcoming(item: pytest.Item, n: int) -> list[Case]:
     index = positions.get(id(item))
     if index is None:
         return []
-    worker = hasattr(item.config, "workerinput")
-    if worker and item.config.getoption("dist", default="no") != "loadgroup":
+    workerinput: dict[str, Any] | None = getattr(item.config, "workerinput", None)
+    worker = workerinput is not None
+    if workerinput is not None and not workerinput.get(BY_CONTEXT):
         return []  # another scheduler may send the next items anywhere
     scope = context_scope(item.nodeid) if worker else None
     out: list[Case] = []
@@ -87,10 +91,19 @@ def upcoming(item: pytest.Item, n: int) -> list[Case]:
             break
         if worker and context_scope(nxt.nodeid) != scope:
             break  # a scope's items are consecutive (order_by_context)
-        if keys.CASE not in nxt.stash or nxt.get_closest_marker("skip") is not None:
+        if not _askable(nxt):
             continue
         out.append(nxt.stash[keys.CASE])
     return out
+
+
+def _askable(item: pytest.Item) -> bool:
+    """A question item that is not marked skip (looked up once per item)."""
+    known = item.stash.get(keys.ASKABLE, None)
+    if known is None:
+        known = keys.CASE in item.stash and item.get_closest_marker("skip") is None
+        item.stash[keys.ASKABLE] = known
+    return known
 
 
 def order_by_context(items: list[pytest.Item]) -> None:

@@ -60,8 +60,17 @@ class Inflight:
 
     def full(self) -> bool:
         """Whether the window is full (no answer can be started ahead now)."""
+        return self.room() <= 0
+
+    def room(self) -> int:
+        """How many more answers may be started ahead now (0 once closed)."""
         with self._lock:
-            return self._closed or len(self._futures) >= self.window
+            return 0 if self._closed else self.window - len(self._futures)
+
+    def keys(self) -> set[Hashable]:
+        """The items whose answers are started and not yet taken."""
+        with self._lock:
+            return set(self._futures)
 
     def start(self, key: Hashable, make: Callable[[], Any], *, force: bool = False) -> bool:
         """Queue `key`'s answer, made by `make()` on the next free thread, unless it is started

@@ -156,8 +156,12 @@ class XdistHooks:
     prebuilt = False
 
     def pytest_configure_node(self, node: Any) -> None:
+        from pytest_kgbench.collect import BY_CONTEXT
+
         settings: Settings = node.config.stash[keys.SETTINGS]
         node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict())
+        # a worker then knows a context's items all come to it (--concurrency looks ahead)
+        node.workerinput[BY_CONTEXT] = node.config.getoption("dist") == "loadgroup"
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         """The controller builds the variants the items ask about once, before any is sent

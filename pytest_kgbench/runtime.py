@@ -303,11 +303,13 @@ class Runtime:
             if not self.inflight.started(mine):  # the pool is closed: asked here
                 ready = prepared.pop(mine, None) or self.prepare(case)
                 return ready, self.answer(agent, ready)
+        room, held = self.inflight.room(), self.inflight.keys()
         for nxt in upcoming:
-            if self.inflight.full():
+            if room <= 0:
                 break
-            if nxt.agent == case.agent and not self.inflight.started(case_key(nxt)):
-                self.inflight.start(case_key(nxt), starts(nxt))
+            key = case_key(nxt)
+            if nxt.agent == case.agent and key not in held:
+                room -= self.inflight.start(key, starts(nxt))
         try:
             asked = self.inflight.take(mine)
         except HarnessBroken:
