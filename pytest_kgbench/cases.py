@@ -186,6 +186,29 @@ def session_of(case: Case) -> str:
                       q.persona)
 
 
+def context_of(case: Case) -> tuple[tuple[str, ...], str]:
+    """The prompt context an item shares with others (the system and data block the provider's
+    prompt cache keeps): its scheduling scope — question file, variant, condition, model —
+    and, within it, its persona. Repeats and questions of a context share its cached prefix."""
+    q = case.question
+    return (str(q.file), case.variant, case.condition.id, case.model), q.persona
+
+
+def context_scope(nodeid: str) -> str | None:
+    """The scheduling scope of a question item under -n, from its node id alone (what xdist's
+    controller knows): its file and parameters without the question and the repeat
+    ("questions/credit.yaml::[chains-D1-sonnet]"), so one worker gets every item of a prompt
+    context (every persona and repeat, and so every --ask together session of it). None for a
+    node id that is not a question item's."""
+    import re
+
+    path, sep, rest = nodeid.partition("::")
+    name, bracket, params = rest.partition("[")
+    if not sep or not bracket or not name or not params.endswith("]"):
+        return None
+    return f"{path}::[{re.sub(r'-rep[0-9]+]$', ']', params)}"
+
+
 def asks_together(settings: Settings) -> bool:
     """Whether items share together sessions (a replay answers from stored slices, per item)."""
     from pytest_kgbench.registry import current

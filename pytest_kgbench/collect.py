@@ -21,6 +21,9 @@ from pytest_kgbench.questions import KEY_QUERIES, Question, QuestionSet, load_qu
 from pytest_kgbench.registry import current
 from pytest_kgbench.settings import Settings
 
+BY_CONTEXT = "kgbench_by_context"
+"""The workerinput key saying the controller schedules by prompt context (plugin.py)."""
+
 
 def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     """The body of every kgbench item: ask, grade, bank; fail only a must-pass rule."""
@@ -29,8 +32,11 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     item = request.node
     case: Case = item.stash[keys.CASE]
     broken: str | None = None
+    settings: Settings = kgbench_runtime.settings
+    ahead = upcoming(item, 2 * settings.concurrency) if settings.concurrency > 1 else []
     try:
-        record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()))
+        record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()),
+                                          upcoming=ahead)
     except BudgetReached as exc:
         broken = f"kgbench: the run halts at its spending cap: {exc}"
     except HarnessBroken as exc:
@@ -46,7 +52,6 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
         kgbench_runtime.broken = None
     if record["grade"] == "skipped":  # it could not be asked: banked with the reason, no grade
         pytest.skip(record["reason"])
-    settings: Settings = kgbench_runtime.settings
     must_pass = settings.strict or current().agent(settings.agent).must_pass
     if must_pass and record["grade"] != "correct":
         why = ("--kgbench-strict: every item must be answered correctly" if settings.strict
@@ -58,6 +63,70 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
         pytest.fail(f"{why}: graded {record['grade']} ({record['reason']})"
                     + (f"\n  fields: {fields}" if fields else "")
                     + (f"\n  query: {errors}" if errors else ""), pytrace=False)
+
+
+def upcoming(item: pytest.Item, n: int) -> list[Case]:
+    """The cases of at most `n` items this process is sure to run after `item` (--concurrency
+    answers them ahead): serially, the following items of the session; on an xdist worker
+    (whose scheduler sends a prompt context's items wholly to one worker, `context_scope`),
+    the following items of the item's own scope. Items marked skip are passed over."""
+    from pytest_kgbench.cases import context_scope
+
+    session = item.session
+    positions = session.stash.get(keys.POSITIONS, None)
+    if positions is None or len(positions) != len(session.items):
+        positions = {id(x): i for i, x in enumerate(session.items)}
+        session.stash[keys.POSITIONS] = positions
+    index = positions.get(id(item))
+    if index is None:
+        return []
+    workerinput: dict[str, Any] | None = getattr(item.config, "workerinput", None)
+    worker = workerinput is not None
+    if workerinput is not None and not workerinput.get(BY_CONTEXT):
+        return []  # another scheduler may send the next items anywhere
+    scope = context_scope(item.nodeid) if worker else None
+    out: list[Case] = []
+    for nxt in session.items[index + 1:]:
+        if len(out) >= n:
+            break
+        if worker and context_scope(nxt.nodeid) != scope:
+            break  # a scope's items are consecutive (order_by_context)
+        if not _askable(nxt):
+            continue
+        out.append(nxt.stash[keys.CASE])
+    return out
+
+
+def _askable(item: pytest.Item) -> bool:
+    """A question item that is not marked skip (looked up once per item)."""
+    known = item.stash.get(keys.ASKABLE, None)
+    if known is None:
+        known = keys.CASE in item.stash and item.get_closest_marker("skip") is None
+        item.stash[keys.ASKABLE] = known
+    return known
+
+
+def order_by_context(items: list[pytest.Item]) -> None:
+    """Items sharing a prompt context run one after another (cases.context_of): a stable sort
+    by the first appearance of each item's scope, then of its persona within it, so the
+    provider's prompt cache holds a context's data block while its items are asked, instead of
+    losing it between questions. The order within a context (question, repeat) is kept, and
+    so is any order a plugin such as pytest-randomly gave before (contexts in their first
+    appearance). Items that are not questions keep their places among the groups."""
+    from pytest_kgbench.cases import context_of
+
+    first: dict[Any, int] = {}
+    keyed: list[tuple[int, int, int]] = []
+    for i, item in enumerate(items):
+        case = item.stash.get(keys.CASE, None)
+        if case is None:
+            keyed.append((i, 0, i))
+            continue
+        scope, persona = context_of(case)
+        a = first.setdefault(scope, i)
+        keyed.append((a, first.setdefault((scope, persona), i), i))
+    order = sorted(range(len(items)), key=lambda j: keyed[j])
+    items[:] = [items[j] for j in order]
 
 
 def _halt(item: pytest.Item, why: str) -> None:

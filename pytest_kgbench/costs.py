@@ -70,6 +70,9 @@ class Estimate:
     largest: int = 0           # the largest prompt's tokens
     too_long: int = 0          # items whose prompt is longer than the window
     batchable: bool = True     # single-turn items only (reading, apart): --batch takes them
+    # the provider's minimum cacheable prefix (settings.Settings.cache_minimum): a shorter
+    # prefix is not cached even when marked, so it is billed as plain input every time
+    cache_minimum: int = 0
 
     def add(self, *, mode: str, context: str, question: str, system: str,
             questions: int = 1) -> None:
@@ -86,16 +89,28 @@ class Estimate:
         first = context not in self.contexts
         self.contexts.add(context)
         step = TOOL_RESULT_TOKENS + OUTPUT_TOKENS["querying_round"]
+        floor = self.cache_minimum
+        # the data block's breakpoint caches what comes before it: the system block and itself
+        cacheable = ctx + tokens_of(system) >= floor
         for r in range(rounds):
             if r == 0:  # the data block is written once per context, then read
                 self.input += rest
-                if first:
+                if not cacheable:
+                    self.input += ctx
+                elif first:
                     self.cache_write += ctx
                 else:
                     self.cache_read += ctx
             else:  # the rolling breakpoint: the rounds so far are read, the last one written
-                self.cache_read += ctx + rest + (r - 1) * step
-                self.cache_write += step
+                so_far = ctx + rest + (r - 1) * step
+                if so_far >= floor:
+                    self.cache_read += so_far
+                else:
+                    self.input += so_far
+                if so_far + step >= floor:
+                    self.cache_write += step
+                else:
+                    self.input += step
         answers = (OUTPUT_TOKENS["reading"] if questions == 1
                    else questions * OUTPUT_TOKENS["together_answer"])
         self.output += (answers if mode == "reading"
@@ -113,8 +128,9 @@ def estimate_lines(estimates: Mapping[tuple[str, str], Estimate], aliases: Mappi
     column is what --batch would bill (batch prices) for the rows it can take (single-turn
     items); a querying row keeps its interactive cost there ("-": not batched)."""
     lines = [f"Estimate, before any call: {heading}; about 4 characters a token, "
-             f"{QUERY_ROUNDS} rounds per querying question; list prices per million tokens "
-             f"(batch: --batch, at the batch prices).",
+             f"{QUERY_ROUNDS} rounds per querying question; a prefix shorter than the model's "
+             "minimum cacheable prompt is billed as plain input; list prices per million "
+             "tokens (batch: --batch, at the batch prices).",
              f"{'condition':<10} {'model':<22} {'items':>6} {'input':>12} {'cached':>12} "
              f"{'output':>10} {'cost':>10} {'no cache':>10} {'batch':>10}"]
     total = {"billed": 0.0, "without_cache": 0.0, "batch": 0.0}

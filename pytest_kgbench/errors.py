@@ -44,3 +44,9 @@ class BudgetReached(HarnessBroken):
     """The next model request could take the run's spending past --max-cost: the run halts
     as a broken harness does (banked results kept, the report marked HALTED), with the budget
     as its reason rather than a fault."""
+
+
+class Cancelled(HarnessBroken):
+    """The run is stopping (a halt, Ctrl-C, the end of the session): a model request, round
+    or retry not yet started is not started (pacing.Pace.cancel). Never a grade: an item that
+    meets it halts as a broken harness does."""

@@ -37,3 +37,9 @@ ESTIMATE: pytest.StashKey[list[str]] = pytest.StashKey()
 
 RECORD: pytest.StashKey[ItemRecord | None] = pytest.StashKey()
 """The item's banked record, set by the item's call and attached to its call report once."""
+
+ASKABLE: pytest.StashKey[bool] = pytest.StashKey()
+"""Whether an item is a question item not marked skip (--concurrency's look ahead)."""
+
+POSITIONS: pytest.StashKey[dict[int, int]] = pytest.StashKey()
+"""Each item's place in session.items (by id), for --concurrency's look ahead."""

@@ -86,8 +86,8 @@ def pytest_configure(config: pytest.Config) -> None:
                                           "kgbench-progress")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "kgbench-xdist")
-        if not _is_worker(config):
-            _keep_sessions_on_one_worker(config, settings)
+        if not _is_worker(config) and _collects_questions(config, settings):
+            _schedule_by_context(config, settings)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -96,16 +96,22 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         deactivate(registry)
 
 
-def _keep_sessions_on_one_worker(config: pytest.Config, settings: Settings) -> None:
-    """Asked together under -n, every item of a session goes to one worker: loadgroup
-    scheduling, keyed by the session (`XdistHooks.pytest_xdist_make_scheduler`)."""
+def _schedule_by_context(config: pytest.Config, settings: Settings) -> None:
+    """Under -n, every item of a prompt context goes to one worker, which asks them one after
+    another (its provider's prompt cache then holds their data block): loadgroup scheduling
+    keyed by the context (`XdistHooks.pytest_xdist_make_scheduler`), the default when the
+    command line names no --dist. Asked together, it is required (a session's items share one
+    conversation); otherwise `--dist load` spreads a context's items over the workers."""
     from pytest_kgbench.cases import asks_together
 
     dist = config.getoption("dist", default="no")
-    if not asks_together(settings) or dist in ("no", "loadgroup"):
+    given = getattr(config.known_args_namespace, "dist", "no")  # before -n made it "load"
+    if dist in ("no", "loadgroup"):
         return
-    if dist == "load":  # what -n sets by default
+    if dist == "load" and (given in (None, "no") or asks_together(settings)):
         config.option.dist = "loadgroup"
+        return
+    if not asks_together(settings):
         return
     raise pytest.UsageError(f"--ask together shares one model session among its items, which "
                             f"needs --dist loadgroup (or plain -n), not --dist {dist}")
@@ -154,8 +160,12 @@ class XdistHooks:
     prebuilt = False
 
     def pytest_configure_node(self, node: Any) -> None:
+        from pytest_kgbench.collect import BY_CONTEXT
+
         settings: Settings = node.config.stash[keys.SETTINGS]
         node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict(secrets=True))
+        # a worker then knows a context's items all come to it (--concurrency looks ahead)
+        node.workerinput[BY_CONTEXT] = node.config.getoption("dist") == "loadgroup"
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         """The controller builds the variants the items ask about once, before any is sent
@@ -176,21 +186,21 @@ class XdistHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """Asked together: xdist's loadgroup scheduling, keyed by the together session."""
-        from pytest_kgbench.cases import asks_together
-
-        settings = config.stash[keys.SETTINGS]
-        if config.getoption("dist") != "loadgroup" or not asks_together(settings):
+        """xdist's loadgroup scheduling, keyed by the item's prompt context (cases.context_scope:
+        its file, variant, condition and model), which holds its together sessions too. Not
+        xdist_group markers: loadgroup renames the items of those (`nodeid@group`), which
+        would give a run under -n other node ids than a serial one (--resume, rerun)."""
+        if config.getoption("dist") != "loadgroup":
             return None
         from xdist.scheduler import LoadGroupScheduling
 
-        from pytest_kgbench.together import session_scope
+        from pytest_kgbench.cases import context_scope
 
-        class SessionScheduling(LoadGroupScheduling):
+        class ContextScheduling(LoadGroupScheduling):
             def _split_scope(self, nodeid: str) -> str:
-                return session_scope(nodeid) or super()._split_scope(nodeid)
+                return context_scope(nodeid) or super()._split_scope(nodeid)
 
-        return SessionScheduling(config, log)
+        return ContextScheduling(config, log)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -206,14 +216,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Items the agent cannot answer (a replay: what its run never asked) are not asked; with
     --resume, items already banked are not asked again (those whose question was edited since
-    are); with --ask together, the items left (after -k and the rest) are shared out into
-    sessions."""
+    are); the items left run a prompt context after another (collect.order_by_context); with
+    --ask together, they are shared out into sessions."""
     from pytest_kgbench.cases import asks_together
     from pytest_kgbench.collect import (
         assign_sessions,
         not_answerable,
         not_rerun,
         not_sampled,
+        order_by_context,
         resume_split,
     )
     from pytest_kgbench.record import read_answers
@@ -233,6 +244,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [i for i in items if id(i) not in gone]
         if settings.resume and not items and store is not None:
             store.nothing_left = True
+    order_by_context(items)
     if asks_together(settings):
         assign_sessions(items)
 

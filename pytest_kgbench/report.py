@@ -171,6 +171,27 @@ def arm_cost(records: Sequence[ItemRecord], settings: Settings) -> dict[str, Any
             "batch_tokens": usage_of(batched)}
 
 
+def cache_read_share(records: Sequence[ItemRecord]) -> float | None:
+    """The share of an arm's input tokens read from the provider's prompt cache: cache reads
+    over every input token (plain, cache reads, cache writes) of the items whose backend
+    reports cache reads (a `cache_read` count in the answer's tokens). None — unknown, never
+    0% — when no item reports them or no input token was counted (answers from the response
+    cache, a reference agent)."""
+    read = total = 0
+    for rec in records:
+        tokens = (rec.get("answer") or {}).get("tokens") or {}
+        if "cache_read" not in tokens:
+            continue
+        read += int(tokens.get("cache_read") or 0)
+        total += sum(int(tokens.get(k) or 0) for k in ("input", "cache_read", "cache_write"))
+    return round(read / total, 6) if total else None
+
+
+def share_text(share: float | None) -> str:
+    """A cache-read share as report.md prints it: "n/a" when unknown."""
+    return "n/a" if share is None else f"{100 * share:.1f}%"
+
+
 def metric_summary(records: Iterable[ItemRecord]) -> dict[str, Any]:
     """Each registered metric's summary over the items where it was measured."""
     from pytest_kgbench.metrics import summarise_all
@@ -217,7 +238,8 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         conditions[arm] = {"condition": rows[0]["condition"], "label": rows[0]["condition_label"],
                            "model": rows[0]["model"],
                            **arm_summary(rows, settings.stats_seed),
-                           **arm_cost(rows, settings)}
+                           **arm_cost(rows, settings),
+                           "cache_read_share": cache_read_share(rows)}
     comparisons = comparison_dicts(records, settings, multi_model)
     not_measured = []
     synthetic = any(r.get("simulated") for r in records)
@@ -435,13 +457,16 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     cost_rows = [[arm, str(c["tokens"]["input"]), str(c["tokens"]["output"]),
                   str(c["tokens"]["cache_read"]), str(c["tokens"]["cache_write"]),
                   "—" if not c.get("cost_usd") else f"${c['cost_usd']['billed']:.4f}",
-                  "—" if not c.get("cost_usd") else f"${c['cost_usd']['without_cache']:.4f}"]
+                  "—" if not c.get("cost_usd") else f"${c['cost_usd']['without_cache']:.4f}",
+                  share_text(c.get("cache_read_share"))]
                  for arm, c in report["conditions"].items() if c.get("tokens")]
     if cost_rows:
         lines += ["## Tokens and cost", "", "At the list prices in the settings (— where no "
-                  "price is known); 'without cache' bills every cached token as plain input.", ""]
+                  "price is known); 'without cache' bills every cached token as plain input; "
+                  "cache-read share: the input tokens read from the provider's prompt cache "
+                  "(n/a where the backend does not report them).", ""]
         lines += _table(["arm", "input", "output", "cache read", "cache write", "cost",
-                         "cost without cache"], cost_rows) + [""]
+                         "cost without cache", "cache-read share"], cost_rows) + [""]
     lines += effort_lines(report)
     declined = {a: c["declined"] for a, c in report["conditions"].items() if c["declined"]}
     if declined:

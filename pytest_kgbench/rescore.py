@@ -91,7 +91,9 @@ def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> 
 
     meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
     settings = Settings.from_dict(stored_settings(run_dir))
-    records = read_answers(run_dir / "answers.jsonl")
+    # in the run's own order (by node id, as its grades.json): answers.jsonl is in the order
+    # the items ran (by prompt context, across workers, resumes)
+    records = sorted(read_answers(run_dir / "answers.jsonl"), key=lambda r: r.get("nodeid", ""))
     if not records:
         raise KgbenchError(f"{run_dir / 'answers.jsonl'} holds no banked answers")
     questions = _questions(settings, records)

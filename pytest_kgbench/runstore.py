@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ HARNESS_BROKEN = 3  # the exit status of a run the harness could not finish
 PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
             "anthropic", "openai", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
 NOT_ASKED = "not asked: the run halted"
+FSYNC_EVERY = 0.5  # seconds between flushes of answers.jsonl under --concurrency
 
 
 def _now() -> str:
@@ -82,6 +84,12 @@ class RunStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "prompts").mkdir(exist_ok=True)
         self.answers_path = self.dir / "answers.jsonl"
+        # --concurrency > 1 banks many items a second: the line is still written whole the
+        # moment its item ends (a killed process loses nothing banked), but flushed to disk
+        # at most every FSYNC_EVERY seconds and at the end (a power cut may lose the last
+        # fraction of a second); one item at a time, each line goes to disk at once, as ever
+        self.fsync_every = FSYNC_EVERY if settings.concurrency > 1 else 0.0
+        self._synced = 0.0
         self.records: dict[str, BankedRecord] = {}
         if settings.resume:
             drop_torn_tail(self.answers_path)
@@ -161,9 +169,21 @@ class RunStore:
             view = memoryview(line)
             while view:
                 view = view[os.write(fd, view):]
-            os.fsync(fd)
+            now = time.monotonic()
+            if now - self._synced >= self.fsync_every:
+                os.fsync(fd)
+                self._synced = now
         finally:
             os.close(fd)
+
+    def sync(self) -> None:
+        """Flush answers.jsonl to disk (the end of a run that flushed it now and then)."""
+        if self.fsync_every and self.answers_path.is_file():
+            fd = os.open(self.answers_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def prompt_path(self, condition: str, context_sha: str) -> Path:
         return self.dir / "prompts" / f"{condition}-{context_sha[:12]}.md"
@@ -188,6 +208,7 @@ class RunStore:
     def finish(self, session: pytest.Session) -> None:
         from pytest_kgbench.report import build_report, render_markdown
 
+        self.sync()
         records = [self.records[n] for n in sorted(self.records)]
         missing = self.missing()
         self.meta["finished"] = _now()

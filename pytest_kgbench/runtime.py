@@ -45,6 +45,23 @@ class Asked:
     answer: Answer
     sent: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
+    started: str = ""       # when the asking began (UTC, ISO seconds)
+    elapsed: float = 0.0    # how long the asking took, seconds
+
+
+@dataclass
+class Prepared:
+    """What asking one item apart needs, made on the item's own thread before it is asked
+    (the runtime's caches are not shared with the threads that answer ahead)."""
+
+    built: Built
+    executor: Executor | None
+    task: Task
+
+
+def case_key(case: Case) -> tuple[str, str, str]:
+    """An item of the session, as the answers in flight know it."""
+    return (case.question.pack, str(case.question.file), case.name)
 
 
 class Runtime:
@@ -65,6 +82,13 @@ class Runtime:
         # the session's items (set by the plugin): what --batch submits at once
         self.session_cases: list[Case] = []
         self.say: Callable[[str], None] | None = None  # a line on the terminal, or None (-q)
+        from pytest_kgbench.inflight import Inflight
+        from pytest_kgbench.pacing import Pace
+
+        self.pace = Pace.from_settings(settings)  # --rpm, --tpm and the cancel, per process
+        self.inflight = (Inflight(settings.concurrency, self.pace)
+                         if settings.concurrency > 1 else None)
+        self._prepared: dict[tuple[str, str, str], Prepared] = {}  # items answered ahead
 
     def pack(self, name: str) -> Pack:
         if name not in self._packs:
@@ -164,12 +188,16 @@ class Runtime:
         if key not in self._agents:
             settings = replace(self.settings, base_url=url) if url else self.settings
             agent = current().agent(name)(settings)
+            gate = getattr(agent, "gate", None)
+            if gate is not None:  # a model agent's requests keep to the process's pace
+                gate.pace = self.pace
+            if self.inflight is not None and hasattr(agent, "abort"):
+                self.inflight.abort_hooks.append(agent.abort)
             if self.settings.batch and getattr(agent, "batches", False):
                 agent.batch_plan = lambda: self.batch_tasks(name)  # type: ignore[attr-defined]
                 agent.batch_say = self.say  # type: ignore[attr-defined]
             self._agents[key] = agent
         return self._agents[key]
-
     def batch_tasks(self, agent: str) -> list[Task]:
         """The task of every single-turn item of the session the agent answers (a reading
         condition, asked apart): what --batch submits at once (agents/batch.py)."""
@@ -185,9 +213,22 @@ class Runtime:
                               repeat=case.repeat))
         return tasks
 
+    def concurrent(self, agent: Agent) -> bool:
+        """Whether this agent's items are answered ahead of their turn (--concurrency N > 1,
+        and an agent that says it is thread-safe)."""
+        return self.inflight is not None and bool(getattr(agent, "threadsafe", False))
+
+    def stop(self) -> None:
+        """Stop answering ahead (a halt, the end of the session): nothing more is asked, the
+        connections in flight are cut, the threads end, unclaimed answers are discarded."""
+        if self.inflight is not None:
+            self.inflight.close()
+        self.pace.cancel()
+
     def close(self) -> None:
         from pytest_kgbench.answer_key import close_key_stores
 
+        self.stop()
         for ex in self._executors.values():
             ex.close()
         self._executors.clear()
@@ -195,31 +236,33 @@ class Runtime:
 
     # --- one item --------------------------------------------------------------------------------
 
-    def run_case(self, case: Case, group: tuple[Question, ...] = ()) -> ItemRecord:
+    def run_case(self, case: Case, group: tuple[Question, ...] = (),
+                 upcoming: Iterable[Case] = ()) -> ItemRecord:
         """Ask one item and grade it; return its record (builtin types only). With `group` (the
         selected questions of the item's together session) the item's answer is its slice of
         the session's one answer, asked once per process. An item that cannot be asked
-        (`ItemSkipped`) gets a record graded "skipped", which the hook skips."""
+        (`ItemSkipped`) gets a record graded "skipped", which the hook skips.
+
+        `upcoming`: the items this process will run next (--concurrency: their answers are
+        started now, up to N in flight, and each is taken by its own item; inflight.py)."""
         q, cond = case.question, case.condition
-        built = self.built(q.pack, case.variant)
-        executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
-        started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        t0 = time.perf_counter()
         agent = self.agent(case.agent, case.model)
         if group:
+            started = _now()
+            t0 = time.perf_counter()
+            built = self.built(q.pack, case.variant)
+            executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
             asked = self.together_answer(case, built, executor, group)
+            asked.started, asked.elapsed = started, round(time.perf_counter() - t0, 4)
+        elif self.concurrent(agent):
+            prepared, asked = self.answer_ahead(case, agent, upcoming)
+            built, executor = prepared.built, prepared.executor
         else:
-            prompt = self.prompt(cond, built, q, executor)
-            task = Task(question=q, condition=cond, prompt=prompt,
-                        guard=guard_for(built, q.persona), built=built, model=case.model,
-                        repeat=case.repeat, executor=executor)
-            try:
-                asked = Asked(prompt, agent.ask(task), task.sent)
-            except ItemSkipped as exc:
-                asked = Asked(prompt, Answer(status="skipped", error=str(exc)), task.sent,
-                              skipped=str(exc))
+            prepared = self.prepare(case)
+            built, executor = prepared.built, prepared.executor
+            asked = self.answer(agent, prepared)
         answer = asked.answer
-        elapsed = round(time.perf_counter() - t0, 4)
+        started, elapsed = asked.started, asked.elapsed
         key = self.key(q, built)
         if asked.skipped is not None:
             result = Grade("skipped", None, "skipped", SKIPPED_LETTER, [], asked.skipped)
@@ -234,6 +277,76 @@ class Runtime:
         return make_record(case, built, asked.prompt, key, answer, result, metrics, agent=agent,
                            together=bool(group), started=started, elapsed=elapsed,
                            sent=asked.sent)
+
+    def prepare(self, case: Case) -> Prepared:
+        """The built variant, the store, the prompt and the task of an item asked apart."""
+        q, cond = case.question, case.condition
+        built = self.built(q.pack, case.variant)
+        executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
+        prompt = self.prompt(cond, built, q, executor)
+        task = Task(question=q, condition=cond, prompt=prompt,
+                    guard=guard_for(built, q.persona), built=built, model=case.model,
+                    repeat=case.repeat, executor=executor)
+        return Prepared(built, executor, task)
+
+    @staticmethod
+    def answer(agent: Agent, prepared: Prepared) -> Asked:
+        """Ask the agent (on whichever thread): an item that cannot be asked is skipped."""
+        task = prepared.task
+        started = _now()
+        t0 = time.perf_counter()
+        try:
+            asked = Asked(task.prompt, agent.ask(task), task.sent)
+        except ItemSkipped as exc:
+            asked = Asked(task.prompt, Answer(status="skipped", error=str(exc)), task.sent,
+                          skipped=str(exc))
+        asked.started, asked.elapsed = started, round(time.perf_counter() - t0, 4)
+        return asked
+
+    def answer_ahead(self, case: Case, agent: Agent, upcoming: Iterable[Case]
+                     ) -> tuple[Prepared, Asked]:
+        """--concurrency: start this item's answer and the next items' (queued up to 2N ahead,
+        N in flight), then wait for this one's. What preparing or asking an item raised is
+        raised by its own item; a broken harness stops every answer in flight."""
+        assert self.inflight is not None
+        prepared = self._prepared
+
+        def starts(c: Case) -> Any:
+            try:
+                ready = prepared[case_key(c)] = self.prepare(c)
+            except Exception as exc:  # noqa: BLE001 - raised by its own item, when it runs
+                error = exc
+
+                def fail() -> Asked:
+                    raise error
+                return fail
+            return lambda: self.answer(agent, ready)
+
+        mine = case_key(case)
+        if not self.inflight.started(mine):
+            self.inflight.start(mine, starts(case), force=True)
+            if not self.inflight.started(mine):  # the pool is closed: asked here
+                ready = prepared.pop(mine, None) or self.prepare(case)
+                return ready, self.answer(agent, ready)
+        room, held = self.inflight.room(), self.inflight.keys()
+        for nxt in upcoming:
+            if room <= 0:
+                break
+            key = case_key(nxt)
+            # the same agent object: a model at an endpoint of its own has one of its own
+            if nxt.agent == case.agent and key not in held and \
+                    self.agent(nxt.agent, nxt.model) is agent:
+                room -= self.inflight.start(key, starts(nxt))
+        try:
+            asked = self.inflight.take(mine)
+        except HarnessBroken:
+            self.stop()
+            raise
+        finally:
+            mine_ready: Prepared | None = prepared.pop(mine, None)
+        if mine_ready is None:  # pragma: no cover - a started item was always prepared
+            raise HarnessBroken(f"{case.name}: answered ahead without being prepared")
+        return mine_ready, asked
 
     def grade(self, q: Question, cond: Condition, built: Built, key: dict[str, Any] | None,
               answer: Answer) -> Grade:
@@ -415,10 +528,15 @@ class Runtime:
             else:
                 prompt = self.prompt(cond, built, q, executor)
             est = out.setdefault((cond.id, case.model), Estimate(
-                cond.id, case.model, window=self.settings.window(case.model)))
+                cond.id, case.model, window=self.settings.window(case.model),
+                cache_minimum=self.settings.cache_minimum(case.model)))
             est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
                     system=prompt.system, questions=len(group))
         return out
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | None,

@@ -85,7 +85,23 @@ def model_tables(table: Mapping[str, Any], source: str = "pyproject.toml",
             urls[str(alias)] = str(value["base_url"])
     return {"aliases": aliases, "model_agents": agents, "model_urls": urls,
             "prices": {**DEFAULT_PRICES, **(table.get("prices") or {})},
-            "windows": {str(k): int(v) for k, v in (table.get("windows") or {}).items()}}
+            "windows": {str(k): int(v) for k, v in (table.get("windows") or {}).items()},
+            "cache_minimums": {str(k): int(v)
+                               for k, v in (table.get("cache_minimums") or {}).items()}}
+
+
+# The shortest prompt prefix a provider caches, in tokens: a shorter one is processed (and
+# billed) in full even when marked for caching. Anthropic's prompt-caching page
+# (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching, "minimum cacheable
+# prompt length") gives 1024 tokens for its Sonnet and Opus models and 2048 for Haiku, as
+# quoted by https://developers.llamaindex.ai/python/examples/llm/anthropic_prompt_caching and
+# https://docs.truefoundry.com/gateway/chat-completions-prompt-caching; later models are listed
+# higher (2048 for Sonnet 4.6, 4096 for Opus 4.5 and Haiku 4.5:
+# https://docs.orq.ai/docs/proxy/prompt-caching). OpenAI caches prompts of 1024 tokens or more
+# (https://litellm.vercel.app/docs/completion/prompt_caching). Check the provider's page for
+# the model you run and set its own in [tool.kgbench.cache_minimums] ("<model id>" = tokens).
+DEFAULT_CACHE_MINIMUM = 1024
+HAIKU_CACHE_MINIMUM = 2048
 DEFAULT_WINDOW = 200_000  # a model's context window in tokens, unless [tool.kgbench.windows] says
 
 # a password in a URL or DSN (scheme://user:PASSWORD@host) or a key=value connection string
@@ -192,6 +208,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--provider", "where the anthropic agent reaches Claude: anthropic (the API), "
            "bedrock (Amazon Bedrock: AWS credentials and region), vertex (Google Vertex AI: "
            "project and region)", "anthropic"),
+    Option("--concurrency", "N: model requests in flight at once per worker process (items "
+           "answered ahead of their turn, each still graded and banked by its own item)", "1"),
+    Option("--rpm", "requests per minute the whole run may send (client-side; each of -n W "
+           "workers keeps to RPM/W)"),
+    Option("--tpm", "tokens per minute the whole run may send (estimated before a request, "
+           "corrected by its usage; each of -n W workers keeps to TPM/W)"),
     Option("--no-cache", "ask the model again even when the response cache holds this exact "
            "request (and do not store the responses)", flag_only=True),
     Option("--ablation", "report paired comparisons: the first-listed condition against every "
@@ -254,6 +276,7 @@ class Settings:
     prices: Mapping[str, Mapping[str, float]] = field(
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
     windows: Mapping[str, int] = field(default_factory=dict)  # model id -> context tokens
+    cache_minimums: Mapping[str, int] = field(default_factory=dict)  # model id -> tokens
     packs: Mapping[str, str] = field(default_factory=dict)  # folder packs: name -> folder
     pack_names: tuple[str, ...] = ()  # the packs --pack selects (none: every pack found)
     sample: int | None = None  # --sample: questions per pack and tier
@@ -269,6 +292,11 @@ class Settings:
     batch: bool = False            # --batch: single-turn requests through the batch API
     batch_poll: float = 30.0       # --batch-poll: seconds between two looks at a batch
     provider: str = "anthropic"    # --provider: anthropic, bedrock or vertex (anthropic agent)
+    # how fast, not what: none of these changes what an item is asked (not in a request's
+    # cache key, the report's fingerprint or what --resume compares)
+    concurrency: int = 1           # --concurrency: model requests in flight per process
+    rpm: float | None = None       # --rpm: requests per minute, the whole run
+    tpm: float | None = None       # --tpm: tokens per minute, the whole run
 
     @property
     def conditions(self) -> tuple[Any, ...]:
@@ -300,6 +328,14 @@ class Settings:
     def window(self, model: str) -> int:
         """A model's context window in tokens ([tool.kgbench.windows], else DEFAULT_WINDOW)."""
         return int(self.windows.get(self.model_id(model), DEFAULT_WINDOW))
+
+    def cache_minimum(self, model: str) -> int:
+        """The shortest prefix the model's provider caches, in tokens
+        ([tool.kgbench.cache_minimums], else 2048 for a Haiku model, else 1024)."""
+        model_id = self.model_id(model)
+        if model_id in self.cache_minimums:
+            return int(self.cache_minimums[model_id])
+        return HAIKU_CACHE_MINIMUM if "haiku" in model_id.lower() else DEFAULT_CACHE_MINIMUM
 
     def engine(self, language: str) -> str | None:
         """The engine named for a query language, or None for the language's default."""
@@ -478,6 +514,11 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
                    ).strip().lower()
     if provider not in PROVIDERS:
         raise InputError("--provider", f"'{provider}' is none of {', '.join(PROVIDERS)}")
+    limits: dict[str, float | None] = {}
+    for name in ("rpm", "tpm"):
+        value = given(f"kgbench_{name}")
+        limits[name] = (None if value in (None, "") else
+                        _number(f"--{name}", value, float, "a number per minute", above=0))
     base_url = given("kgbench_base_url", stored.get("base_url"))
     settings = Settings(
         condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions),
@@ -536,6 +577,9 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         batch_poll=_number("--batch-poll", given("kgbench_batch_poll"), float,
                            "a number of seconds", above=0),
         provider=provider,
+        concurrency=_number("--concurrency", given("kgbench_concurrency") or 1, int,
+                            "a whole number", minimum=1),
+        rpm=limits["rpm"], tpm=limits["tpm"],
         responses_dir=str((root / paths.get("kgbench_responses", ".kgbench-responses")
                            ).resolve()),
         **pack_settings(given("kgbench_pack", ",".join(stored.get("pack_names") or ())),

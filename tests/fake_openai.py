@@ -120,6 +120,9 @@ class FakeChatAPI:
         self.batch_error: Callable[[dict[str, Any]], Step | None] = lambda body: None
         self.batch_truncate = 0  # output downloads still to cut in their first line
         self.http: list[tuple[str, str]] = []  # every request: (method, path)
+        self.delay = 0.0  # seconds every answer (not an error status) takes: a model's latency
+        self.active = 0   # requests being answered now
+        self.peak = 0     # the most requests that were being answered at once
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -153,7 +156,15 @@ class FakeChatAPI:
                         step = api.judge(body)
                     else:
                         step = api.script.popleft() if api.script else api.default(body)
-                api._reply(self, step, body)
+                    api.active += 1
+                    api.peak = max(api.peak, api.active)
+                try:
+                    if api.delay and step["kind"] != "status":
+                        time.sleep(api.delay)
+                    api._reply(self, step, body)
+                finally:
+                    with api._lock:
+                        api.active -= 1
 
             def do_GET(self) -> None:  # noqa: N802
                 with api._lock:

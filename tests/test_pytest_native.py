@@ -128,7 +128,8 @@ def test_settings_cross_to_workers_with_every_optional_value_unset() -> None:
     for values in ({}, {"rerun": ("a::b",), "sample": 3, "pack_names": ("credit",)},
                    {"base_url": "http://127.0.0.1:1/v1", "temperature": 0.0, "top_p": 0.5,
                     "max_cost": 1.25, "response_cache": False, "responses_dir": "/x"},
-                   {"batch": True, "batch_poll": 0.5, "provider": "bedrock"}):
+                   {"batch": True, "batch_poll": 0.5, "provider": "bedrock"},
+                   {"concurrency": 8, "rpm": 120.0, "tpm": 40000.0}):
         settings = Settings.at(".", **values)
         assert Settings.from_dict(json.loads(json.dumps(settings.to_dict()))) == settings
 

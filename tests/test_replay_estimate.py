@@ -96,8 +96,11 @@ def test_kgbench_estimate_prints_a_table_per_condition() -> None:
         # --batch takes the single-turn items at the batch price (half); a tool loop never
         assert (batch == "-" if mode == "querying" else
                 abs(float(batch.lstrip("$")) - float(cost.lstrip("$")) / 2) <= 0.006)
-        # every item after the first reads the shared data block from the cache
-        assert int(cached.replace(",", "")) > int(written.replace(",", "")) > 0
+        if mode == "reading":  # every item after the first reads the data block from cache
+            assert int(cached.replace(",", "")) > int(written.replace(",", "")) > 0
+        else:  # D1's data block is shorter than Sonnet's minimum cacheable prefix (1,024
+            # tokens): never a cache hit on it, only on the tool loop's longer rolling prefix
+            assert int(cached.replace(",", "")) > 0 and int(written.replace(",", "")) > 0
         assert 0 < float(cost.lstrip("$")) < float(uncached.lstrip("$"))
     total = rows["total"]
     assert int(total[1]) == 2 * n

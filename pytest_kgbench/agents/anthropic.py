@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
-from pytest_kgbench.agents.cache import Gate
+from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
@@ -165,15 +166,17 @@ def _retryable(exc: Exception) -> bool:
     return isinstance(exc, anthropic.APIConnectionError)  # a reset, a refused connection
 
 
-def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None, int]:
-    """One Messages API call within `deadline` (time.monotonic()), retried as faults.call_within
-    says. Returns (the response, or None when the deadline passed; the attempts made)."""
+def call_within(client: Any, deadline: float, *, pace: Any = None,
+                **kwargs: Any) -> tuple[Any | None, int]:
+    """One Messages API call within `deadline` (time.monotonic(), or the pace's item clock),
+    retried as faults.call_within says. Returns (the response, or None when the deadline
+    passed; the attempts made)."""
     import anthropic
 
     return faults.call_within(client.messages.create, deadline, attempts=ATTEMPTS,
                               timeout_error=anthropic.APITimeoutError,
                               api_error=anthropic.APIError, retryable=_retryable,
-                              classify=classify, **kwargs)
+                              classify=classify, pace=pace, **kwargs)
 
 
 def _cache_latest(messages: list[dict[str, Any]]) -> None:
@@ -209,6 +212,7 @@ class AnthropicAgent(BaseAgent):
     judged = True
     default_with_models = True
     batches = True  # --batch: the Message Batches API (agents/batch.py)
+    threadsafe = True  # --concurrency may answer several items at once (one client, shared)
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
@@ -220,6 +224,7 @@ class AnthropicAgent(BaseAgent):
         # the first-party API keeps its cache keys; Bedrock and Vertex are other endpoints
         self.gate = Gate(settings, "anthropic-messages" if settings.provider == "anthropic"
                          else f"{settings.provider}-messages")
+        self._client_lock = threading.Lock()
         # --batch: the session's batch-eligible tasks and the progress line (set by the runtime)
         self.batch_plan: Callable[[], list[Task]] | None = None
         self.batch_say: Callable[[str], None] | None = None
@@ -237,8 +242,17 @@ class AnthropicAgent(BaseAgent):
         return None
 
     def client(self) -> Any:
+        with self._client_lock:
+            return self._make_client()
+
+    def abort(self) -> None:
+        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
+        abort_connections(self._client)
+
+    def _make_client(self) -> Any:
         if self._client is None:
             self._client = make_client(self.settings.provider)
+            track_connections(self._client)
         return self._client
 
     def batcher(self) -> Any:
@@ -304,7 +318,7 @@ class AnthropicAgent(BaseAgent):
 
         client = self.client()
         model = self.settings.model_id(task.model)
-        start = time.monotonic()
+        start = self.gate.clock()  # the item's clock: a wait for --rpm/--tpm is not the model's
         deadline = start + self.item_timeout * task.share
         max_rounds = self.max_rounds * task.share
         answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
@@ -336,8 +350,8 @@ class AnthropicAgent(BaseAgent):
                 deadline = float("inf")  # the wait for a batch is not the model's time
             else:
                 response, attempts, hit = self.gated(client, deadline, kwargs, task.repeat)
-            if response is None or (not hit and time.monotonic() > deadline):
-                return self._timeout(answer, start)
+            if response is None or (not hit and self.gate.clock() > deadline):
+                return self._timeout(answer, start, self.gate.clock())
             calls.append({**served(response, attempts), **({"cache_hit": True} if hit else {})})
             answer.rounds += 1
             hits += hit
@@ -372,7 +386,7 @@ class AnthropicAgent(BaseAgent):
             break
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
-        answer.latency_s = round(time.monotonic() - start, 4)
+        answer.latency_s = round(self.gate.clock() - start, 4)
         return answer
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
@@ -380,7 +394,7 @@ class AnthropicAgent(BaseAgent):
         """One plain call (the judge's), within `timeout` seconds, retries included; never
         from the response cache (the judge's two passes must be two requests)."""
         response, attempts, _ = self.gated(
-            self.client(), time.monotonic() + timeout, {
+            self.client(), self.gate.clock() + timeout, {
                 "model": model, "max_tokens": max_tokens, "system": system,
                 "messages": [{"role": "user", "content": text}]}, 0, use_cache=False)
         if response is None:
@@ -407,7 +421,9 @@ class AnthropicAgent(BaseAgent):
         return self.gate.call(
             sent, endpoint=endpoint_of(self.settings.provider), repeat=repeat,
             model_id=str(kwargs["model"]), max_tokens=int(kwargs["max_tokens"]),
-            send=lambda: call_within(client, deadline, **sent),
+            send=lambda: call_within(client, deadline,
+                                     pace=self.gate.ticket(sent, int(kwargs["max_tokens"])),
+                                     **sent),
             dump=lambda r: r.model_dump(mode="json", exclude_unset=True),
             load=anthropic.types.Message.model_validate, usage=_usage, use_cache=use_cache)
 
@@ -421,10 +437,10 @@ class AnthropicAgent(BaseAgent):
         answer.tokens["cache_write"] += int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
 
     @staticmethod
-    def _timeout(answer: Answer, start: float) -> Answer:
+    def _timeout(answer: Answer, start: float, now: float) -> Answer:
         answer.status = "timeout"
         answer.error = "the item ran past --item-timeout"
-        answer.latency_s = round(time.monotonic() - start, 4)
+        answer.latency_s = round(now - start, 4)
         return answer
 
 

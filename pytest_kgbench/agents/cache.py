@@ -15,7 +15,13 @@ Every model request an agent makes goes through `gated`:
   price, plus every output token it may write) is reserved, and if what was spent plus what is
   reserved would pass the cap the request is not made: `BudgetReached` halts the run (banked
   items kept, report marked HALTED: budget). After the call the reservation becomes the call's
-  actual cost; a call that timed out keeps its reservation (it may have been billed).
+  actual cost; a call that timed out keeps its reservation (it may have been billed). Under
+  --concurrency every request in flight holds its reservation, so the cap counts the worst case
+  of all of them: spent plus reserved never passes the cap, however many threads ask. The
+  refused request halts the run when its item takes it; the runtime then stops every answer
+  in flight (runtime.Runtime.stop).
+- the **pace** (pacing.py: --rpm, --tpm, and the cancel of a stopping run) is the process's
+  own, set by the runtime (`Gate.pace`); each attempt of a request waits for it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -30,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.costs import CHARS_PER_TOKEN, dollars
 from pytest_kgbench.errors import BudgetReached
+from pytest_kgbench.pacing import Pace, Ticket, estimate_tokens
 
 if TYPE_CHECKING:
     from pytest_kgbench.settings import Settings
@@ -68,7 +76,7 @@ class ResponseCache:
     def put(self, key: str, response: Mapping[str, Any]) -> None:
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(json.dumps({"key": key, "response": response}, ensure_ascii=False),
                        encoding="utf-8")
         tmp.replace(path)
@@ -100,12 +108,13 @@ class Budget:
     def __init__(self, run_dir: Path, cap: float) -> None:
         self.path = Path(run_dir) / LEDGER
         self.cap = cap
+        self._lock = threading.Lock()  # the threads of this process, one at a time
 
     def _locked(self, change: Callable[[dict[str, Any]], Any]) -> Any:
         from filelock import FileLock
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path) + ".lock"):
+        with self._lock, FileLock(str(self.path) + ".lock"):
             try:
                 ledger = json.loads(self.path.read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -114,7 +123,8 @@ class Budget:
             ledger["reserved"] = {k: v for k, v in (ledger.get("reserved") or {}).items()
                                   if k.startswith("batch:") or _alive(int(k.split(":", 1)[0]))}
             result = change(ledger)
-            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}"
+                                      ".tmp")
             tmp.write_text(json.dumps(ledger, indent=2) + "\n", encoding="utf-8")
             tmp.replace(self.path)
             return result
@@ -124,7 +134,7 @@ class Budget:
         and reserved plus it would pass the cap. Returns the reservation's token. A batch's
         reservation (token "batch:...") outlives the process that made it: its results may be
         fetched by another, or by a resumed run (agents/batch.py)."""
-        token = token or f"{os.getpid()}:{time.monotonic_ns()}"
+        token = token or f"{os.getpid()}:{threading.get_ident()}:{time.monotonic_ns()}"
 
         def change(ledger: dict[str, Any]) -> None:
             held = ledger["spent"] + sum(ledger["reserved"].values())
@@ -169,6 +179,21 @@ class Gate:
                       and settings.responses_dir else None)
         self.budget = (Budget(settings.run_dir, settings.max_cost)
                        if settings.max_cost is not None else None)
+        self.pace: Pace | None = None  # the process's, set by the runtime
+        self._local = threading.local()
+
+    def ticket(self, request: Mapping[str, Any], max_tokens: int) -> Ticket | None:
+        """The pace's ticket for one request (None without a pace): what the agent's send
+        hands to faults.call_within; `call` settles it with the response's usage."""
+        if self.pace is None:
+            return None
+        ticket = Ticket(self.pace, estimate_tokens(request, max_tokens) if self.pace.tpm else 0)
+        self._local.ticket = ticket
+        return ticket
+
+    def clock(self) -> float:
+        """The item's clock: time.monotonic() less the time the pace held this thread back."""
+        return self.pace.clock() if self.pace is not None else time.monotonic()
 
     def call(self, request: Mapping[str, Any], *, endpoint: str | None, repeat: int,
              model_id: str, max_tokens: int, send: Callable[[], tuple[Any, int]],
@@ -193,6 +218,7 @@ class Gate:
                 raise BudgetReached(f"budget: --max-cost needs a price for {model_id} "
                                     "([tool.kgbench.prices]); without one spending is unknown")
             token = self.budget.reserve(worst_case(price, request, max_tokens))
+        self._local.ticket = None
         try:
             response, attempts = send()
         except BaseException:
@@ -205,6 +231,90 @@ class Gate:
             else:
                 cost = dollars(usage(response), price)
                 self.budget.settle(token, cost["billed"] if cost else None)
+        ticket = getattr(self._local, "ticket", None)
+        if response is not None and ticket is not None:
+            ticket.settle(usage(response))
         if response is not None and self.cache is not None and key is not None:
             self.cache.put(key, dump(response))
         return response, attempts, False
+
+
+# --- cutting the connections of requests in flight (a stopping run) ------------------------------
+
+class _Tracked:
+    """A network stream of the SDK's connection pool, known to its registry so a stopping run
+    can shut its socket down: a thread blocked reading the reply then wakes at once."""
+
+    def __init__(self, stream: Any, registry: Any) -> None:
+        self._stream = stream
+        self._registry = registry
+        registry.add(self)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> _Tracked:
+        return _Tracked(self._stream.start_tls(*args, **kwargs), self._registry)
+
+    def abort(self) -> None:
+        import socket
+
+        try:
+            sock = self._stream.get_extra_info("socket")
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, ValueError, AttributeError):
+            pass  # closed already
+
+
+class _TrackingBackend:
+    """The pool's network backend, registering every stream it opens."""
+
+    def __init__(self, inner: Any) -> None:
+        import weakref
+
+        self._inner = inner
+        self.streams: weakref.WeakSet[_Tracked] = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def add(self, stream: _Tracked) -> None:
+        with self._lock:
+            self.streams.add(stream)
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> _Tracked:
+        return _Tracked(self._inner.connect_tcp(*args, **kwargs), self)
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _Tracked:
+        return _Tracked(self._inner.connect_unix_socket(*args, **kwargs), self)
+
+    def abort(self) -> None:
+        with self._lock:
+            streams = list(self.streams)
+        for stream in streams:
+            stream.abort()
+
+
+def _pool_of(sdk_client: Any) -> Any:
+    """The connection pool under an SDK client (anthropic's or openai's), or None where the
+    HTTP library keeps it elsewhere (then nothing is cut: the threads end with their call)."""
+    transport = getattr(getattr(sdk_client, "_client", None), "_transport", None)
+    return getattr(transport, "_pool", None)
+
+
+def track_connections(sdk_client: Any) -> None:
+    """Make the connections an SDK client opens cuttable by `abort_connections`."""
+    pool = _pool_of(sdk_client)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is not None and not isinstance(backend, _TrackingBackend):
+        pool._network_backend = _TrackingBackend(backend)
+
+
+def abort_connections(sdk_client: Any) -> None:
+    """Shut down every connection of an SDK client, in flight or idle: a thread waiting for
+    its reply wakes with a connection error (and, its pace cancelled, asks nothing more)."""
+    backend = getattr(_pool_of(sdk_client), "_network_backend", None)
+    if isinstance(backend, _TrackingBackend):
+        backend.abort()

@@ -57,23 +57,30 @@ def wait_before_retry(exc: Exception, attempt: int) -> float:
 def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
                 timeout_error: type[Exception], api_error: type[Exception],
                 retryable: Callable[[Exception], bool], classify: Callable[[Exception], Exception],
-                check: Callable[[Any], None] | None = None, **kwargs: Any
+                check: Callable[[Any], None] | None = None, pace: Any = None, **kwargs: Any
                 ) -> tuple[Any | None, int]:
     """One SDK call, `create(**kwargs, timeout=...)`, within `deadline` (time.monotonic()): at
     most `attempts` tries on what `retryable` says is worth retrying, each given only the time
     left, waiting retry-after when it fits. `check` may raise on a response the SDK accepted
     (a completion with no choices). Returns (the response, or None when the deadline passed;
-    the attempts made). Raises the `classify`-ed error otherwise."""
+    the attempts made). Raises the `classify`-ed error otherwise.
+
+    `pace` (a pacing.Ticket, under --rpm/--tpm/--concurrency): each attempt first waits for the
+    rate limits, the deadline is on the item's clock (the time the limits held it back is not
+    the model's), and a rate limit's wait pauses every thread of the process."""
     import time
 
+    clock = pace.clock if pace is not None else time.monotonic
     for attempt in range(attempts):
-        remaining = deadline - time.monotonic()
+        if pace is not None:
+            pace.before()
+        remaining = deadline - clock()
         if remaining <= 0:
             return None, attempt
         try:
             response = create(**kwargs, timeout=remaining)
         except timeout_error as exc:
-            if time.monotonic() >= deadline - 0.05:
+            if clock() >= deadline - 0.05:
                 return None, attempt + 1
             failure: Exception = exc
         except api_error as exc:
@@ -89,9 +96,12 @@ def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
         if attempt + 1 == attempts:
             raise classify(failure) from failure
         wait = wait_before_retry(failure, attempt)
-        if time.monotonic() + wait >= deadline:
+        if clock() + wait >= deadline:
             if isinstance(failure, timeout_error):
                 return None, attempt + 1
             raise classify(failure) from failure  # no time left to wait out a rate limit
-        time.sleep(wait)
+        if pace is not None:
+            pace.backoff(failure, wait)
+        else:
+            time.sleep(wait)
     return None, attempts  # pragma: no cover - the loop always returns or raises

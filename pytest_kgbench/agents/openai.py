@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
-from pytest_kgbench.agents.cache import Gate
+from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
@@ -108,7 +109,8 @@ def _has_choices(response: Any) -> None:
                                   f"{str(response)[:300]}")
 
 
-def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None, int]:
+def call_within(client: Any, deadline: float, *, pace: Any = None,
+                **kwargs: Any) -> tuple[Any | None, int]:
     """One Chat Completions call within `deadline` (time.monotonic()), retried as
     faults.call_within says; a completion with no choices is transient. Returns (the
     completion, or None when the deadline passed; the attempts made)."""
@@ -117,7 +119,7 @@ def call_within(client: Any, deadline: float, **kwargs: Any) -> tuple[Any | None
     return faults.call_within(client.chat.completions.create, deadline, attempts=ATTEMPTS,
                               timeout_error=openai.APITimeoutError, api_error=openai.APIError,
                               retryable=_retryable, classify=classify, check=_has_choices,
-                              **kwargs)
+                              pace=pace, **kwargs)
 
 
 def usage_of(response: Any) -> dict[str, int]:
@@ -132,6 +134,21 @@ def usage_of(response: Any) -> dict[str, int]:
     return {"input": max(0, prompt - cached), "output":
             int(getattr(usage, "completion_tokens", 0) or 0), "cache_read": cached,
             "cache_write": 0}
+
+
+def reports_cache(response: Any) -> bool:
+    """Whether a completion says how many prompt tokens came from the provider's cache (a
+    local server may not): without it the cache-read share is unknown, not 0%."""
+    usage = getattr(response, "usage", None)
+    return getattr(usage, "prompt_tokens_details", None) is not None
+
+
+def unknown_cache(answer: Answer, known: bool) -> Answer:
+    """An answer none of whose completions reported cached prompt tokens has no `cache_read`
+    count (unknown, where 0 would claim nothing was cached)."""
+    if not known and not answer.tokens.get("cache_read"):
+        answer.tokens.pop("cache_read", None)
+    return answer
 
 
 def served(response: Any, attempts: int, hit: bool = False) -> dict[str, Any]:
@@ -174,11 +191,13 @@ class OpenAIAgent(BaseAgent):
     asks_together = True  # answers a together session in one conversation
     judged = True
     batches = True  # --batch: OpenAI's Batch API (agents/batch.py)
+    threadsafe = True  # --concurrency may answer several items at once (one client, shared)
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.base_url = settings.base_url
         self._client: Any = None
+        self._client_lock = threading.Lock()
         self.gate = Gate(settings, "openai-chat")
         # --batch: the session's batch-eligible tasks and the progress line (set by the runtime)
         self.batch_plan: Callable[[], list[Task]] | None = None
@@ -235,6 +254,14 @@ class OpenAIAgent(BaseAgent):
         return None
 
     def client(self) -> Any:
+        with self._client_lock:
+            return self._make_client()
+
+    def abort(self) -> None:
+        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
+        abort_connections(self._client)
+
+    def _make_client(self) -> Any:
         if self._client is None:
             import openai
 
@@ -245,6 +272,7 @@ class OpenAIAgent(BaseAgent):
             # a key even for a local server that takes none (which ignores it, as Ollama does)
             self._client = openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url or None,
                                          max_retries=0)
+            track_connections(self._client)
         return self._client
 
     def token_limit(self, task: Task) -> int:
@@ -271,7 +299,9 @@ class OpenAIAgent(BaseAgent):
         snapshot = json.loads(json.dumps(kwargs))  # what is sent now (messages grow later)
         return self.gate.call(
             snapshot, endpoint=self.base_url, repeat=repeat, model_id=kwargs["model"],
-            max_tokens=max_tokens, send=lambda: call_within(client, deadline, **snapshot),
+            max_tokens=max_tokens,
+            send=lambda: call_within(client, deadline,
+                                     pace=self.gate.ticket(snapshot, max_tokens), **snapshot),
             dump=_dump, load=_load, usage=usage_of)
 
     def ask(self, task: Task) -> Answer:
@@ -279,7 +309,7 @@ class OpenAIAgent(BaseAgent):
 
         client = self.client()
         model = self.settings.model_id(task.model)
-        start = time.monotonic()
+        start = self.gate.clock()  # the item's clock: a wait for --rpm/--tpm is not the model's
         deadline = start + self.settings.item_timeout * task.share
         max_rounds = self.settings.max_rounds * task.share
         answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
@@ -291,6 +321,7 @@ class OpenAIAgent(BaseAgent):
         calls: list[dict[str, Any]] = []
         hits = 0
         batched = self.batched(task)
+        known = False  # whether any completion said how many prompt tokens were cached
         task.sent.update({"backend": "chat-completions",
                           "client": f"openai-sdk {openai.__version__}",
                           "base_url": self.base_url, "model": model, "max_tokens": max_tokens,
@@ -309,14 +340,16 @@ class OpenAIAgent(BaseAgent):
             else:
                 response, attempts, hit = self._call(client, deadline, kwargs, task.repeat,
                                                      max_tokens)
-            if response is None or (not hit and time.monotonic() > deadline):
-                return self._timeout(answer, start, task, hits, len(calls))
+            if response is None or (not hit and self.gate.clock() > deadline):
+                return unknown_cache(self._timeout(answer, start, task, hits, len(calls)),
+                                     known)
             calls.append(served(response, attempts, hit))
             answer.rounds += 1
             hits += hit
             if not hit:  # a cached response costs nothing: its tokens are not spend
                 for name, value in usage_of(response).items():
                     answer.tokens[name] += value
+                known = known or reports_cache(response)
             message = response.choices[0].message
             tool_calls = list(getattr(message, "tool_calls", None) or [])
             if tool_calls and tools and round_no < max_rounds:
@@ -351,8 +384,8 @@ class OpenAIAgent(BaseAgent):
             break
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
-        answer.latency_s = round(time.monotonic() - start, 4)
-        return answer
+        answer.latency_s = round(self.gate.clock() - start, 4)
+        return unknown_cache(answer, known)
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
                  timeout: float) -> Completion:
@@ -361,10 +394,12 @@ class OpenAIAgent(BaseAgent):
         kwargs = self.request(model, [{"role": "system", "content": system},
                                       {"role": "user", "content": text}], max_tokens)
         client = self.client()
-        deadline = time.monotonic() + timeout
+        deadline = self.gate.clock() + timeout
         response, attempts, _ = self.gate.call(
             kwargs, endpoint=self.base_url, repeat=0, model_id=model, max_tokens=max_tokens,
-            send=lambda: call_within(client, deadline, **kwargs), dump=_dump, load=_load,
+            send=lambda: call_within(client, deadline,
+                                     pace=self.gate.ticket(kwargs, max_tokens), **kwargs),
+            dump=_dump, load=_load,
             usage=usage_of, use_cache=False)
         if response is None:
             raise TransientModelError(f"the call ran past {timeout:g} s")
@@ -374,11 +409,11 @@ class OpenAIAgent(BaseAgent):
                                   "output": used["output"]},
                           sent=served(response, attempts))
 
-    @staticmethod
-    def _timeout(answer: Answer, start: float, task: Task, hits: int, calls: int) -> Answer:
+    def _timeout(self, answer: Answer, start: float, task: Task, hits: int,
+                 calls: int) -> Answer:
         answer.status = "timeout"
         answer.error = "the item ran past --item-timeout"
-        answer.latency_s = round(time.monotonic() - start, 4)
+        answer.latency_s = round(self.gate.clock() - start, 4)
         task.sent["response_cache"] = {"hits": hits, "misses": calls - hits}
         return answer
 

@@ -130,7 +130,9 @@ class SqlExecutor:
         self.caps = caps
         self._by_lower = {name.lower(): name for name in self.specs}
         self._catalog: list[TableInfo] | None = None
-        self._lock = threading.Lock()
+        # one connection, used by one thread at a time: --concurrency answers items on threads
+        # of their own, and the item's grading reads the store too
+        self._lock = threading.RLock()
 
     @classmethod
     def open(cls, path: Path, specs: Mapping[str, TableSpec], guard: Guard,
@@ -143,14 +145,16 @@ class SqlExecutor:
 
     def reads(self, statement: str) -> list[str]:
         """The pack tables a statement reads (CTE names and unknown names left out)."""
-        return self._reads(classify_sql(self._parser(), statement, self.guard,
-                                        self.caps).tables)
+        with self._lock:
+            return self._reads(classify_sql(self._parser(), statement, self.guard,
+                                            self.caps).tables)
 
     def _reads(self, names: set[str]) -> list[str]:
         return sorted({self._by_lower[n.lower()] for n in names if n.lower() in self._by_lower})
 
     def refusal(self, statement: str) -> str | None:
-        return classify_sql(self._parser(), statement, self.guard, self.caps).refused
+        with self._lock:
+            return classify_sql(self._parser(), statement, self.guard, self.caps).refused
 
     def run(self, statement: str) -> QueryResult:
         """Classify and run one statement within the deadline: at `timeout` seconds from the
@@ -221,6 +225,10 @@ class SqlExecutor:
 
     def catalog(self) -> list[TableInfo]:
         """The tables, their visible columns and row counts (counted once: read-only)."""
+        with self._lock:
+            return self._catalog_locked()
+
+    def _catalog_locked(self) -> list[TableInfo]:
         if self._catalog is not None:
             return self._catalog
         out = []

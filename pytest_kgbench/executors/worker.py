@@ -93,7 +93,7 @@ class Worker:
         self._buf = b""
         self._ready = False
         self._stderr: IO[bytes] | None = None
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # one request at a time, whichever thread asks
         self._current: list[subprocess.Popen[bytes]] = []  # the live process, for the finalizer
         # an executor dropped without close (a test, an agent's cache) takes its worker along
         weakref.finalize(self, _reap, self._current)
@@ -142,6 +142,12 @@ class Worker:
 
     def ready(self) -> dict[str, Any]:
         """What the worker reported once its store was loaded (waiting for it if need be)."""
+        if self._ready and self.info is not None and self.proc is not None:
+            return self.info
+        with self._lock:
+            return self._ready_locked()
+
+    def _ready_locked(self) -> dict[str, Any]:
         if self.proc is None:
             self.start()
         if not self._ready:

@@ -1,0 +1,403 @@
+"""--concurrency, --rpm and --tpm (inflight.py, pacing.py) and the order of items by prompt
+context: the pieces alone, then whole runs against the fake servers on 127.0.0.1 answering
+after a fixed delay — N requests really in flight, the same grades as one at a time, a 429
+that pauses every thread, a broken harness met ahead of its turn halting the run as it would
+serially, and --rpm spacing the requests the fake saw."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from conftest import only_run, run_records
+
+A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
+
+
+def inflight_threads() -> list[str]:
+    return [t.name for t in threading.enumerate()
+            if t.name.startswith("kgbench-inflight") and t.is_alive()]
+
+
+# --- the pace -------------------------------------------------------------------------------------
+
+def test_rpm_spaces_requests_across_threads() -> None:
+    from pytest_kgbench.pacing import Pace
+
+    pace = Pace(rpm=600)  # one request every 0.1 s
+    times: list[float] = []
+    lock = threading.Lock()
+
+    def one() -> None:
+        pace.acquire()
+        with lock:
+            times.append(time.monotonic())
+
+    threads = [threading.Thread(target=one) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    times.sort()
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert min(gaps) >= 0.09  # the limit, never our speed: the gaps can only be longer
+
+
+def test_rpm_is_shared_by_the_workers_of_a_run(monkeypatch) -> None:
+    from pytest_kgbench.pacing import Pace
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    pace = Pace.from_settings(type("S", (), {"rpm": 240.0, "tpm": 8000.0})())
+    assert pace.rpm == 60.0 and pace.tpm == 2000.0
+
+
+def test_tpm_holds_the_next_request_back_by_the_tokens_sent_then_by_the_usage() -> None:
+    from pytest_kgbench.pacing import Pace
+
+    pace = Pace(tpm=60_000)  # a thousand tokens a second
+    pace.acquire(200)  # at once
+    t0 = time.monotonic()
+    pace.acquire(100)  # held back 0.2 s by the first request's 200 tokens
+    assert time.monotonic() - t0 >= 0.18
+    pace.correct(100, 400)  # it used 400, not 100: the next one waits for 0.4 s
+    t1 = time.monotonic()
+    pace.acquire(1)
+    assert time.monotonic() - t1 >= 0.38
+    assert pace.held >= 0.5  # the item's clock does not count the time held back
+    assert time.monotonic() - pace.clock() == pytest.approx(pace.held, abs=0.01)
+
+
+def test_a_rate_limit_pauses_every_thread_and_a_cancel_wakes_them() -> None:
+    from pytest_kgbench.errors import Cancelled
+    from pytest_kgbench.pacing import Pace
+
+    pace = Pace()
+    limited = type("E", (Exception,), {"status_code": 429})()
+    pace.pause(0.3)
+    t0 = time.monotonic()
+    pace.acquire()  # another thread's 429: this one waits too, though no limit is set
+    assert time.monotonic() - t0 >= 0.28
+    pace.backoff(type("E", (Exception,), {"status_code": 500})(), 0.0)  # no pause for a 500
+    t1 = time.monotonic()
+    pace.acquire()
+    assert time.monotonic() - t1 < 0.2
+    box: dict[str, BaseException] = {}
+
+    def sleeper() -> None:
+        try:
+            pace.backoff(limited, 30.0)
+        except Cancelled as exc:
+            box["exc"] = exc
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    time.sleep(0.05)
+    pace.cancel()
+    thread.join(5)
+    assert not thread.is_alive() and isinstance(box.get("exc"), Cancelled)
+    with pytest.raises(Cancelled):
+        pace.acquire()
+
+
+# --- the pool -------------------------------------------------------------------------------------
+
+def test_inflight_keeps_n_in_flight_and_hands_each_answer_to_its_own_key() -> None:
+    from pytest_kgbench.inflight import Inflight
+
+    pool = Inflight(3, window=5)
+    gate = threading.Event()
+
+    def make(i: int):
+        def run() -> int:
+            gate.wait(5)
+            if i == 2:
+                raise ValueError("two")
+            return i * 10
+        return run
+
+    pool.start_many((i, make(i)) for i in range(7))
+    assert [pool.started(i) for i in range(7)] == [True] * 5 + [False] * 2  # the window
+    time.sleep(0.1)
+    assert pool.pending() == 5 and pool.peak == 3  # five queued, three being made at once
+    assert pool.start(6, make(6), force=True)  # the running item's own: queued even so
+    gate.set()
+    assert pool.take(0) == 0 and pool.take(1) == 10
+    with pytest.raises(ValueError, match="two"):  # the failure is its own key's
+        pool.take(2)
+    assert pool.take(6) == 60 and pool.peak == 3
+    pool.close()
+    assert pool.discarded == 2  # made, never taken: dropped, not handed to anyone
+    assert pool.alive() == 0 and not pool.start(5, make(5))
+
+
+def test_close_cuts_a_request_in_flight(chat_api) -> None:
+    """A stopping run cuts the connection of a request in flight (its thread wakes at once)
+    rather than waiting for a model that may take minutes."""
+    from fake_openai import stall
+
+    from pytest_kgbench.agents.openai import OpenAIAgent
+    from pytest_kgbench.inflight import Inflight
+    from pytest_kgbench.pacing import Pace
+    from pytest_kgbench.settings import Settings
+
+    agent = OpenAIAgent(Settings.at(".", base_url=chat_api.url, response_cache=False))
+    pace = Pace()
+    agent.gate.pace = pace
+    chat_api.push(stall(20))
+    pool = Inflight(2, pace)
+    pool.abort_hooks.append(agent.abort)
+    pool.start("k", lambda: agent.complete("s", "t", model="m", max_tokens=5, timeout=30))
+    deadline = time.monotonic() + 10
+    while not chat_api.requests and time.monotonic() < deadline:
+        time.sleep(0.02)
+    t0 = time.monotonic()
+    pool.close(timeout=10)
+    assert time.monotonic() - t0 < 5 and pool.alive() == 0
+
+
+# --- order and scheduling ---------------------------------------------------------------------
+
+def test_context_scope_drops_the_question_and_the_repeat() -> None:
+    from pytest_kgbench.cases import context_scope
+
+    scope = context_scope("questions/credit.yaml::credit-Q01[chains-D1-sonnet-rep2]")
+    assert scope == "questions/credit.yaml::[chains-D1-sonnet]"
+    assert context_scope("questions/credit.yaml::credit-Q07[chains-D1-sonnet-rep1]") == scope
+    assert context_scope("questions/credit.yaml::credit-Q01[D1-sonnet-rep2]") != scope
+    assert context_scope("questions/credit.yaml::credit-Q01[chains-D2-sonnet-rep2]") != scope
+    assert context_scope("tests/test_x.py::test_a") is None
+
+
+def test_items_sharing_a_prompt_context_run_one_after_another(project) -> None:
+    p = project()
+    result = p.runpytest("questions", "--agent", "gold", "--condition", "R1,D1",
+                         "--repeats", "2", "-k", "Q01 or Q02 or Q03", "--collect-only", "-q")
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert len(ids) == 12
+    contexts = [i.split("[", 1)[1].rsplit("-rep", 1)[0] for i in ids]
+    # each context's items together, once: R1 (6 items), then D1 (6 items)
+    assert [c for i, c in enumerate(contexts) if i == 0 or contexts[i - 1] != c] == \
+        ["R1-gold", "D1-gold"]
+    # within a context, the file's order: question, then repeat
+    assert [i.split("::")[1].split("[")[0] for i in ids[:6]] == \
+        ["credit-Q01", "credit-Q01", "credit-Q02", "credit-Q02", "credit-Q03", "credit-Q03"]
+
+
+def test_under_n_a_context_goes_to_one_worker_by_default(project) -> None:
+    p = project()
+    result = p.runpytest_subprocess("questions", "--agent", "gold", "--condition", "R1,D1",
+                                    "-k", "Q01 or Q02 or Q03", "-n", "2", "-v")
+    assert result.ret == 0, result.stdout.str()
+    assert "scheduling tests via ContextScheduling" in result.stdout.str()
+    workers: dict[str, set[str]] = {}
+    for line in result.stdout.lines:
+        if line.startswith("[gw") and "PASSED" in line:
+            gw, nodeid = line.split("]", 1)[0][1:], line.split()[-1]
+            context = nodeid.split("[", 1)[1].rsplit("-rep", 1)[0]
+            workers.setdefault(context, set()).add(gw)
+    assert set(workers) == {"R1-gold", "D1-gold"}
+    assert all(len(w) == 1 for w in workers.values()), workers
+    # node ids are the serial run's (no @group suffix): --resume and reruns match them
+    assert all("@" not in r["nodeid"] for r in run_records(p))
+
+
+# --- whole runs against the fakes ---------------------------------------------------------------
+
+def _grades(p, run: str) -> dict[str, tuple[str, str]]:
+    from pytest_kgbench.record import read_answers
+
+    return {r["nodeid"]: (r["grade"], r["answer"]["text"])
+            for r in read_answers(p.path / "reports" / run / "answers.jsonl")}
+
+
+def test_concurrency_8_has_8_requests_in_flight_and_grades_as_one_at_a_time(
+        project, api) -> None:
+    from fake_api import text
+
+    api.default = lambda body: text("Caldera is rated A+.\n" + A_PLUS)
+    api.delay = 0.2
+    p = project()
+    args = ("questions", "--model", "sonnet", "--condition", "R1", "--repeats", "2",
+            "-k", "Q01 or Q02 or Q03 or Q04 or Q05 or Q06 or Q07 or Q08", "--no-cache")
+    serial = p.runpytest(*args, "--run-id", "serial")
+    assert serial.ret == 0, serial.stdout.str()
+    assert api.peak == 1
+    asked = len(api.requests)
+    assert asked == 16
+    many = p.runpytest(*args, "--run-id", "many", "--concurrency", "8")
+    assert many.ret == 0, many.stdout.str()
+    assert api.peak == 8  # the fake saw eight requests at once
+    assert len(api.requests) == 2 * asked  # each item asked once, none twice
+    assert _grades(p, "many") == _grades(p, "serial")
+    reports = {run: json.loads((p.path / "reports" / run / "report.json").read_text())
+               for run in ("serial", "many")}
+    # how fast is not what was asked: the same fingerprint, and the setting recorded
+    assert reports["many"]["fingerprint"] == reports["serial"]["fingerprint"]
+    assert reports["many"]["settings"]["concurrency"] == 8
+    meta = json.loads((p.path / "reports" / "many" / "meta.json").read_text())
+    assert meta["settings"]["concurrency"] == 8
+    # the Messages API reports cache reads (none here): a known 0%, in report.json and .md
+    assert reports["many"]["conditions"]["R1"]["cache_read_share"] == 0.0
+    assert "cache-read share" in (p.path / "reports" / "many" / "report.md").read_text()
+    assert inflight_threads() == []
+
+
+def test_a_429_under_concurrency_is_retried_and_pauses_every_thread(project, chat_api) -> None:
+    from fake_openai import rate_limited, text
+
+    chat_api.default = lambda body: text(A_PLUS)
+    chat_api.delay = 0.5
+    chat_api.push(rate_limited(retry_after="1.0"))  # the first request: at once
+    p = project()
+    result = p.runpytest("questions", "--agent", "openai", "--base-url", chat_api.url,
+                         "--model", "gpt-test-1", "--condition", "R1", "--concurrency", "2",
+                         "-k", "Q01 or Q02 or Q03 or Q04")
+    result.assert_outcomes(passed=4)
+    assert len(chat_api.requests) == 5  # four items, one of them retried
+    times = sorted(r["t"] for r in chat_api.requests)
+    t429 = times[0]
+    # the other thread's item ended at +0.5 s; its next request had to wait out the pause
+    # the 429 set (+1.0 s) though it had no 429 of its own
+    assert all(t >= t429 + 0.9 for t in times[2:]), [round(t - t429, 2) for t in times]
+    assert all(r["grade"] in ("correct", "wrong") for r in run_records(p))
+
+
+def test_a_broken_harness_met_ahead_of_its_turn_halts_as_it_would_serially(
+        project, chat_api) -> None:
+    from fake_openai import text, unauthorized
+
+    def answer(body):
+        return unauthorized() if "Question credit-Q05" in json.dumps(body) else text(A_PLUS)
+
+    chat_api.default = answer
+    chat_api.delay = 0.1
+    p = project()
+    result = p.runpytest("questions", "--agent", "openai", "--base-url", chat_api.url,
+                         "--model", "gpt-test-1", "--condition", "R1", "--concurrency", "4",
+                         "-k", " or ".join(f"Q0{i}" for i in range(1, 10)), "--no-cache")
+    assert result.ret == 3, result.stdout.str()  # halted: the harness broke
+    banked = {r["question"] for r in run_records(p)}
+    # the items before it banked, the one that met it halted, none after it banked
+    assert banked == {f"credit-Q0{i}" for i in range(1, 5)}
+    report = json.loads((only_run(p) / "report.json").read_text())
+    assert "rejected the credential" in report["halted"]
+    assert inflight_threads() == []  # no thread is left asking
+
+
+def test_rpm_spaces_the_requests_the_server_sees(project, chat_api) -> None:
+    from fake_openai import text
+
+    chat_api.default = lambda body: text(A_PLUS)
+    p = project()
+    result = p.runpytest("questions", "--agent", "openai", "--base-url", chat_api.url,
+                         "--model", "gpt-test-1", "--condition", "R1", "--concurrency", "4",
+                         "--rpm", "150", "-k", "Q01 or Q02 or Q03 or Q04")
+    result.assert_outcomes(passed=4)
+    times = sorted(r["t"] for r in chat_api.requests)
+    assert len(times) == 4
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert min(gaps) >= 0.3, gaps  # 150 a minute: one every 0.4 s (a bound on the limit)
+    meta = json.loads((only_run(p) / "meta.json").read_text())
+    assert meta["settings"]["rpm"] == 150.0
+
+
+def test_a_querying_run_under_concurrency_shares_its_store_safely(project, chat_api) -> None:
+    """Four items' tool loops query one DuckDB store at once: each gets its own rows."""
+    from conftest import credit_question
+    from fake_openai import text, tool_call
+
+    ids = ("credit-Q01", "credit-Q02", "credit-Q03", "credit-Q04")
+
+    def answer(body):
+        msgs = body["messages"]
+        qid = next(i for i in ids if f"Question {i}" in msgs[1]["content"])
+        if msgs[-1]["role"] != "tool":
+            return tool_call("run_query", {"query": credit_question(qid).gold["sql"]})
+        return text(f"{qid}: from the rows.\n```json\n{{}}\n```")
+
+    chat_api.default = answer
+    chat_api.delay = 0.1
+    p = project()
+    args = ("questions", "--agent", "openai", "--base-url", chat_api.url, "--model",
+            "gpt-test-1", "--condition", "D1", "-k", " or ".join(i[-3:] for i in ids),
+            "--no-cache")
+    assert p.runpytest(*args, "--run-id", "one").ret in (0, 1)
+    assert p.runpytest(*args, "--run-id", "four", "--concurrency", "4").ret in (0, 1)
+    assert chat_api.peak >= 2
+
+    def rows(run: str) -> dict[str, list]:
+        from pytest_kgbench.record import read_answers
+
+        return {r["question"]: [q["rows"] for q in r["answer"]["queries"]]
+                for r in read_answers(p.path / "reports" / run / "answers.jsonl")}
+
+    assert rows("four") == rows("one") and len(rows("one")) == 4
+    assert all(r for r in rows("one").values())
+
+
+# --- what the prompt cache rewards ----------------------------------------------------------------
+
+def test_the_estimate_assumes_no_cache_hit_on_a_prefix_below_the_minimum() -> None:
+    from pytest_kgbench.costs import Estimate
+
+    small = Estimate("D1", "m", cache_minimum=1024)  # a ~500-token data block: not cacheable
+    for _ in range(3):
+        small.add(mode="reading", context="x" * 2000, question="q" * 40, system="s" * 40)
+    assert small.cache_read == small.cache_write == 0
+    assert small.input == 3 * (500 + 20)
+    large = Estimate("D1", "m", cache_minimum=1024)  # 2,000 tokens: written once, then read
+    for _ in range(3):
+        large.add(mode="reading", context="x" * 8000, question="q" * 40, system="s" * 40)
+    assert large.cache_write == 2000 and large.cache_read == 2 * 2000
+    # a querying loop's rolling prefix is cached only once it has grown past the minimum
+    loop = Estimate("D1", "m", cache_minimum=1024)
+    loop.add(mode="querying", context="x" * 2000, question="q" * 40, system="s" * 40)
+    # rounds 1-2 resend 520 and 970 tokens as plain input; round 2's step takes the
+    # conversation to 1,420 tokens, cached from then on (written in rounds 2-3, read in 3)
+    assert loop.cache_read == 520 + 2 * 450 and loop.cache_write == 2 * 450
+
+
+def test_the_minimum_is_the_model_s_own() -> None:
+    from pytest_kgbench.settings import Settings
+
+    s = Settings.at(".", cache_minimums={"claude-opus-5-5": 4096})
+    assert s.cache_minimum("sonnet") == 1024 and s.cache_minimum("haiku") == 2048
+    assert s.cache_minimum("opus") == 4096
+
+
+def test_the_cache_read_share_is_unknown_where_no_backend_reported_it() -> None:
+    from pytest_kgbench.agents.openai import unknown_cache
+    from pytest_kgbench.answers import Answer
+    from pytest_kgbench.report import cache_read_share, share_text
+
+    def rec(**tokens):
+        return {"answer": {"tokens": tokens}}
+
+    assert cache_read_share([rec(input=100, cache_read=300, cache_write=100, output=9),
+                             rec(input=500, output=9)]) == pytest.approx(0.6)
+    assert cache_read_share([rec(input=100, cache_read=0, cache_write=0)]) == 0.0
+    assert cache_read_share([rec(input=500, output=9)]) is None  # not reported: unknown
+    assert share_text(None) == "n/a" and share_text(0.0) == "0.0%"
+    unreported = unknown_cache(Answer(tokens={"input": 5, "cache_read": 0}), known=False)
+    assert "cache_read" not in unreported.tokens
+    reported = unknown_cache(Answer(tokens={"input": 5, "cache_read": 0}), known=True)
+    assert reported.tokens["cache_read"] == 0
+
+
+def test_under_n_a_worker_answers_ahead_within_its_context(project, api) -> None:
+    """-n 2 --concurrency 4: the worker that has a context's items asks four of them at once
+    (it looks ahead within the scope the scheduler sent it wholly)."""
+    from fake_api import text
+
+    api.default = lambda body: text("Caldera is rated A+.\n" + A_PLUS)
+    api.delay = 0.3
+    p = project()
+    result = p.runpytest_subprocess("questions", "--model", "sonnet", "--condition", "R1",
+                                    "-n", "2", "--concurrency", "4", "--no-cache",
+                                    "-k", " or ".join(f"Q0{i}" for i in range(1, 9)))
+    assert result.ret == 0, result.stdout.str()
+    assert len(run_records(p)) == 8 and len(api.requests) == 8
+    assert api.peak == 4
