@@ -75,6 +75,25 @@ def fill(template: str, row: Mapping[str, Any], prefixes: Mapping[str, str]) -> 
     return None if missing else expand(filled, prefixes)
 
 
+
+def column_entry(columns: Mapping[str, Any], col: str, vocab: str | None,
+                 where: str) -> dict[str, Any] | None:
+    """A column's entry of a table's RDF mapping as both mappers read it: None for `skip`, a
+    bare string as its predicate, and a missing predicate as the vocabulary's camel-cased
+    column name (an error naming the field where the pack has no rdf.vocab)."""
+    entry = columns.get(col)
+    if entry == "skip":
+        return None
+    if isinstance(entry, str):
+        entry = {"predicate": entry}
+    entry = dict(entry or {})
+    if "predicate" not in entry:
+        if not vocab:
+            raise InputError("pack.yaml", "needs a predicate (or rdf.vocab)",
+                             field=f"{where}.columns.{col}")
+        entry["predicate"] = f"{vocab}:{camel(col)}"
+    return entry
+
 def map_tables(tables: Tables, specs: Mapping[str, TableSpec], mapping: Mapping[str, Any]) -> Any:
     """The RDF graph of the tables under the manifest's mapping, with a prefix bound for each
     namespace of its ids (`bind_id_namespaces`)."""
@@ -96,17 +115,9 @@ def map_tables(tables: Tables, specs: Mapping[str, TableSpec], mapping: Mapping[
         columns = tmap.get("columns") or {}
         plan = []
         for col, ctype in spec.columns:
-            entry = columns.get(col)
-            if entry == "skip":
+            entry = column_entry(columns, col, vocab, f"rdf.tables.{name}")
+            if entry is None:
                 continue
-            if isinstance(entry, str):
-                entry = {"predicate": entry}
-            entry = dict(entry or {})
-            if "predicate" not in entry:
-                if not vocab:
-                    raise InputError("pack.yaml", "needs a predicate (or rdf.vocab)",
-                                     field=f"rdf.tables.{name}.columns.{col}")
-                entry["predicate"] = f"{vocab}:{camel(col)}"
             plan.append((col, ctype, URIRef(expand(entry["predicate"], prefixes)),
                          entry.get("ref")))
         for row in tables[name]:
@@ -347,17 +358,9 @@ def triples_sql(specs: Mapping[str, TableSpec], mapping: Mapping[str, Any]) -> s
                        f"NOT ({notnull}) AS bad FROM {table}")
         columns = tmap.get("columns") or {}
         for col, ctype in spec.columns:
-            entry = columns.get(col)
-            if entry == "skip":
+            entry = column_entry(columns, col, vocab, where)
+            if entry is None:
                 continue
-            if isinstance(entry, str):
-                entry = {"predicate": entry}
-            entry = dict(entry or {})
-            if "predicate" not in entry:
-                if not vocab:
-                    raise InputError("pack.yaml", "needs a predicate (or rdf.vocab)",
-                                     field=f"{where}.columns.{col}")
-                entry["predicate"] = f"{vocab}:{camel(col)}"
             pred = _sql_str(f"<{expand(entry['predicate'], prefixes)}>")
             if entry.get("ref"):
                 obj, ref_used = _sql_template(str(entry["ref"]), types, prefixes,
