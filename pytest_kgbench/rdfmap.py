@@ -26,7 +26,7 @@ TriplesMap holds, read by 60 lines instead of an engine.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -171,6 +171,25 @@ def bind_id_namespaces(graph: Any, mapping: Mapping[str, Any]) -> None:
             name += "_"
         graph.bind(name, ns, override=True, replace=True)
         taken.add(name)
+
+
+def per_id_namespaces(namespaces: Iterable[str], mapping: Mapping[str, Any]) -> set[str]:
+    """The namespaces of the graph's own ids that hold one id each, or a handful: those two or
+    more segments below a declared base whose first segment is shared with another
+    (`rsi:authorship/{work}/{author}/{institution}` binds one namespace per work and author).
+    bind_id_namespaces binds them so Turtle stays short; a store's description leaves them
+    out, or research's lists some 420 of them (a prompt of 10,000 tokens for 450 of meaning).
+    A namespace the mapping declares is never one of them."""
+    declared = {str(iri) for iri in (mapping.get("prefixes") or {}).values()}
+    groups: dict[tuple[str, str], list[str]] = {}
+    for ns in set(namespaces) - declared:
+        base = max((b for b in declared if ns.startswith(b) and ns != b), key=len, default=None)
+        if base is None:
+            continue
+        rest = ns[len(base):].strip("/").split("/")
+        if len(rest) >= 2:
+            groups.setdefault((base, rest[0]), []).append(ns)
+    return {ns for members in groups.values() if len(members) > 1 for ns in members}
 
 
 def to_turtle(graph: Any) -> str:

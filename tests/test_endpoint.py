@@ -97,7 +97,7 @@ def test_a_graph_is_loaded_once_even_by_two_at_a_time(oxigraph, credit_base, tmp
     from pytest_kgbench.executors.sparql import graph_files
     from pytest_kgbench.stores import guard_for
 
-    load, _ = graph_files(credit_base, "derived", guard_for(credit_base, "analyst"))
+    load, _, _ = graph_files(credit_base, "derived", guard_for(credit_base, "analyst"))
     puts: list[tuple[str, str]] = []
 
     class Counting(Endpoint):
@@ -298,7 +298,7 @@ def test_results_are_capped_as_the_in_process_engines_cap_them(oxigraph, credit_
     guard = guard_for(credit_base, "analyst")
     ours = opened(oxigraph, credit_base, "analyst")
     ours.caps = caps
-    load, prefixes = graph_files(credit_base, "raw", guard)
+    load, prefixes, _ = graph_files(credit_base, "raw", guard)
     theirs = SparqlExecutor.over("default", load, guard, caps=caps, prefixes=prefixes)
     query = "SELECT ?s ?p ?o WHERE { ?s ?p ?o } ORDER BY ?s ?p ?o"
     a, b = ours.run(query), theirs.run(query)

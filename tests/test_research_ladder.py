@@ -233,3 +233,47 @@ def test_r10_and_d3_withhold_the_emails_from_an_analyst(research_base,
         assert ex.run(q.gold["executed"]).refused
     finally:
         ex.close()
+
+
+def test_per_id_namespaces_are_those_of_one_id_or_a_handful() -> None:
+    from pytest_kgbench.rdfmap import per_id_namespaces
+
+    mapping = {"prefixes": {"ex": "https://x.example/def#", "exi": "https://x.example/id/",
+                            "own": "https://x.example/id/pair/W1/"}}
+    spaces = ["https://x.example/id/work/", "https://x.example/id/email/",
+              "https://x.example/id/pair/W1/", "https://x.example/id/pair/W2/",
+              "https://x.example/id/pair/W3/", "https://x.example/id/cite/W1/",
+              "https://x.example/id/cite/W2/A7/", "https://x.example/id/deep/W1/A1/",
+              "https://other.example/pair/W1/", "https://other.example/pair/W2/"]
+    # the class-level ones (work, email) stay; a declared one (own) is never hidden; a lone
+    # nested one (deep) has no sibling; outside every declared base nothing is ours to hide
+    assert per_id_namespaces(spaces, mapping) == {
+        "https://x.example/id/pair/W2/", "https://x.example/id/pair/W3/",
+        "https://x.example/id/cite/W1/", "https://x.example/id/cite/W2/A7/"}
+
+
+def test_the_graph_store_describes_its_classes_not_one_prefix_per_authorship(
+        research_base) -> None:
+    from pytest_kgbench.executors.sparql import STORES
+    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.tools import call_tool
+
+    ex = STORES[0].open(research_base, "raw", guard_for(research_base, "analyst"))
+    try:
+        shown = ex.prefixes()
+        assert {"rs", "rsi", "work", "author", "institution"} <= set(shown)
+        assert not [ns for ns in shown.values() if "/authorship/" in ns or "/citation/" in ns]
+        block = ex.store_block()
+        assert block.count("PREFIX") == len(shown) < 20
+        listed, _ = call_tool(ex, "list_tables", {})
+        assert listed.count("PREFIX") == len(shown)
+        # the store still binds them all, and the reading prompts' Turtle still uses them
+        bound = ex.info["namespaces"]
+        assert sum("/authorship/" in ns for ns in bound.values()) > 100
+        ttl = research_base.files().data.read_text(encoding="utf-8")
+        assert ttl.count("/authorship/") > 100
+        one = next(ns for ns in bound.values() if "/authorship/" in ns)
+        result = ex.run(f"SELECT ?s WHERE {{ ?s ?p ?o FILTER(STRSTARTS(STR(?s), \"{one}\")) }}")
+        assert not result.error and result.rows
+    finally:
+        ex.close()

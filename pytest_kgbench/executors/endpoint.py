@@ -37,7 +37,7 @@ import json
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -232,9 +232,11 @@ def local_namespaces(prefixes: Mapping[str, str], files: list[tuple[Path, str]])
     return graph
 
 
-def survey(endpoint: Endpoint, graph: str, guard: Guard, local: Any) -> dict[str, Any]:
+def survey(endpoint: Endpoint, graph: str, guard: Guard, local: Any,
+           hidden: Iterable[str] = ()) -> dict[str, Any]:
     """What the store reports (`SparqlExecutor.info`), counted by the server over `graph`:
-    the same catalog the in-process engines count (`sparql_worker.catalog_entries`)."""
+    the same catalog the in-process engines count (`sparql_worker.catalog_entries`); the
+    namespaces in `hidden` are left out of its prefixes."""
     from rdflib import URIRef
 
     from pytest_kgbench.executors.sparql_worker import catalog_entries, store_info
@@ -260,7 +262,7 @@ def survey(endpoint: Endpoint, graph: str, guard: Guard, local: Any) -> dict[str
     namespaces = {p: str(ns) for p, ns in local.namespace_manager.namespaces()}
     return store_info(catalog_entries(members, uses, guard, curie),
                       int(triples[0]["n"]["value"]) if triples else 0, namespaces,
-                      predicates | set(members), curie)
+                      predicates | set(members), curie, hidden)
 
 
 class EndpointExecutor(SparqlExecutor):
@@ -447,10 +449,10 @@ class EndpointStore:
     def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> EndpointExecutor:
         endpoint = self.endpoint()
-        load, prefixes = graph_files(built, data, guard, ontology=ontology)
+        load, prefixes, hidden = graph_files(built, data, guard, ontology=ontology)
         graph = graph_name(built, guard.view, data, ontology)
         ensure_loaded(endpoint, graph, load, built.dir)
-        info = survey(endpoint, graph, guard, local_namespaces(prefixes, load))
+        info = survey(endpoint, graph, guard, local_namespaces(prefixes, load), hidden)
         return EndpointExecutor(endpoint, graph, info, guard, timeout=timeout)
 
     def from_context(self, context: str, guard: Guard) -> None:

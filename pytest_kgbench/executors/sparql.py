@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +29,7 @@ from pytest_kgbench.executors import (
 )
 from pytest_kgbench.executors.guard import Guard, Verdict, classify_sparql, classify_sparql_cached
 from pytest_kgbench.executors.worker import Worker, WorkerDied
+from pytest_kgbench.rdfmap import per_id_namespaces
 
 if TYPE_CHECKING:
     from pytest_kgbench.build import Built
@@ -59,13 +60,15 @@ class SparqlExecutor:
     @classmethod
     def over(cls, plugin: str, files: list[tuple[Path, str]], guard: Guard, *,
              timeout: float = 60.0, parsers: tuple[str, ...] = (), caps: Caps = CAPS,
-             owned: tuple[Path, ...] = (), prefixes: Mapping[str, str] | None = None
-             ) -> SparqlExecutor:
+             owned: tuple[Path, ...] = (), prefixes: Mapping[str, str] | None = None,
+             hidden: Iterable[str] = ()) -> SparqlExecutor:
         """An executor over `files` ((path, rdflib format) pairs) loaded into one graph held
-        by the rdflib store `plugin`, with `prefixes` bound; `parsers`: engines' own parsers
-        that must accept a query too (sparql_worker.PARSERS)."""
+        by the rdflib store `plugin`, with `prefixes` bound (those of the namespaces in
+        `hidden` left out of its description); `parsers`: engines' own parsers that must
+        accept a query too (sparql_worker.PARSERS)."""
         config = {"plugin": plugin, "files": [[str(p), f] for p, f in files],
-                  "prefixes": dict(prefixes or {}), "guard": guard.to_json(),
+                  "prefixes": dict(prefixes or {}), "hidden": sorted(hidden),
+                  "guard": guard.to_json(),
                   "caps": asdict(caps), "parsers": list(parsers)}
         return cls(Worker(WORKER_MODULE, config), guard, timeout, caps, owned)
 
@@ -183,10 +186,11 @@ _PREFIX = re.compile(r"^@prefix\s+([\w.-]*):\s*<([^>]*)>\s*\.", re.M)
 
 
 def graph_files(built: Built, data: str, guard: Guard, *, ontology: bool = False
-                ) -> tuple[list[tuple[Path, str]], dict[str, str]]:
+                ) -> tuple[list[tuple[Path, str]], dict[str, str], set[str]]:
     """What a graph store of `built` loads for `guard`'s persona: (path, rdflib format) pairs
     of the persona's view (withheld triples absent) — its data, the rule-derived triples for
-    `derived`, the definitions' triples with `ontology` — and the prefixes it binds."""
+    `derived`, the definitions' triples with `ontology` — the prefixes it binds, and the
+    namespaces among them its description leaves out (`rdfmap.per_id_namespaces`)."""
     if data not in ("raw", "derived"):
         raise HarnessBroken(f"the graph store has no '{data}' data (raw or derived)")
     files = built.files(guard.view)  # the persona's build: withheld triples absent
@@ -197,7 +201,8 @@ def graph_files(built: Built, data: str, guard: Guard, *, ontology: bool = False
         load.append((files.derived_nt, "nt"))
     if ontology:
         load.append((built.pack.definitions_ttl, "turtle"))
-    return load, turtle_prefixes(files.prefixes)
+    prefixes = turtle_prefixes(files.prefixes)
+    return load, prefixes, per_id_namespaces(prefixes.values(), built.pack.rdf)
 
 
 def turtle_prefixes(path: Path) -> dict[str, str]:
@@ -233,9 +238,9 @@ class GraphStore:
 
     def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> SparqlExecutor:
-        load, prefixes = graph_files(built, data, guard, ontology=ontology)
+        load, prefixes, hidden = graph_files(built, data, guard, ontology=ontology)
         return SparqlExecutor.over(self.plugin, load, guard, timeout=timeout,
-                                   parsers=self.parsers, prefixes=prefixes)
+                                   parsers=self.parsers, prefixes=prefixes, hidden=hidden)
 
     def from_context(self, context: str, guard: Guard) -> SparqlExecutor:
         from pytest_kgbench.reading import turtle_blocks

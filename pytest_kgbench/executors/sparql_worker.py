@@ -83,12 +83,16 @@ def catalog_entries(members: Mapping[str, int], uses: Mapping[str, Mapping[str, 
 
 
 def store_info(catalog: list[dict[str, Any]], triples: int, namespaces: Mapping[str, str],
-               vocabulary: Iterable[str], curie: Callable[[str], str]) -> dict[str, Any]:
-    """What a graph store reports once loaded (`sparql.SparqlExecutor.info`)."""
+               vocabulary: Iterable[str], curie: Callable[[str], str],
+               hidden: Iterable[str] = ()) -> dict[str, Any]:
+    """What a graph store reports once loaded (`sparql.SparqlExecutor.info`). Its prefixes,
+    which a description shows, leave out rdflib's own and the namespaces in `hidden`; the
+    store binds them all (`namespaces`)."""
+    unshown = set(hidden)
     return {"catalog": catalog, "triples": triples, "namespaces": dict(namespaces),
             "vocabulary": {i: curie(i) for i in sorted(vocabulary)},
             "prefixes": {p: ns for p, ns in namespaces.items()
-                         if p and p not in HIDDEN_PREFIXES}}
+                         if p and p not in HIDDEN_PREFIXES and ns not in unshown}}
 
 
 class GraphEngine:
@@ -114,6 +118,7 @@ class GraphEngine:
             graph.parse(path, format=fmt)
         self.graph = graph
         self.namespaces = {p: str(ns) for p, ns in graph.namespace_manager.namespaces()}
+        self.hidden = frozenset(config.get("hidden") or ())
         classes = {str(o) for o in graph.objects(None, rdflib.URIRef(RDF_TYPE))}
         self.vocabulary = frozenset({str(p) for p in graph.predicates()} | classes)
         self.catalog = self._catalog()
@@ -128,7 +133,7 @@ class GraphEngine:
 
     def info(self) -> dict[str, Any]:
         return store_info(self.catalog, len(self.graph), self.namespaces, self.vocabulary,
-                          self.curie)
+                          self.curie, self.hidden)
 
     def _catalog(self) -> list[dict[str, Any]]:
         """Classes with instance counts; each 'column' is a property used on its instances;
