@@ -27,11 +27,11 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
+from pytest_kgbench.agents.batch import AnthropicBatches, Batching
 from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
@@ -205,7 +205,7 @@ def _usage(response: Any) -> dict[str, int]:
             "cache_write": int(getattr(usage, "cache_creation_input_tokens", 0) or 0)}
 
 
-class AnthropicAgent(BaseAgent):
+class AnthropicAgent(Batching, BaseAgent):
     name = "anthropic"
     kind = "model"
     asks_together = True  # answers a together session in one conversation
@@ -225,10 +225,6 @@ class AnthropicAgent(BaseAgent):
         self.gate = Gate(settings, "anthropic-messages" if settings.provider == "anthropic"
                          else f"{settings.provider}-messages")
         self._client_lock = threading.Lock()
-        # --batch: the session's batch-eligible tasks and the progress line (set by the runtime)
-        self.batch_plan: Callable[[], list[Task]] | None = None
-        self.batch_say: Callable[[str], None] | None = None
-        self._batcher: Any = None
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
@@ -255,20 +251,11 @@ class AnthropicAgent(BaseAgent):
             track_connections(self._client)
         return self._client
 
-    def batcher(self) -> Any:
-        if self._batcher is None:
-            from pytest_kgbench.agents.batch import AnthropicBatches, Batcher
+    def batch_api(self) -> AnthropicBatches:
+        return AnthropicBatches()
 
-            self._batcher = Batcher(self.settings, AnthropicBatches(), self.client,
-                                    provider=self.gate.provider, cache=self.gate.cache,
-                                    say=self.batch_say)
-        return self._batcher
-
-    def batched(self, task: Task) -> bool:
-        """Whether the item's one request goes through its batch (--batch, a reading
-        condition asked apart)."""
-        return bool(self.settings.batch and self.batch_plan is not None
-                    and task.condition.mode == "reading" and not task.together)
+    def batch_endpoint(self) -> str | None:
+        return endpoint_of(self.settings.provider)
 
     def first_request(self, task: Task) -> dict[str, Any]:
         """The item's first (for a reading condition, only) request, as `ask` sends it."""
@@ -292,21 +279,10 @@ class AnthropicAgent(BaseAgent):
         """The item's one request answered through the session's batch (agents/batch.py)."""
         import anthropic
 
-        from pytest_kgbench.agents.batch import answered, pending_of
-
-        endpoint = endpoint_of(self.settings.provider)
-
-        def pending(t: Task) -> Any:
-            request = self.first_request(t)
-            return pending_of(self.gate.provider, endpoint, request, t.repeat,
-                              max_tokens=int(request["max_tokens"]))
-
-        plan = self.batch_plan or (lambda: [])
-        return answered(self.batcher(), pending(task), lambda: [pending(t) for t in plan()],
-                        sent=task.sent, load=anthropic.types.Message.model_validate,
-                        interactive=lambda: self.gated(  # its own deadline: from now
-                            client, time.monotonic() + self.item_timeout * task.share, kwargs,
-                            task.repeat))
+        return self.through_batch(
+            task, load=anthropic.types.Message.model_validate,
+            interactive=lambda: self.gated(  # its own deadline: from now
+                client, time.monotonic() + self.item_timeout * task.share, kwargs, task.repeat))
 
     def token_limit(self, task: Task) -> int:
         """The output limit of each call: --max-tokens, raised for a together session so every

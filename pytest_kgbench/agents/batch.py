@@ -341,6 +341,63 @@ class Batcher:
                 "cache_write": int(usage.get("cache_creation_input_tokens") or 0)}
 
 
+class Batching:
+    """What an agent that sends reading items through a batch API holds (`batches = True`):
+    the session's batch-eligible tasks and its progress line (set by the runtime), one
+    `Batcher` made on first use, and the item's request answered through it. The agent gives
+    its client, its first request and output limit, the provider's adapter (`batch_api`) and
+    the endpoint its cache keys name (`batch_endpoint`)."""
+
+    settings: Settings
+    gate: Any
+    batch_plan: Callable[[], list[Any]] | None = None
+    batch_say: Callable[[str], None] | None = None
+    _batcher: Batcher | None = None
+
+    def client(self) -> Any:
+        raise NotImplementedError
+
+    def first_request(self, task: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def token_limit(self, task: Any) -> int:
+        raise NotImplementedError
+
+    def batch_api(self) -> BatchAPI:
+        raise NotImplementedError
+
+    def batch_endpoint(self) -> str | None:
+        raise NotImplementedError
+
+    def batcher(self) -> Batcher:
+        if self._batcher is None:
+            self._batcher = Batcher(self.settings, self.batch_api(), self.client,
+                                    provider=self.gate.provider, cache=self.gate.cache,
+                                    say=self.batch_say)
+        return self._batcher
+
+    def batched(self, task: Any) -> bool:
+        """Whether the item's one request goes through its batch (--batch, a reading
+        condition asked apart)."""
+        return bool(self.settings.batch and self.batch_plan is not None
+                    and task.condition.mode == "reading" and not task.together)
+
+    def through_batch(self, task: Any, *, load: Callable[[dict[str, Any]], Any],
+                      interactive: Callable[[], tuple[Any, int, bool]]
+                      ) -> tuple[Any, int, bool]:
+        """The item's one request answered through the session's batch (`answered`)."""
+        endpoint = self.batch_endpoint()
+
+        def pending(t: Any) -> Pending:
+            request = self.first_request(t)
+            return pending_of(self.gate.provider, endpoint, request, t.repeat,
+                              max_tokens=self.token_limit(t))
+
+        plan = self.batch_plan or (lambda: [])
+        return answered(self.batcher(), pending(task), lambda: [pending(t) for t in plan()],
+                        sent=task.sent, load=load, interactive=interactive)
+
+
 def pending_of(provider: str, endpoint: str | None, request: Mapping[str, Any], repeat: int,
                *, max_tokens: int) -> Pending:
     """A request as a batch carries it, keyed as the response cache keys it."""

@@ -31,10 +31,10 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
+from pytest_kgbench.agents.batch import Batching, OpenAIBatches
 from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
@@ -185,7 +185,7 @@ def _arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
-class OpenAIAgent(BaseAgent):
+class OpenAIAgent(Batching, BaseAgent):
     name = "openai"
     kind = "model"
     asks_together = True  # answers a together session in one conversation
@@ -199,25 +199,12 @@ class OpenAIAgent(BaseAgent):
         self._client: Any = None
         self._client_lock = threading.Lock()
         self.gate = Gate(settings, "openai-chat")
-        # --batch: the session's batch-eligible tasks and the progress line (set by the runtime)
-        self.batch_plan: Callable[[], list[Task]] | None = None
-        self.batch_say: Callable[[str], None] | None = None
-        self._batcher: Any = None
 
-    def batcher(self) -> Any:
-        if self._batcher is None:
-            from pytest_kgbench.agents.batch import Batcher, OpenAIBatches
+    def batch_api(self) -> OpenAIBatches:
+        return OpenAIBatches()
 
-            self._batcher = Batcher(self.settings, OpenAIBatches(), self.client,
-                                    provider=self.gate.provider, cache=self.gate.cache,
-                                    say=self.batch_say)
-        return self._batcher
-
-    def batched(self, task: Task) -> bool:
-        """Whether the item's one request goes through its batch (--batch, a reading
-        condition asked apart)."""
-        return bool(self.settings.batch and self.batch_plan is not None
-                    and task.condition.mode == "reading" and not task.together)
+    def batch_endpoint(self) -> str | None:
+        return self.base_url
 
     def first_request(self, task: Task) -> dict[str, Any]:
         """The item's first (for a reading condition, only) request, as `ask` sends it."""
@@ -233,18 +220,9 @@ class OpenAIAgent(BaseAgent):
     def from_batch(self, client: Any, kwargs: dict[str, Any], task: Task,
                    max_tokens: int) -> tuple[Any, int, bool]:
         """The item's one request answered through the session's batch (agents/batch.py)."""
-        from pytest_kgbench.agents.batch import answered, pending_of
-
-        def pending(t: Task) -> Any:
-            request = self.first_request(t)
-            return pending_of(self.gate.provider, self.base_url, request, t.repeat,
-                              max_tokens=self.token_limit(t))
-
-        plan = self.batch_plan or (lambda: [])
-        return answered(self.batcher(), pending(task), lambda: [pending(t) for t in plan()],
-                        sent=task.sent, load=_load, interactive=lambda: self._call(
-                            client, time.monotonic() + self.settings.item_timeout * task.share,
-                            kwargs, task.repeat, max_tokens))
+        return self.through_batch(task, load=_load, interactive=lambda: self._call(
+            client, time.monotonic() + self.settings.item_timeout * task.share, kwargs,
+            task.repeat, max_tokens))
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
