@@ -12,13 +12,10 @@ a test can fail the judge alone.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-Step = dict[str, Any]
+from fake_server import FakeServer, Step
 
 
 def text(body: str, *, input_tokens: int = 100, output_tokens: int = 20) -> Step:
@@ -89,109 +86,33 @@ def malformed() -> Step:
     return {"kind": "malformed"}
 
 
-class FakeMessagesAPI:
+class FakeMessagesAPI(FakeServer):
     """Start with `with FakeMessagesAPI() as api:`; `api.url` is the base URL."""
 
     def __init__(self, default: Callable[[dict[str, Any]], Step] | None = None) -> None:
-        self.script: deque[Step] = deque()
-        self.requests: list[dict[str, Any]] = []
-        self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
-        self.judge: Callable[[dict[str, Any]], Step] | None = None
-        self._lock = threading.Lock()
-        # the Message Batches API: batches made, how many looks before one ends, and hostile
-        # modes (requests whose params match expire or error; result downloads cut mid-line)
-        self.batches: dict[str, dict[str, Any]] = {}
-        self.batches_created = 0
-        self.batch_polls = 2
-        self.batch_expire: Callable[[dict[str, Any]], bool] = lambda params: False
-        self.batch_error: Callable[[dict[str, Any]], dict[str, Any] | None] = lambda p: None
-        self.batch_truncate = 0  # result downloads still to cut in their first line
-        self.http: list[tuple[str, str]] = []  # every request: (method, path)
-        self.delay = 0.0  # seconds every answer (not an error status) takes: a model's latency
-        self.active = 0   # requests being answered now
-        self.peak = 0     # the most requests that were being answered at once
-        api = self
+        super().__init__(default or (lambda request: text("I do not know.\n```json\n{}\n```")),
+                         is_judge)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def post(self, handler: Any, raw: bytes) -> None:
+        body = json.loads(raw or b"{}")
+        if handler.path.rstrip("/").endswith("/v1/messages/batches"):
+            handler._send(200, self._create_batch(body))
+        else:
+            self.answer(handler, body)
 
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                with api._lock:
-                    api.http.append(("POST", self.path))
-                if self.path.rstrip("/").endswith("/v1/messages/batches"):
-                    self._send(200, api._create_batch(body))
-                    return
-                with api._lock:
-                    api.requests.append({"path": self.path, "body": body, "t": time.monotonic(),
-                                         "headers": dict(self.headers)})
-                    if api.judge is not None and is_judge(body):
-                        step = api.judge(body)
-                    else:
-                        step = api.script.popleft() if api.script else api.default(body)
-                    api.active += 1
-                    api.peak = max(api.peak, api.active)
-                try:
-                    if api.delay and step["kind"] != "status":
-                        time.sleep(api.delay)
-                    api._reply(self, step, body)
-                finally:
-                    with api._lock:
-                        api.active -= 1
-
-            def do_GET(self) -> None:  # noqa: N802
-                with api._lock:
-                    api.http.append(("GET", self.path))
-                parts = self.path.split("?")[0].rstrip("/").split("/")
-                if "batches" in parts:
-                    batch_id = parts[parts.index("batches") + 1] if len(parts) > \
-                        parts.index("batches") + 1 else ""
-                    if batch_id in api.batches:
-                        if parts[-1] == "results":
-                            self._send(200, None, raw=api._results(batch_id),
-                                       headers={"content-type": "application/binary"})
-                        else:
-                            self._send(200, api._look(batch_id, self))
-                        return
-                self._send(404, {"type": "error", "error": {"type": "not_found_error",
-                                                            "message": self.path}})
-
-            def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None,
-                      raw: bytes | None = None) -> None:
-                data = raw if raw is not None else json.dumps(payload).encode()
-                headers = dict(headers or {})
-                self.send_response(code)
-                self.send_header("content-type", headers.pop("content-type",
-                                                             "application/json"))
-                self.send_header("content-length", str(len(data)))
-                self.send_header("request-id", f"req_{time.monotonic_ns()}")
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._handler = Handler
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def push(self, *steps: Step) -> "FakeMessagesAPI":
-        with self._lock:
-            self.script.extend(steps)
-        return self
-
-    def __enter__(self) -> "FakeMessagesAPI":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    def get(self, handler: Any, parts: list[str]) -> None:
+        if "batches" in parts:
+            at = parts.index("batches") + 1
+            batch_id = parts[at] if len(parts) > at else ""
+            if batch_id in self.batches:
+                if parts[-1] == "results":
+                    handler._send(200, None, raw=self._results(batch_id),
+                                  headers={"content-type": "application/binary"})
+                else:
+                    handler._send(200, self._look(batch_id, handler))
+                return
+        handler._send(404, {"type": "error", "error": {"type": "not_found_error",
+                                                       "message": handler.path}})
 
     # --- the Message Batches API --------------------------------------------------------------
 
@@ -250,10 +171,7 @@ class FakeMessagesAPI:
             else:
                 with self._lock:
                     self.requests.append({"path": "batch", "body": params, "headers": {}})
-                    if self.judge is not None and is_judge(params):
-                        step = self.judge(params)
-                    else:
-                        step = self.script.popleft() if self.script else self.default(params)
+                    step = self.next_step(params)
                 result = {"type": "succeeded", "message": self._message(step, params)}
             lines.append(json.dumps({"custom_id": request["custom_id"], "result": result}))
         return ("\n".join(lines) + "\n").encode()

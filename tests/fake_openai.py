@@ -13,15 +13,11 @@ system prompt) are answered by `judge` when it is set.
 from __future__ import annotations
 
 import json
-import threading
 import time
-from collections import deque
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 from fake_api import JUDGE_MARK
-
-Step = dict[str, Any]
+from fake_server import FakeServer, Step
 
 
 def text(body: str, *, prompt_tokens: int = 100, completion_tokens: int = 20,
@@ -101,116 +97,42 @@ def is_judge(body: dict[str, Any]) -> bool:
     return JUDGE_MARK in json.dumps(body.get("messages") or [])
 
 
-class FakeChatAPI:
+class FakeChatAPI(FakeServer):
     """Start with `with FakeChatAPI() as api:`; `api.url` is the base URL (ending in /v1)."""
 
+    request_id_header = "x-request-id"
+    url_path = "/v1"
+
     def __init__(self, default: Callable[[dict[str, Any]], Step] | None = None) -> None:
-        self.script: deque[Step] = deque()
-        self.requests: list[dict[str, Any]] = []
-        self.default = default or (lambda request: text("I do not know.\n```json\n{}\n```"))
-        self.judge: Callable[[dict[str, Any]], Step] | None = None
-        self._lock = threading.Lock()
-        # the Batch API: uploaded files, batches made, looks before one completes, and hostile
-        # modes (requests whose body matches expire or error; output downloads cut mid-line)
-        self.files: dict[str, bytes] = {}
-        self.batches: dict[str, dict[str, Any]] = {}
-        self.batches_created = 0
-        self.batch_polls = 2
-        self.batch_expire: Callable[[dict[str, Any]], bool] = lambda body: False
-        self.batch_error: Callable[[dict[str, Any]], Step | None] = lambda body: None
-        self.batch_truncate = 0  # output downloads still to cut in their first line
-        self.http: list[tuple[str, str]] = []  # every request: (method, path)
-        self.delay = 0.0  # seconds every answer (not an error status) takes: a model's latency
-        self.active = 0   # requests being answered now
-        self.peak = 0     # the most requests that were being answered at once
-        api = self
+        super().__init__(default or (lambda request: text("I do not know.\n```json\n{}\n```")),
+                         is_judge)
+        self.files: dict[str, bytes] = {}  # the Batch API's uploaded files
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def post(self, handler: Any, raw: bytes) -> None:
+        path = handler.path.rstrip("/")
+        if path.endswith("/files"):
+            handler._send(200, self._upload(raw))
+            return
+        body = json.loads(raw or b"{}")
+        if path.endswith("/batches"):
+            handler._send(200, self._create_batch(body))
+        elif path.endswith("/chat/completions"):
+            self.answer(handler, body)
+        else:
+            handler._send(404, self._no_route(handler.path))
 
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
+    def get(self, handler: Any, parts: list[str]) -> None:
+        if len(parts) >= 2 and parts[-2] == "batches" and parts[-1] in self.batches:
+            handler._send(200, self._look(parts[-1]))
+        elif len(parts) >= 3 and parts[-1] == "content" and parts[-2] in self.files:
+            handler._send(200, None, raw=self._content(parts[-2]))
+        else:
+            handler._send(404, self._no_route(handler.path))
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
-                length = int(self.headers.get("content-length") or 0)
-                raw = self.rfile.read(length)
-                with api._lock:
-                    api.http.append(("POST", self.path))
-                if self.path.rstrip("/").endswith("/files"):
-                    self._send(200, api._upload(raw))
-                    return
-                body = json.loads(raw or b"{}")
-                if self.path.rstrip("/").endswith("/batches"):
-                    self._send(200, api._create_batch(body))
-                    return
-                if not self.path.endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": f"no route {self.path}",
-                                               "type": "invalid_request_error",
-                                               "code": "unknown_url"}})
-                    return
-                with api._lock:
-                    api.requests.append({"path": self.path, "body": body, "t": time.monotonic(),
-                                         "headers": {k.lower(): v for k, v in
-                                                     self.headers.items()}})
-                    if api.judge is not None and is_judge(body):
-                        step = api.judge(body)
-                    else:
-                        step = api.script.popleft() if api.script else api.default(body)
-                    api.active += 1
-                    api.peak = max(api.peak, api.active)
-                try:
-                    if api.delay and step["kind"] != "status":
-                        time.sleep(api.delay)
-                    api._reply(self, step, body)
-                finally:
-                    with api._lock:
-                        api.active -= 1
-
-            def do_GET(self) -> None:  # noqa: N802
-                with api._lock:
-                    api.http.append(("GET", self.path))
-                parts = self.path.split("?")[0].rstrip("/").split("/")
-                if len(parts) >= 2 and parts[-2] == "batches" and parts[-1] in api.batches:
-                    self._send(200, api._look(parts[-1]))
-                elif len(parts) >= 3 and parts[-1] == "content" and parts[-2] in api.files:
-                    self._send(200, None, raw=api._content(parts[-2]))
-                else:
-                    self._send(404, {"error": {"message": f"no route {self.path}",
-                                               "type": "invalid_request_error",
-                                               "code": "unknown_url"}})
-
-            def _send(self, code: int, payload: Any, headers: dict[str, str] | None = None,
-                      raw: bytes | None = None) -> None:
-                data = raw if raw is not None else json.dumps(payload).encode()
-                self.send_response(code)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.send_header("x-request-id", f"req_{time.monotonic_ns()}")
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                try:
-                    self.wfile.write(data)
-                except OSError:  # the client gave up first
-                    pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def push(self, *steps: Step) -> "FakeChatAPI":
-        with self._lock:
-            self.script.extend(steps)
-        return self
-
-    def __enter__(self) -> "FakeChatAPI":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    @staticmethod
+    def _no_route(path: str) -> dict[str, Any]:
+        return {"error": {"message": f"no route {path}", "type": "invalid_request_error",
+                          "code": "unknown_url"}}
 
     # --- the Batch API ---------------------------------------------------------------------
 
