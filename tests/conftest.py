@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,6 +64,20 @@ def cli_session(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: Callabl
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
         yield api
+
+
+def wait_until(ready: Callable[[], Any], timeout: float, proc: Any = None,
+               every: float = 0.05) -> bool:
+    """Poll `ready` until it holds or `timeout` seconds pass; whether it held. With `proc` (a
+    Popen), fail at once if the process ends first, with what it printed."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the process ended first: {proc.communicate()[0]}")
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every)
+    return True
 
 
 def untimed(conditions: dict) -> dict:

@@ -12,12 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, only_run, run_records
+from conftest import REPO, only_run, run_records, wait_until
 
 A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
 SELECT = "Q01 or Q03 or Q04"
@@ -231,12 +230,8 @@ def test_a_run_killed_after_submitting_resumes_without_submitting_again(
         first = subprocess.Popen([*args, "--run-id", "killed"], cwd=tmp_path, env=env,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         state = tmp_path / "reports" / "killed" / "batches.json"
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (
-                state.is_file() and api.batches and
-                any(b["looks"] for b in api.batches.values())):
-            assert first.poll() is None, first.communicate()[0]
-            time.sleep(0.05)
+        wait_until(lambda: state.is_file() and api.batches and
+                   any(b["looks"] for b in api.batches.values()), 120, first)
         os.kill(first.pid, signal.SIGKILL)
         first.communicate()
         assert api.batches_created == 1

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import only_run, run_records
+from conftest import only_run, run_records, wait_until
 
 A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
 
@@ -150,9 +150,7 @@ def test_close_cuts_a_request_in_flight(chat_api) -> None:
     pool = Inflight(2, pace)
     pool.abort_hooks.append(agent.abort)
     pool.start("k", lambda: agent.complete("s", "t", model="m", max_tokens=5, timeout=30))
-    deadline = time.monotonic() + 10
-    while not chat_api.requests and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert wait_until(lambda: chat_api.requests, 10)
     t0 = time.monotonic()
     pool.close(timeout=10)
     assert time.monotonic() - t0 < 5 and pool.alive() == 0

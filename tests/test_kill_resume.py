@@ -10,14 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_api import FakeMessagesAPI, stall
 
-from conftest import REPO, credit_question, untimed
+from conftest import REPO, credit_question, untimed, wait_until
 from pytest_kgbench.record import read_answers
 
 QUESTIONS = ("credit-Q01", "credit-Q02", "credit-Q03", "credit-Q04", "credit-Q05")
@@ -137,9 +136,7 @@ def test_killed_sessions_resume_to_the_uninterrupted_report(session) -> None:
     # 1. mid-item: the third question's request is in flight (the model stalls)
     api.push(*[api.default({})] * 2, stall(120))
     proc = start("run")
-    deadline = time.monotonic() + 120
-    while len(api.requests) < since + 3 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(api.requests) >= since + 3, 120, proc)
     proc.send_signal(signal.SIGKILL)
     _finish(proc)
     assert proc.returncode == -signal.SIGKILL

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from sentinel_http import SentinelServer
 
+from conftest import wait_until
 from pytest_kgbench.executors import CAPS
 from pytest_kgbench.executors.sparql import PARSE_HERE, WORKER_MODULE, SparqlExecutor
 from pytest_kgbench.executors.worker import Worker, sandbox
@@ -197,10 +198,7 @@ def test_a_worker_dies_with_its_parent(credit_base, kg_cache) -> None:
         assert not _gone(pid)
         parent.kill()
         parent.wait()
-        deadline = time.monotonic() + 10
-        while not _gone(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _gone(pid)
+        assert wait_until(lambda: _gone(pid), 10, every=0.1)
     finally:
         parent.kill()
 
