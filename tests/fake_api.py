@@ -98,7 +98,7 @@ class FakeMessagesAPI(FakeServer):
         if handler.path.rstrip("/").endswith("/v1/messages/batches"):
             handler._send(200, self._create_batch(body))
         else:
-            self.answer(handler, body)
+            self.answer(handler, body, raw)
 
     def get(self, handler: Any, parts: list[str]) -> None:
         if "batches" in parts:

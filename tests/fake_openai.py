@@ -117,7 +117,7 @@ class FakeChatAPI(FakeServer):
         if path.endswith("/batches"):
             handler._send(200, self._create_batch(body))
         elif path.endswith("/chat/completions"):
-            self.answer(handler, body)
+            self.answer(handler, body, raw)
         else:
             handler._send(404, self._no_route(handler.path))
 

@@ -119,11 +119,12 @@ class FakeServer:
             return self.judge(body)
         return self.script.popleft() if self.script else self.default(body)
 
-    def answer(self, handler: Any, body: dict[str, Any]) -> None:
-        """A model request: recorded, answered by its step after `delay`, counted in flight."""
+    def answer(self, handler: Any, body: dict[str, Any], raw: bytes = b"") -> None:
+        """A model request: recorded (with its bytes, `raw`, as a signature covers them),
+        answered by its step after `delay`, counted in flight."""
         with self._lock:
             self.requests.append({"path": handler.path, "body": body, "t": time.monotonic(),
-                                  "headers": Headers(handler.headers.items())})
+                                  "headers": Headers(handler.headers.items()), "raw": raw})
             step = self.next_step(body)
             self.active += 1
             self.peak = max(self.peak, self.active)

@@ -1,8 +1,9 @@
 """Claude on Amazon Bedrock and Google Vertex AI (--provider): the anthropic SDK's own
 clients, built with the region and project of the usual environment, `check()` naming what is
-missing, and a run's request reaching a local fake at the platform's path (a Bedrock API key,
-AWS_BEARER_TOKEN_BEDROCK, is sent as a bearer token, so no SigV4 signing and no boto3 here;
-Vertex takes an access token, so no google-auth)."""
+missing, and a run's request reaching a local fake at the platform's path: with a Bedrock API
+key (AWS_BEARER_TOKEN_BEDROCK, a bearer token), with AWS credentials (signed with SigV4 by the
+SDK through boto3; the fake's request is signed again to check it), and with a Vertex access
+token (so no google-auth)."""
 
 from __future__ import annotations
 
@@ -66,42 +67,88 @@ def test_check_names_what_the_environment_lacks(clean_env) -> None:
     assert provider_problem("vertex") is None
 
 
-def test_a_bedrock_run_reaches_the_model_invoke_path(project, api, clean_env) -> None:
+BEDROCK_PATH = "/model/anthropic.claude-sonnet-5-5-v1:0/invoke"
+VERTEX_PATH = ("/projects/kg-bench-project/locations/us-east5/publishers/anthropic/models/"
+               "claude-sonnet-5-5:rawPredict")
+ACCESS_KEY, SECRET_KEY = "AKIDEXAMPLENOTASECRET", "wJalrXUtnFEMI/K7MDENG/not-a-secret"
+PROVIDER_RUNS = {
+    # a Bedrock API key: a bearer token
+    "bedrock-key": ("bedrock", BEDROCK_PATH, {
+        "AWS_REGION": "us-west-2", "AWS_BEARER_TOKEN_BEDROCK": "bedrock-key-not-a-secret",
+        "ANTHROPIC_BEDROCK_BASE_URL": "{url}"}),
+    # AWS credentials: the request signed with SigV4 (boto3's credential chain)
+    "bedrock-sigv4": ("bedrock", BEDROCK_PATH, {
+        "AWS_REGION": "us-west-2", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "ANTHROPIC_BEDROCK_BASE_URL": "{url}"}),
+    "vertex": ("vertex", VERTEX_PATH, {
+        "CLOUD_ML_REGION": "us-east5", "ANTHROPIC_VERTEX_PROJECT_ID": "kg-bench-project",
+        "GOOGLE_OAUTH_ACCESS_TOKEN": "ya29.not-a-secret", "ANTHROPIC_VERTEX_BASE_URL": "{url}"}),
+}
+
+
+def sigv4_holds(request: dict, region: str, service: str = "bedrock") -> bool:
+    """Whether the request as the server received it carries a valid AWS Signature Version 4
+    under the test's secret: its method, path, signed headers and bytes signed again here,
+    from the specification (not botocore, which signed it), must give the same signature."""
+    import hashlib
+    import hmac
+    from urllib.parse import quote
+
+    auth = request["headers"]["Authorization"]
+    algorithm, _, rest = auth.partition(" ")
+    fields = dict(part.strip().split("=", 1) for part in rest.split(","))
+    signed = fields["SignedHeaders"].split(";")
+    access, day, scope_region, scope_service, terminal = fields["Credential"].split("/")
+    stamp = request["headers"]["X-Amz-Date"]
+    canonical = "\n".join([
+        "POST", quote(request["path"].split("?")[0], safe="/~"), "",
+        "".join(f"{h}:{' '.join(str(request['headers'][h]).split())}\n" for h in signed),
+        fields["SignedHeaders"], hashlib.sha256(request["raw"]).hexdigest()])
+    scope = f"{day}/{region}/{service}/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope,
+                         hashlib.sha256(canonical.encode()).hexdigest()])
+    key = ("AWS4" + SECRET_KEY).encode()
+    for part in (day, region, service, "aws4_request"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    mine = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    return (algorithm == "AWS4-HMAC-SHA256" and access == ACCESS_KEY
+            and (scope_region, scope_service, terminal) == (region, service, "aws4_request")
+            and stamp.startswith(day) and "host" in signed
+            and hmac.compare_digest(mine, fields["Signature"]))
+
+
+@pytest.mark.parametrize("case", sorted(PROVIDER_RUNS))
+def test_a_provider_run_reaches_the_platforms_path(case, project, api, clean_env) -> None:
     from fake_api import text
 
+    provider, path, env = PROVIDER_RUNS[case]
+    if case == "bedrock-sigv4":
+        pytest.importorskip("boto3", reason="SigV4 signing needs boto3 (the bedrock extra)")
     api.default = lambda body: text(A_PLUS)
-    clean_env.setenv("AWS_REGION", "us-west-2")
-    clean_env.setenv("AWS_BEARER_TOKEN_BEDROCK", "bedrock-key-not-a-secret")
-    clean_env.setenv("ANTHROPIC_BEDROCK_BASE_URL", api.url)
+    for name, value in env.items():
+        clean_env.setenv(name, value.format(url=api.url))
     p = project()
     p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
-                "--provider", "bedrock").assert_outcomes(passed=1)
+                "--provider", provider).assert_outcomes(passed=1)
     (request,) = api.requests
-    assert request["path"] == "/model/anthropic.claude-sonnet-5-5-v1:0/invoke"
-    assert request["headers"]["Authorization"] == "Bearer bedrock-key-not-a-secret"
+    assert request["path"] == path
     assert "anthropic_version" in request["body"]  # the platform's body, not the API's header
-    assert "model" not in request["body"]  # Bedrock names it in the path
+    assert "model" not in request["body"]  # the platform names it in the path
+    auth = request["headers"]["Authorization"]
+    if case == "bedrock-key":
+        assert auth == "Bearer bedrock-key-not-a-secret"
+    elif case == "vertex":
+        assert auth == "Bearer ya29.not-a-secret"
+    else:
+        assert sigv4_holds(request, "us-west-2"), auth
+        tampered = dict(request, raw=request["raw"].replace(b"user", b"usex"))
+        assert tampered["raw"] != request["raw"]
+        assert not sigv4_holds(tampered, "us-west-2")  # the check can fail
+        assert not sigv4_holds(request, "eu-west-1")
     (rec,) = run_records(p)
-    assert rec["sent"]["model"] == "anthropic.claude-sonnet-5-5-v1:0"
+    if provider == "bedrock":
+        assert rec["sent"]["model"] == "anthropic.claude-sonnet-5-5-v1:0"
     assert rec["metrics"] is not None and rec["answer"]["tokens"]["input"] > 0
-
-
-def test_a_vertex_run_reaches_the_raw_predict_path(project, api, clean_env) -> None:
-    from fake_api import text
-
-    api.default = lambda body: text(A_PLUS)
-    clean_env.setenv("CLOUD_ML_REGION", "us-east5")
-    clean_env.setenv("ANTHROPIC_VERTEX_PROJECT_ID", "kg-bench-project")
-    clean_env.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", "ya29.not-a-secret")
-    clean_env.setenv("ANTHROPIC_VERTEX_BASE_URL", api.url)
-    p = project()
-    p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
-                "--provider", "vertex").assert_outcomes(passed=1)
-    (request,) = api.requests
-    assert request["path"] == ("/projects/kg-bench-project/locations/us-east5/publishers/"
-                               "anthropic/models/claude-sonnet-5-5:rawPredict")
-    assert request["headers"]["Authorization"] == "Bearer ya29.not-a-secret"
-    assert "anthropic_version" in request["body"] and "model" not in request["body"]
 
 
 def test_a_provider_run_without_its_environment_stops_before_anything(project, api,

@@ -80,8 +80,9 @@ def provider_problem(provider: str) -> str | None:
                                "(pip install boto3) to sign with your AWS credentials")
             elif not (env.get("AWS_ACCESS_KEY_ID") or env.get("AWS_PROFILE")
                       or Path("~/.aws/credentials").expanduser().is_file()):
-                missing.append("AWS credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
-                               "AWS_PROFILE, or ~/.aws/credentials)")
+                missing.append("a credential: AWS_BEARER_TOKEN_BEDROCK, or AWS credentials "
+                               "(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or "
+                               "~/.aws/credentials) for boto3 to sign with")
         return ("--provider bedrock needs " + "; ".join(missing)) if missing else None
     if provider == "vertex":
         missing = []
