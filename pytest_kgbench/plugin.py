@@ -322,7 +322,9 @@ class ProgressHooks:
                 report.when == "setup" and not report.passed)):
             return  # one count per item: its call, or the setup that stopped it
         self.progress.expect(len(self.store.expected))
-        self.progress.add(self.store.records.get(report.nodeid))
+        node = getattr(report, "node", None)  # pytest-xdist's worker, on the controller
+        worker = getattr(getattr(node, "gateway", None), "id", None)
+        self.progress.add(self.store.records.get(report.nodeid), worker)
         if self.progress.due():
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             if reporter is None:

@@ -51,16 +51,23 @@ class Progress:
         self.tokens: dict[str, dict[str, int]] = {}
         self.started: float | None = None
         self.last: float | None = None
+        # per worker (pytest-xdist's gw0, gw1, ...): items reported, and when it last reported
+        self.workers: dict[str, list[float]] = {}
 
     def expect(self, total: int) -> None:
         self.expected = max(self.expected, total)
 
-    def add(self, record: Mapping[str, Any] | None) -> None:
-        """One item reported: banked (`record`), or skipped or failed before it was asked."""
+    def add(self, record: Mapping[str, Any] | None, worker: str | None = None) -> None:
+        """One item reported: banked (`record`), or skipped or failed before it was asked; by
+        `worker` under pytest-xdist."""
         now = self.clock()
         if self.started is None:
             self.started = self.last = now
         self.done += 1
+        if worker:
+            count = self.workers.setdefault(worker, [0, now])
+            count[0] += 1
+            count[1] = now
         if record is None:
             self.letters["s"] += 1
             return
@@ -80,7 +87,8 @@ class Progress:
 
     def line(self) -> str:
         """The line: `120/480 items (25%) · C 80 W 30 · 1.2M in / 40.0k out tokens · $3.42 ·
-        about 6m10s left`."""
+        about 6m10s left`, and under pytest-xdist each worker's part, `gw0 61 (2s ago), gw1
+        59 (4m01s ago)`: a worker stuck on an item shows as the one that has gone quiet."""
         self.last = self.clock()
         total = self.expected or self.done
         parts = [f"{self.done}/{total} items ({100 * self.done / max(total, 1):.0f}%)"]
@@ -100,4 +108,8 @@ class Progress:
             elapsed = self.last - self.started
             per_item = elapsed / max(self.done - 1, 1)  # the clock starts at the first item
             parts.append(f"about {duration(per_item * (total - self.done))} left")
+        if len(self.workers) > 1:
+            parts.append(", ".join(
+                f"{name} {int(n)} ({duration(self.last - at)} ago)" for name, (n, at) in
+                sorted(self.workers.items(), key=lambda w: (len(w[0]), w[0]))))
         return " · ".join(parts)

@@ -74,6 +74,23 @@ def test_a_line_is_due_every_so_often_and_never_after_the_last_item() -> None:
     assert not Progress(0, lambda m: None, clock).due()
 
 
+def test_under_xdist_each_worker_says_how_many_and_how_long_ago() -> None:
+    clock = Clock()
+    progress = Progress(30, lambda m: None, clock)
+    progress.expect(10)
+    progress.add(_record("C"), "gw0")
+    assert "gw0" not in progress.line()  # one worker: nothing to tell apart
+    for _ in range(3):
+        clock.now += 5
+        progress.add(_record("C"), "gw1")
+    clock.now += 2
+    progress.add(_record("W"), "gw10")
+    clock.now += 250
+    line = progress.line()
+    assert line.endswith("gw0 1 (4m27s ago), gw1 3 (4m12s ago), gw10 1 (4m10s ago)"), line
+    assert progress.done == 5 and progress.letters == {"C": 4, "W": 1}
+
+
 def test_counts_read_at_a_glance() -> None:
     assert [short(n) for n in (950, 12_300, 4_100_000)] == ["950", "12.3k", "4.1M"]
     assert [duration(s) for s in (45, 370, 7500)] == ["45s", "6m10s", "2h05m"]
@@ -97,3 +114,9 @@ def test_the_run_writes_the_line_between_its_results_and_not_under_q(project) ->
     assert quiet.ret == 0 and not LINE.search(quiet.stdout.str())
     off = p.runpytest_subprocess(*args[:-2], "--progress", "0", "-p", "no:randomly")
     assert off.ret == 0 and not LINE.search(off.stdout.str())
+    # under pytest-xdist the controller writes it, with each worker's part
+    spread = p.runpytest_subprocess(*args, "-n", "2")
+    assert spread.ret == 0
+    parts = [x for x in spread.stdout.lines if LINE.match(x)]
+    both = [x for x in parts if re.search(r" · gw0 \d+ \(\S+ ago\), gw1 \d+ \(\S+ ago\)$", x)]
+    assert len(both) > len(parts) // 2, parts
