@@ -46,8 +46,12 @@ class Case:
 
     @property
     def _arm(self) -> tuple[str, ...]:
-        """A querying item's schema arm (prompt, tools, none, floor): a keyword and a marker."""
-        return (self.condition.schema,) if self.condition.mode == "querying" else ()
+        """A querying item's schema arm (prompt, tools, none, floor) and its engine arm's
+        engine, if any: keywords and markers."""
+        if self.condition.mode != "querying":
+            return ()
+        return (self.condition.schema, *((self.condition.engine,) if self.condition.engine
+                                         else ()))
 
     @property
     def markers(self) -> tuple[str, ...]:
@@ -78,6 +82,13 @@ def marker_lines(settings: Settings) -> list[str]:
             names.update({a.id: f"kgbench condition {a.id} ({a.label})"
                           for a in (arm(cond, s) for s in SCHEMA_ARMS) if a.id != cond.id})
     names.update({s: f"kgbench schema arm {s}: {a.what}" for s, a in SCHEMA_ARMS.items()})
+    from pytest_kgbench.conditions import by_id
+
+    for cid in settings.condition_ids:  # the session's engine arms, and their engines
+        if "@" in cid:
+            cond = by_id(cid)
+            names.setdefault(cond.id, f"kgbench condition {cond.id} ({cond.label})")
+            names.setdefault(str(cond.engine), f"kgbench engine arm {cond.engine}")
     names.update({a: f"kgbench agent {a}" for a in current().agents})
     for name, source in sources(settings).items():
         names.setdefault(name, f"kgbench pack {name}")

@@ -313,7 +313,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         worker = getattr(executor, "worker", None)
         out = {"pack": args.pack, "variant": args.variant, "persona": args.persona,
                "condition": cond.id, "language": cond.language,
-               "engine": store_kind(cond.language, runtime.settings.engines).name,
+               "engine": store_kind(cond.language, runtime.settings.engines_for(cond)).name,
                "sandbox": getattr(worker, "sandbox", None),
                "result": result.to_dict() if result else None, "shown": text}
         print(json.dumps(out, indent=2, ensure_ascii=False, default=str))

@@ -10,6 +10,8 @@ nothing else switches on condition ids. The session's conditions are the registr
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from pytest_kgbench.errors import InputError
@@ -36,11 +38,13 @@ class Condition:
     load_ontology: bool = False   # querying: the ontology's triples are loaded into the store
     requires: tuple[str, ...] = ()  # artefacts the pack must have (see Pack.has)
     schema: str = "prompt"        # querying: how the model learns the store (SCHEMA_ARMS)
+    engine: str | None = None     # querying: the engine of an engine arm ("D4@oxigraph"),
+    #                               None for the session's engine of the language
 
     @property
     def base_id(self) -> str:
-        """The ladder rung this condition is an arm of ("D1" for "D1.tools")."""
-        return self.id.partition(".")[0]
+        """The ladder rung this condition is an arm of ("D1" for "D1.tools", "D4@oxigraph")."""
+        return re.split(r"[.@]", self.id, maxsplit=1)[0]
 
     @property
     def floor(self) -> bool:
@@ -167,11 +171,34 @@ def arm(cond: Condition, schema: str) -> Condition:
                    schema=schema)
 
 
+def on_engine(cond: Condition, engine: str) -> Condition:
+    """`cond` on an engine arm: the condition `<id>@<engine>` ("D4@oxigraph", "D1.none@postgres")
+    whose store runs on `engine` (a store kind's name; --sparql-engine/--sql-engine with more
+    than one engine), so one run grades the same items on each engine. A reading condition
+    has no store: itself."""
+    if cond.mode != "querying":
+        return cond
+    return replace(cond, id=f"{cond.id}@{engine}", label=f"{cond.label} on {engine}",
+                   engine=engine)
+
+
+def engine_arms(cond: Condition, engines: Mapping[str, tuple[str, ...]] | None
+                ) -> list[Condition]:
+    """`cond` on each engine `engines` names for its language, when it names more than one;
+    else `cond` alone."""
+    names = (engines or {}).get(cond.language, ())
+    if cond.mode != "querying" or len(names) < 2:
+        return [cond]
+    return [on_engine(cond, name) for name in names]
+
+
 def normal_id(condition_id: str) -> str:
-    """A condition id as the registry spells it: the rung upper-case, the arm lower-case
-    ("d1.TOOLS" -> "D1.tools")."""
-    rung, dot, schema = condition_id.strip().partition(".")
-    return rung.upper() + (dot + schema.lower() if dot else "")
+    """A condition id as the registry spells it: the rung upper-case, the arms lower-case
+    ("d1.TOOLS" -> "D1.tools", "d4@Oxigraph" -> "D4@oxigraph")."""
+    head, at, engine = condition_id.strip().partition("@")
+    rung, dot, schema = head.partition(".")
+    return rung.upper() + (dot + schema.lower() if dot else "") + (at + engine.lower()
+                                                                   if at else "")
 """The shipped ladder by id (a session's conditions, plugins' included, are `registered()`)."""
 
 
@@ -183,13 +210,23 @@ def registered() -> dict[str, Condition]:
 
 
 def by_id(condition_id: str) -> Condition:
-    """A condition by its id (case-insensitive), an arm of one included ("D1.tools")."""
+    """A condition by its id (case-insensitive), an arm of one included ("D1.tools",
+    "D4@oxigraph")."""
+    head, at, engine = condition_id.partition("@")
+    if at:
+        base = by_id(head)
+        if base.mode != "querying" or not engine:
+            raise InputError("--condition", f"'{condition_id}': {base.id} reads its data: it "
+                             "has no engine arms" if engine else
+                             f"'{condition_id}' names no engine after '@'")
+        return on_engine(base, engine.lower())
     known = registered()
     rung, _, schema = condition_id.partition(".")
-    cond = known.get(rung) or known.get(rung.upper())
-    if cond is None:
+    found = known.get(rung) or known.get(rung.upper())
+    if found is None:
         raise InputError("--condition", f"unknown condition '{condition_id}' "
                          f"(known: {', '.join(known)})")
+    cond = found
     if schema:
         if cond.mode != "querying":
             raise InputError("--condition", f"'{condition_id}': {cond.id} reads its data: it "
@@ -215,15 +252,24 @@ DESIGN_PAIRS: tuple[tuple[str, str], ...] = (
 )
 
 
+def id_parts(condition_id: str) -> tuple[str, str, str]:
+    """A condition id's rung, schema arm and engine arm: "D4.tools@oxigraph" -> ("D4",
+    "tools", "oxigraph"); "D1" -> ("D1", "prompt", "")."""
+    head, _, engine = condition_id.partition("@")
+    rung, _, schema = head.partition(".")
+    return rung, schema or "prompt", engine
+
+
 def _arm_name(condition_id: str) -> str:
-    return condition_id.partition(".")[2] or "prompt"
+    return id_parts(condition_id)[1]
 
 
 def ablation_pairs(selected: tuple[str, ...]) -> list[tuple[str, str]]:
     """The pairs an ablation reports: the first-listed condition against every other of its
-    schema arm; each rung's arms against each other (prompt-tools, tools-none, none-floor);
-    then the design's named pairs, within each arm, whose both sides were run (each pair
-    once)."""
+    schema arm; each condition's engine arms, the first engine against each other
+    (D4@rdflib-D4@oxigraph); each rung's schema arms against each other (prompt-tools,
+    tools-none, none-floor), on each engine; then the design's named pairs, within each schema
+    arm, whose both sides were run (each pair once)."""
     pairs: list[tuple[str, str]] = []
 
     def add(a: str, b: str) -> None:
@@ -231,34 +277,44 @@ def ablation_pairs(selected: tuple[str, ...]) -> list[tuple[str, str]]:
                 and (b, a) not in pairs:
             pairs.append((a, b))
 
+    parts = {c: id_parts(c) for c in selected}
     first = selected[0]
     for other in selected[1:]:
         if _arm_name(other) == _arm_name(first):
             add(first, other)
-    rungs = list(dict.fromkeys(c.partition(".")[0] for c in selected))
-    for rung in rungs:
+    engines: dict[str, list[str]] = {}
+    for c in selected:
+        if parts[c][2]:
+            engines.setdefault(c.partition("@")[0], []).append(c)
+    for group in engines.values():
+        for other in group[1:]:
+            add(group[0], other)
+    for rung, engine in dict.fromkeys((r, e) for r, _, e in parts.values()):
+        at = f"@{engine}" if engine else ""
         for a, b in SCHEMA_PAIRS:
-            add(rung if a == "prompt" else f"{rung}.{a}", f"{rung}.{b}")
-    arms = list(dict.fromkeys(_arm_name(c) for c in selected))
-    for schema in arms:
-        suffix = "" if schema == "prompt" else f".{schema}"
-        for a, b in DESIGN_PAIRS:
-            add(a + suffix, b + suffix)
+            add((rung if a == "prompt" else f"{rung}.{a}") + at, f"{rung}.{b}{at}")
+    for a, b in DESIGN_PAIRS:
+        for x, (rx, sx, _) in parts.items():
+            for y, (ry, sy, _) in parts.items():
+                if (rx, ry) == (a, b) and sx == sy:
+                    add(x, y)
     return pairs
 
 
-def select(spec: str | None, schema: tuple[str, ...] = ("prompt",)) -> tuple[Condition, ...]:
+def select(spec: str | None, schema: tuple[str, ...] = ("prompt",),
+           engines: Mapping[str, tuple[str, ...]] | None = None) -> tuple[Condition, ...]:
     """Conditions named by an option value: ids, comma lists, `reading`, `querying`, `all`,
-    and arms by id ("D1.tools"). Each querying condition named by its rung runs under every
-    arm of `schema` (--schema), in that order. The order is kept as given (a group expands in
-    ladder order): the first is the baseline."""
+    and arms by id ("D1.tools", "D4@oxigraph"). Each querying condition named by its rung runs
+    under every arm of `schema` (--schema), in that order, and on every engine `engines` names
+    for its language when it names more than one (language -> engine names). The order is
+    kept as given (a group expands in ladder order): the first is the baseline."""
     known = registered()
     named = groups()
     chosen: list[Condition] = []
     for part in (spec or "all").replace(" ", "").split(","):
         if not part:
             continue
-        if "." in part:
+        if "." in part or "@" in part:
             conds = [by_id(normal_id(part))]
         else:
             ids = named.get(part.lower()) or ((part.upper(),) if part.upper() in known else None)
@@ -266,6 +322,8 @@ def select(spec: str | None, schema: tuple[str, ...] = ("prompt",)) -> tuple[Con
                 raise InputError("--condition", f"unknown condition '{part}' "
                                  f"(known: {', '.join([*known, *named])})")
             conds = [arm(known[i], s) for i in ids for s in schema]
+        if "@" not in part:
+            conds = [e for c in conds for e in engine_arms(c, engines)]
         for cond in conds:
             if all(c.id != cond.id for c in chosen):
                 chosen.append(cond)

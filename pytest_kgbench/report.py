@@ -253,6 +253,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         "run_id": settings.run_id, "started": meta.get("started"), "finished": meta.get("finished"),
         "settings": settings.to_dict(), "commit": meta.get("commit"),
         "engines": dict(meta.get("engines") or {}),
+        "engine_arms": dict(meta.get("engine_arms") or {}),
         "fingerprint": fingerprint(records, meta),
         "complete": not missing, "missing": missing,
         "skipped": skipped, "not_run": list(meta.get("not_run") or []),
@@ -352,14 +353,14 @@ def build_comparisons(records: Sequence[ItemRecord], settings: Settings,
 
 
 def _arm_order(arm: str) -> tuple[int, int, int, str]:
-    """Reading rungs first, then by rung number, then by schema arm (prompt, tools, ...)."""
-    from pytest_kgbench.conditions import SCHEMA_ARMS
+    """Reading rungs first, then by rung number, then by schema arm (prompt, tools, ...),
+    then by engine arm."""
+    from pytest_kgbench.conditions import SCHEMA_ARMS, id_parts
 
-    cond = arm.split("/", 1)[0]
-    rung, _, schema = cond.partition(".")
+    rung, schema, _ = id_parts(arm.split("/", 1)[0])
     order = list(SCHEMA_ARMS)
     return (rung[0] != "R", int(rung[1:]) if rung[1:].isdigit() else 0,
-            order.index(schema) + 1 if schema in order else 0, arm)
+            order.index(schema) if schema in order else len(order), arm)
 
 
 def pct(value: float | None) -> str:
@@ -422,8 +423,15 @@ def engine_lines(report: Mapping[str, Any]) -> list[str]:
     engines = report.get("engines") or {}
     if not engines:
         return []
-    return ["- " + "; ".join(f"{lang.upper()} engine: {engines[lang]}"
-                             for lang in sorted(engines))]
+    arms = report.get("engine_arms") or {}
+
+    def named(lang: str) -> str:
+        if lang in arms:  # one arm per engine: `D4@oxigraph` ran on oxigraph
+            listed = ", ".join(f"{label} (`@{name}`)" for name, label in arms[lang].items())
+            return f"{lang.upper()} engines, one arm each: {listed}"
+        return f"{lang.upper()} engine: {engines[lang]}"
+
+    return ["- " + "; ".join(named(lang) for lang in sorted(engines))]
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:

@@ -108,6 +108,10 @@ class RunStore:
             "packages": package_versions(), "models": list(settings.models),
             "agent": settings.agent, "effort": settings.effort,
             "engines": engine_labels(settings.engines),
+            # the engine arms (D4@oxigraph): language -> engine name -> how the run names it
+            "engine_arms": {lang: {name: engine_labels({lang: value})[lang]
+                                   for name, value in arms.items()}
+                            for lang, arms in settings.engine_arms.items()},
             **code_fingerprints(), "grader_files": grader_files(),
         }
         if settings.resume and (self.dir / "meta.json").is_file():

@@ -117,7 +117,7 @@ class Runtime:
 
     def executor(self, built: Built, cond: Condition, persona: str) -> Executor:
         """The store a querying condition reads, opened once per process and persona."""
-        engines = self.settings.engines
+        engines = self.settings.engines_for(cond)
         key = (str(built.dir), cond.language, cond.data, cond.load_ontology, persona,
                engines.get(cond.language))
         if key not in self._executors:
@@ -446,7 +446,8 @@ class Runtime:
         statement = q.gold.get(cond.reference) if q.expect == "block" else None
         if not statement:
             return False
-        refused = refusal(built, cond, q.persona, statement, self.settings.engines)
+        refused = refusal(built, cond, q.persona, statement,
+                          self.settings.engines_for(cond))
         return bool(refused and "personal data" in refused)
 
     def metrics(self, q: Question, cond: Condition, built: Built, answer: Answer,

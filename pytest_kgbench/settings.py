@@ -125,6 +125,24 @@ def engine_value(value: str) -> str:
     return name.strip().lower() + eq + argument.strip()
 
 
+def engine_list(value: str, flag: str) -> dict[str, str]:
+    """The engines an option value names, by name (`rdflib,oxigraph`,
+    `duckdb,postgres=DSN`): one, or several when each comma-separated part begins with an
+    engine's name (an URL or DSN holding a comma is one engine)."""
+    parts = [p for p in str(value).split(",") if p.strip()]
+    if len(parts) < 2 or not all(re.match(r"\s*[A-Za-z][\w-]*\s*(=|$)", p) for p in parts):
+        parts = [str(value)]
+    out: dict[str, str] = {}
+    for part in parts:
+        engine = engine_value(part)
+        name = engine.partition("=")[0]
+        if name in out:
+            raise InputError(flag, f"'{name}' is named twice: each engine is an arm of its own, "
+                             "named by its engine")
+        out[name] = engine
+    return out
+
+
 @dataclass(frozen=True)
 class Option:
     """One command-line option and its ini twin (`kgbench_<name>`)."""
@@ -260,6 +278,9 @@ class Settings:
     dataset_seed: int | None = None
     stats_seed: int = 20261129
     engines: Mapping[str, str] = field(default_factory=dict)  # language -> engine name
+    # language -> engine name -> its value, when an option names several (the engine arms:
+    # "D4@oxigraph"); `engines` holds the first, the engine of the references and the keys
+    engine_arms: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     item_timeout: float = 600.0
     effort: str | None = None
     max_tokens: int = 4096
@@ -341,6 +362,18 @@ class Settings:
         """The engine named for a query language, or None for the language's default."""
         return self.engines.get(language)
 
+    def engines_for(self, cond: Any) -> Mapping[str, str]:
+        """The engines a condition's store runs on: the session's, with an engine arm's own
+        for its language ("D4@oxigraph")."""
+        name = getattr(cond, "engine", None)
+        if not name:
+            return self.engines
+        value = self.engine_arms.get(cond.language, {}).get(name)
+        if value is None:  # an arm named on its own (--condition D4@oxigraph), or in a
+            current = self.engines.get(cond.language) or ""  # process given its one engine
+            value = current if current.partition("=")[0] == name else name
+        return {**self.engines, cond.language: value}
+
     def to_dict(self, *, secrets: bool = False) -> dict[str, Any]:
         """The settings as builtin values: what meta.json and report.json record, a password
         in an engine's DSN or the base URL shown as *** (`redact_secrets`). With `secrets`,
@@ -348,6 +381,8 @@ class Settings:
         data = asdict(self)
         if not secrets:
             data["engines"] = {k: redact_secrets(v) for k, v in data["engines"].items()}
+            data["engine_arms"] = {k: {n: redact_secrets(v) for n, v in arms.items()}
+                                   for k, arms in data["engine_arms"].items()}
             if data.get("base_url"):
                 data["base_url"] = redact_secrets(data["base_url"])
         return data
@@ -488,11 +523,20 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
     if ask not in ASK_MODES:
         raise InputError("--ask", f"'{ask}' is neither 'apart' nor 'together'")
     engines = dict(stored.get("engines") or {})
+    engine_arms: dict[str, dict[str, str]] = {}
     for language in ("sparql", "sql"):
-        value = cli.get(f"kgbench_{language}_engine") or engines.get(language) or \
-            ini.get(f"kgbench_{language}_engine")
-        if value:
-            engines[language] = engine_value(value)  # an URL or DSN keeps its case
+        flag = f"--{language}-engine"
+        named = cli.get(f"kgbench_{language}_engine")
+        stored_arms = (stored.get("engine_arms") or {}).get(language)
+        if not named and stored_arms:
+            listed = dict(stored_arms)
+        else:
+            value = named or engines.get(language) or ini.get(f"kgbench_{language}_engine")
+            listed = engine_list(value, flag) if value else {}
+        if listed:
+            engines[language] = next(iter(listed.values()))  # an URL or DSN keeps its case
+        if len(listed) > 1:
+            engine_arms[language] = listed
     from pytest_kgbench.conditions import schema_arms, select
 
     run_id = resume or given("kgbench_run_id") or (
@@ -521,8 +565,9 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
                         _number(f"--{name}", value, float, "a number per minute", above=0))
     base_url = given("kgbench_base_url", stored.get("base_url"))
     settings = Settings(
-        condition_ids=tuple(c.id for c in select(given("kgbench_condition", stored_conditions),
-                                                 schema)),
+        condition_ids=tuple(c.id for c in select(
+            given("kgbench_condition", stored_conditions), schema,
+            {lang: tuple(arms) for lang, arms in engine_arms.items()})),
         schema=schema,
         agent=agent, models=models, repeats=repeats,
         variants=_words(given("kgbench_variant", ",".join(stored.get("variants") or ())))
@@ -539,7 +584,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         compare_models=_flag(given("kgbench_compare_models")),
         dataset_seed=dataset_seed,
         stats_seed=_number("--stats-seed", given("kgbench_stats_seed"), int, "a whole number"),
-        engines=engines,
+        engines=engines, engine_arms=engine_arms,
         rootdir=str(root),
         datasets_dir=str((root / paths["kgbench_datasets"]).resolve()),
         ontology_dir=str((root / paths["kgbench_ontology"]).resolve()),
@@ -760,7 +805,9 @@ def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
     (the model names, its credential, the run it replays). `asking` is False when nothing
     will be asked (--collect-only, --estimate): credentials are not needed then."""
     agent = registry.agent(settings.agent)
-    for language, name in settings.engines.items():
+    named = [(lang, v) for lang, v in settings.engines.items()]
+    named += [(lang, v) for lang, arms in settings.engine_arms.items() for v in arms.values()]
+    for language, name in named:
         kind = registry.store(language, name)
         problem = kind.check()
         if problem:

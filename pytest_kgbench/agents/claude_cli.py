@@ -102,7 +102,7 @@ def mcp_command(settings: Settings, task: Task, log: Path, closed: Path) -> dict
             "--cache", settings.cache_dir,
             "--query-timeout", str(settings.query_timeout), "--log", str(log),
             "--closed-when", str(closed), "--no-instructions"]
-    for language, engine in settings.engines.items():
+    for language, engine in settings.engines_for(task.condition).items():
         args += [f"--{language}-engine", engine]
     if settings.dataset_seed is not None:
         args += ["--seed", str(settings.dataset_seed)]

@@ -49,8 +49,10 @@ def parse_probabilities(spec: str | None) -> dict[str, float]:
 def gets_gold(seed: int, probabilities: Mapping[str, float], question: str, condition: str,
               model: str, repeat: int) -> bool:
     """Whether the synthetic agent answers this item with the gold answer."""
-    p = probabilities.get(condition, probabilities.get(condition.partition(".")[0],
-                                                       probabilities["*"]))
+    # the condition's own, or that of its arm without the engine, or of its rung
+    head = condition.partition("@")[0]
+    p = next((probabilities[k] for k in (condition, head, head.partition(".")[0])
+              if k in probabilities), probabilities["*"])
     return draw(seed, question, condition, model, repeat) < p
 
 
