@@ -148,7 +148,7 @@ def test_gold_really_ran_every_reference_kind(checks) -> None:
             assert all("error" not in v and "refused" not in v for v in c.gold.values()), qid
 
 
-@settings(max_examples=10, deadline=None, derandomize=True, database=None,
+@settings(max_examples=6, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**6))
 def test_every_question_checks_out_at_any_seed(seed, research_pack, research_questions,
