@@ -273,7 +273,10 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         predicates = personal_predicates(pack) if restrict else frozenset()
         if restrict:
             (out / RESTRICTED).mkdir()
-        graph = write_graph(pack, typed, out, work, predicates if restrict else None)
+        shapes = pack.ontology_file("shapes.ttl")
+        rules = ontology.rule_predicates(shapes.read_text(encoding="utf-8")) \
+            if shapes is not None else None
+        graph = write_graph(pack, typed, out, work, predicates if restrict else None, rules)
         seconds["raw"] = round(time.perf_counter() - started, 3)
         peak["raw"] = peak_rss_mib()
         supplied = pack.ontology_file("definitions.md")
@@ -296,13 +299,12 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
             seconds["executed"] = round(time.perf_counter() - started, 3)
             peak["executed"] = peak_rss_mib()
-        shapes = pack.ontology_file("shapes.ttl")
         derived = None
         if shapes is not None:
             started = time.perf_counter()
             derived = out / "derived.nt"
-            ontology.derive_file(graph.sorted_nt, shapes.read_text(encoding="utf-8"), derived,
-                                 work)
+            ontology.derive_file(graph.rules_input, shapes.read_text(encoding="utf-8"),
+                                 derived, work)
             seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
             peak["shacl_rules"] = peak_rss_mib()
         views: dict[str, Any] = {}
@@ -347,8 +349,16 @@ class GraphFiles:
     """The variant's graph as the build wrote it (write_graph)."""
 
     count: int             # its triples
-    sorted_nt: Path        # every triple, sorted N-Triples (a scratch file)
+    sorted_nt: Path | None  # every triple, sorted N-Triples (a scratch file), when written
     restricted_nt: Path | None  # the restricted view's data.nt, when there is one
+    rules_nt: Path | None = None  # what the rules read, when not sorted_nt: the triples of
+    #                               the predicates they name, in no order (a scratch file)
+
+    @property
+    def rules_input(self) -> Path:
+        path = self.rules_nt or self.sorted_nt
+        assert path is not None, "write_graph wrote no file for the rules"
+        return path
 
 
 def personal_predicates(pack: Pack) -> frozenset[str]:
@@ -360,9 +370,12 @@ def personal_predicates(pack: Pack) -> frozenset[str]:
 
 
 def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
-                predicates: frozenset[str] | None) -> GraphFiles:
-    """Write the variant's graph: `out/data.ttl` (to_turtle's Turtle), sorted N-Triples of it
-    into `work`, and, when `predicates` is given, `out/restricted/data.nt` without them.
+                predicates: frozenset[str] | None,
+                rules: frozenset[str] | None = None) -> GraphFiles:
+    """Write the variant's graph: `out/data.ttl` (to_turtle's Turtle), when `predicates` is
+    given `out/restricted/data.nt` without them, and into `work` what the rules read: when
+    `rules` names the predicates they use (ontology.rule_predicates), only those triples,
+    else every triple, sorted.
 
     A pack mapping its tables (`rdf.tables`) is mapped by DuckDB straight to files
     (rdfmap.write_ntriples): no graph is held in memory. A supplied graph file or an R2RML
@@ -376,10 +389,14 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
         import rdflib
 
         in_order = work / "turtle-order.nt"
-        targets: dict[Path, tuple[frozenset[str], bool]] = {
-            sorted_nt: (frozenset(), False), in_order: (frozenset(), True)}
+        rules_nt = work / "rules.nt" if rules is not None else None
+        targets = {in_order: rdfmap.NtTarget(order="turtle")}
+        if rules_nt is not None:
+            targets[rules_nt] = rdfmap.NtTarget(only=rules, order="any")
+        else:
+            targets[sorted_nt] = rdfmap.NtTarget()
         if restricted is not None:
-            targets[restricted] = (frozenset(predicates or ()), False)
+            targets[restricted] = rdfmap.NtTarget(without=frozenset(predicates or ()))
         count, ids, heads = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, rdf,
                                                   targets, work)
         bound = {str(p): str(ns) for p, ns in rdflib.Graph().namespace_manager.namespaces()}
@@ -392,7 +409,8 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
         rdfmap.turtle_file(in_order, rdfmap.used_prefixes(bound, heads), out / "data.ttl",
                            work)
         in_order.unlink()
-        return GraphFiles(count=count, sorted_nt=sorted_nt, restricted_nt=restricted)
+        return GraphFiles(count=count, sorted_nt=None if rules_nt else sorted_nt,
+                          restricted_nt=restricted, rules_nt=rules_nt)
     graph = data_graph(pack, typed, out)
     (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
     text = ontology.to_sorted_ntriples(graph)
@@ -465,6 +483,7 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                         withheld=withheld)
     data_nt = folder / "data.nt"
     if graph.restricted_nt != data_nt:  # N-Triples, a triple a line: the personal lines left out
+        assert graph.sorted_nt is not None, "write_graph wrote the restricted graph itself"
         _drop_file(graph.sorted_nt, data_nt, predicates)
     rerun = False
     if derived is not None:
@@ -474,7 +493,7 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                     for p in predicates)
         if rerun:
             again = folder / "derived.nt.all"
-            ontology.derive_file(data_nt, text, again, graph.sorted_nt.parent)
+            ontology.derive_file(data_nt, text, again, graph.rules_input.parent)
             _drop_file(again, folder / "derived.nt", predicates)
             again.unlink()
         else:

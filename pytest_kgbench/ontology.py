@@ -229,6 +229,64 @@ def rule_plan(shapes_ttl: str) -> list[str] | None:
     return plan
 
 
+def rule_predicates(shapes_ttl: str) -> frozenset[str] | None:
+    """Every predicate IRI the direct rules of a shapes file read (their WHERE clauses, paths
+    and EXISTS included) or write (their templates): a graph's triples of other predicates
+    cannot change what they derive, so derive_file may be given only these (a build loads
+    half the graph instead of all of it). None when that is not known: a rule pyshacl runs, a
+    variable or negated predicate, a GRAPH or SERVICE clause, a query rdflib cannot parse."""
+    from rdflib import URIRef
+    from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, SequencePath
+    from rdflib.plugins.sparql import prepareQuery
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    plan = rule_plan(shapes_ttl)
+    if plan is None:
+        return None
+    found: set[str] = set()
+
+    def predicate(p: Any) -> bool:
+        if isinstance(p, URIRef):
+            found.add(str(p))
+            return True
+        if isinstance(p, (SequencePath, AlternativePath)):
+            return all(predicate(a) for a in p.args)
+        if isinstance(p, InvPath):
+            return predicate(p.arg)
+        if isinstance(p, MulPath):
+            return predicate(p.path)
+        return False  # a variable, a negated path (NegatedPath: any predicate but some)
+
+    def walk(node: Any) -> bool:
+        if isinstance(node, CompValue):
+            if node.name in ("Graph", "ServiceGraphPattern"):
+                return False
+            # dict.get: CompValue.get answers a missing key with the key's name
+            triples = list(dict.get(node, "triples") or []) + (
+                list(dict.get(node, "template") or []) if node.name == "ConstructQuery"
+                else [])
+            # a BGP's triples are (s, p, o); a TriplesBlock the parser left (inside EXISTS)
+            # holds flat lists of terms, three by three
+            flat = [t for group in triples for t in group]
+            if len(flat) % 3 or not all(predicate(p) for p in flat[1::3]):
+                return False
+            return all(walk(v) for k, v in node.items() if k not in ("triples", "_vars"))
+        if isinstance(node, NegatedPath):
+            return False
+        if isinstance(node, (list, tuple)):
+            return all(walk(v) for v in node)
+        return True
+
+    for query in plan:
+        try:
+            algebra = prepareQuery(query).algebra
+        except Exception:  # noqa: BLE001 - a query rdflib cannot read: no claim about it
+            return None
+        if not walk(algebra):
+            return None
+    return frozenset(found)
+
+
 def _declared(g: Any, rule: Any) -> str:
     """The PREFIX lines of a rule's sh:prefixes declarations."""
     from rdflib.namespace import SH

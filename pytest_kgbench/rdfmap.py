@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -411,16 +412,30 @@ def _one(con: Any, sql: str) -> Any:
     return row[0] if row else None
 
 
+@dataclass(frozen=True)
+class NtTarget:
+    """One N-Triples file write_ntriples writes: the graph without the triples of `without`
+    (full IRIs), or only those of `only`; sorted by line (`line`: the bytes
+    to_sorted_ntriples gives the same graph), in to_turtle's order (`turtle`: by subject, its
+    rdf:type first) or in no order at all (`any`: a store's input)."""
+
+    without: frozenset[str] = frozenset()
+    only: frozenset[str] | None = None
+    order: str = "line"
+
+
 def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapping[str, Any],
-                   targets: Mapping[Path, tuple[frozenset[str], bool]], work: Path
+                   targets: Mapping[Path, NtTarget], work: Path
                    ) -> tuple[int, set[str], set[str]]:
-    """Map the tables of `database` (a DuckDB file) to N-Triples, once per target file: each
-    without the triples of its predicates (full IRIs), sorted by line (the bytes
-    to_sorted_ntriples gives the same graph) or, when its flag is set, in to_turtle's order
-    (by subject, its rdf:type first). `work` is a scratch folder DuckDB may spill to.
+    """Map the tables of `database` (a DuckDB file) to N-Triples, once per target file (see
+    NtTarget). `work` is a scratch folder DuckDB may spill to.
     Returns the number of triples of the whole graph, the namespaces (cut after the last
     '/') of its subject and object IRIs, and those (cut after the last '/' or '#') of every
-    IRI it names but rdf:type — what bind_id_namespaces and to_turtle's prefixes look at."""
+    IRI it names but rdf:type — what bind_id_namespaces and to_turtle's prefixes look at.
+
+    The graph is sorted once: when no predicate sorts before rdf:type (as in every shipped
+    pack: `<http://www.w3.org/…#type>` < `<https://…>`), the lines in order are already
+    to_turtle's order too, and every sorted file is a filtered scan of one sorted table."""
     import duckdb
 
     con = duckdb.connect(str(database), read_only=True,
@@ -437,13 +452,6 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
         con.execute("DROP TABLE kg_raw")
         count = int(_one(con, "SELECT count(*) FROM kg_t"))
         typ = _sql_str(f"<{RDF_TYPE}>")
-        for path, (predicates, turtle) in targets.items():
-            marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(predicates))
-            cond = f"WHERE p NOT IN ({marks})" if predicates else ""
-            order = f"s, p <> {typ}, p, o" if turtle else "line"
-            con.execute(f"COPY (SELECT s || ' ' || p || ' ' || o || ' .' AS line FROM kg_t "
-                        f"{cond} ORDER BY {order}) TO {_sql_str(str(path))} (FORMAT csv, "
-                        "HEADER false, QUOTE '', ESCAPE '', DELIMITER '\t')")
         ids = {row[0] for row in con.execute(
             "SELECT DISTINCT regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM (SELECT s AS t "
             "FROM kg_t UNION ALL SELECT o FROM kg_t WHERE o LIKE '<%')").fetchall()}
@@ -452,6 +460,34 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
             f"FROM kg_t UNION ALL SELECT p FROM kg_t WHERE p <> {typ} UNION ALL SELECT o "
             "FROM kg_t WHERE o LIKE '<%' UNION ALL SELECT regexp_extract(o, "
             "'\\^\\^(<[^>]*>)$', 1) FROM kg_t WHERE o LIKE '\"%')").fetchall()}
+        # a subject's lines in line order start with its rdf:type when no predicate sorts
+        # before it: then the one sorted table serves the turtle order too
+        type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM kg_t) "
+                                   f"WHERE p < {typ}")
+        sorted_ = {t.order for t in targets.values()} & ({"line", "turtle"} if type_first
+                                                         else {"line"})
+        if sorted_:
+            con.execute("SET preserve_insertion_order = true")  # a scan keeps the sort
+            con.execute("CREATE TEMP TABLE kg_s AS SELECT p, s || ' ' || p || ' ' || o || "
+                        "' .' AS line FROM kg_t ORDER BY line")
+        for path, target in targets.items():
+            conds = []
+            if target.without:
+                marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.without))
+                conds.append(f"p NOT IN ({marks})")
+            if target.only is not None:
+                marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.only))
+                conds.append(f"p IN ({marks})" if marks else "FALSE")
+            where = f"WHERE {' AND '.join(conds)}" if conds else ""
+            if target.order in sorted_:
+                query = f"SELECT line FROM kg_s {where}"
+            else:
+                order = {"turtle": f"ORDER BY s, p <> {typ}, p, o", "line": "ORDER BY line"
+                         }.get(target.order, "")
+                query = (f"SELECT s || ' ' || p || ' ' || o || ' .' AS line FROM kg_t {where} "
+                         f"{order}")
+            con.execute(f"COPY ({query}) TO {_sql_str(str(path))} (FORMAT csv, HEADER false, "
+                        "QUOTE '', ESCAPE '', DELIMITER '\t')")
     finally:
         con.close()
     return count, {ns for ns in ids if ns}, {ns for ns in heads if ns}

@@ -77,7 +77,7 @@ def test_odd_values_are_spelt_as_the_reference_spells_them(tmp_path) -> None:
     out, turtle_order = tmp_path / "g.nt", tmp_path / "t.nt"
     count, ids, heads = rdfmap.write_ntriples(
         tmp_path / "raw.duckdb", {"things": ODD}, ODD_MAP,
-        {out: (frozenset(), False), turtle_order: (frozenset(), True)}, tmp_path)
+        {out: rdfmap.NtTarget(), turtle_order: rdfmap.NtTarget(order="turtle")}, tmp_path)
     assert count == len(reference) > 15
     assert out.read_text(encoding="utf-8") == to_sorted_ntriples(reference)
     assert rdfmap.id_prefixes(ids, ODD_MAP, {"ex"}) == [("thing", "http://example.org/id/thing/")]
@@ -97,7 +97,7 @@ def test_an_empty_subject_cell_is_the_packs_error(tmp_path) -> None:
                "tables": {"t": {"class": "ex:T", "subject": "ex:{id}"}}}
     with pytest.raises(InputError, match="subject template uses an empty cell"):
         rdfmap.write_ntriples(tmp_path / "raw.duckdb", {"t": spec}, mapping,
-                              {tmp_path / "o.nt": (frozenset(), False)}, tmp_path)
+                              {tmp_path / "o.nt": rdfmap.NtTarget()}, tmp_path)
 
 
 def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_path) -> None:
