@@ -448,28 +448,32 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
         if _one(con, "SELECT count(*) FROM kg_raw WHERE bad"):
             raise InputError("pack.yaml", "subject template uses an empty cell",
                              field="rdf.tables")
-        con.execute("CREATE TEMP TABLE kg_t AS SELECT DISTINCT s, p, o FROM kg_raw")
-        con.execute("DROP TABLE kg_raw")
-        count = int(_one(con, "SELECT count(*) FROM kg_t"))
         typ = _sql_str(f"<{RDF_TYPE}>")
+        # the namespaces: each distinct term once through the regular expression (7x faster
+        # than once per triple; a duplicate triple adds nothing to a DISTINCT)
         ids = {row[0] for row in con.execute(
-            "SELECT DISTINCT regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM (SELECT s AS t "
-            "FROM kg_t UNION ALL SELECT o FROM kg_t WHERE o LIKE '<%')").fetchall()}
+            "SELECT DISTINCT regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM (SELECT DISTINCT t "
+            "FROM (SELECT s AS t FROM kg_raw UNION ALL SELECT o FROM kg_raw WHERE o LIKE '<%'))"
+        ).fetchall()}
         heads = {row[0] for row in con.execute(
-            "SELECT DISTINCT regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) FROM (SELECT s AS t "
-            f"FROM kg_t UNION ALL SELECT p FROM kg_t WHERE p <> {typ} UNION ALL SELECT o "
-            "FROM kg_t WHERE o LIKE '<%' UNION ALL SELECT regexp_extract(o, "
-            "'\\^\\^(<[^>]*>)$', 1) FROM kg_t WHERE o LIKE '\"%')").fetchall()}
+            "SELECT DISTINCT regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) FROM (SELECT DISTINCT t "
+            f"FROM (SELECT s AS t FROM kg_raw UNION ALL SELECT p FROM kg_raw WHERE p <> {typ} "
+            "UNION ALL SELECT o FROM kg_raw WHERE o LIKE '<%' UNION ALL SELECT regexp_extract("
+            "o, '\\^\\^(<[^>]*>)$', 1) FROM kg_raw WHERE o LIKE '\"%>'))").fetchall()}
         # a subject's lines in line order start with its rdf:type when no predicate sorts
-        # before it: then the one sorted table serves the turtle order too
-        type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM kg_t) "
+        # before it: then the one sorted table is in the turtle order too
+        type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM kg_raw) "
                                    f"WHERE p < {typ}")
-        sorted_ = {t.order for t in targets.values()} & ({"line", "turtle"} if type_first
-                                                         else {"line"})
-        if sorted_:
+        in_table = {"line", "turtle"} if type_first else {"line"}
+        sort = "ORDER BY line" if {t.order for t in targets.values()} & in_table else ""
+        if sort:
             con.execute("SET preserve_insertion_order = true")  # a scan keeps the sort
-            con.execute("CREATE TEMP TABLE kg_s AS SELECT p, s || ' ' || p || ' ' || o || "
-                        "' .' AS line FROM kg_t ORDER BY line")
+        # a line is its triple (a subject and a predicate hold no space): DISTINCT lines are
+        # the distinct triples
+        con.execute("CREATE TEMP TABLE kg_s AS SELECT DISTINCT p, s || ' ' || p || ' ' || o || "
+                    f"' .' AS line FROM kg_raw {sort}")
+        con.execute("DROP TABLE kg_raw")
+        count = int(_one(con, "SELECT count(*) FROM kg_s"))
         for path, target in targets.items():
             conds = []
             if target.without:
@@ -479,15 +483,11 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
                 marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.only))
                 conds.append(f"p IN ({marks})" if marks else "FALSE")
             where = f"WHERE {' AND '.join(conds)}" if conds else ""
-            if target.order in sorted_:
-                query = f"SELECT line FROM kg_s {where}"
-            else:
-                order = {"turtle": f"ORDER BY s, p <> {typ}, p, o", "line": "ORDER BY line"
-                         }.get(target.order, "")
-                query = (f"SELECT s || ' ' || p || ' ' || o || ' .' AS line FROM kg_t {where} "
-                         f"{order}")
-            con.execute(f"COPY ({query}) TO {_sql_str(str(path))} (FORMAT csv, HEADER false, "
-                        "QUOTE '', ESCAPE '', DELIMITER '\t')")
+            order = "" if target.order in in_table or target.order == "any" else (
+                f"ORDER BY split_part(line, ' ', 1), p <> {typ}, line")  # s, rdf:type first
+            con.execute(f"COPY (SELECT line FROM kg_s {where} {order}) TO "
+                        f"{_sql_str(str(path))} (FORMAT csv, HEADER false, QUOTE '', "
+                        "ESCAPE '', DELIMITER '\t')")
     finally:
         con.close()
     return count, {ns for ns in ids if ns}, {ns for ns in heads if ns}
