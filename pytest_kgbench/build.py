@@ -30,6 +30,7 @@ BUILD_FORMAT = 9  # bump when a variant's layout or an artefact's form changes (
 #                   the manifest's integrity; 6/7: the persona views; 8: an OWL vocabulary
 #                   rendered to definitions.md, R2RML graphs; 9: data.ttl by pyoxigraph)
 FULL, RESTRICTED = "full", "restricted"  # the views: every column, or none a persona withholds
+RULES_APART = 200_000  # triples from which a build runs the rules in a process of their own
 
 
 @dataclass(frozen=True)
@@ -274,9 +275,21 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         if restrict:
             (out / RESTRICTED).mkdir()
         shapes = pack.ontology_file("shapes.ttl")
-        rules = ontology.rule_predicates(shapes.read_text(encoding="utf-8")) \
-            if shapes is not None else None
-        graph = write_graph(pack, typed, out, work, predicates if restrict else None, rules)
+        shapes_ttl = shapes.read_text(encoding="utf-8") if shapes is not None else None
+        rules = ontology.rule_predicates(shapes_ttl) if shapes_ttl is not None else None
+        derived = out / "derived.nt" if shapes_ttl is not None else None
+        waits: list[Callable[[], int]] = []
+
+        def start_rules(graph: GraphFiles) -> None:  # a big graph's rules run beside the rest
+            if derived is not None and shapes_ttl is not None and rules is not None \
+                    and graph.count >= RULES_APART:
+                waits.append(ontology.derive_apart(graph.rules_input, shapes_ttl, derived,
+                                                   work))
+                rules_started.append(time.perf_counter())
+
+        rules_started: list[float] = []
+        graph = write_graph(pack, typed, out, work, predicates if restrict else None, rules,
+                            then=start_rules)
         seconds["raw"] = round(time.perf_counter() - started, 3)
         peak["raw"] = peak_rss_mib()
         supplied = pack.ontology_file("definitions.md")
@@ -299,19 +312,34 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
             seconds["executed"] = round(time.perf_counter() - started, 3)
             peak["executed"] = peak_rss_mib()
-        derived = None
-        if shapes is not None:
-            started = time.perf_counter()
-            derived = out / "derived.nt"
-            ontology.derive_file(graph.rules_input, shapes.read_text(encoding="utf-8"),
-                                 derived, work)
-            seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
+
+        def rules_done() -> Path | None:
+            """derived.nt, once written (the worker's, or derived here and now)."""
+            if derived is None or "shacl_rules" in seconds:
+                return derived
+            if waits:
+                begun = time.perf_counter()
+                waits.pop()()
+                seconds["shacl_rules"] = round(time.perf_counter() - rules_started[0], 3)
+                seconds["shacl_rules_waited"] = round(time.perf_counter() - begun, 3)
+            else:
+                begun = time.perf_counter()
+                assert shapes_ttl is not None
+                ontology.derive_file(graph.rules_input, shapes_ttl, derived, work)
+                seconds["shacl_rules"] = round(time.perf_counter() - begun, 3)
             peak["shacl_rules"] = peak_rss_mib()
+            return derived
+
+        if not restrict:
+            rules_done()
         views: dict[str, Any] = {}
         if restrict:
             started = time.perf_counter()
-            views[RESTRICTED] = write_restricted(pack, out, typed, graph, derived, rows)
+            views[RESTRICTED] = write_restricted(pack, out, typed, graph, rules_done, rows)
             seconds["restricted"] = round(time.perf_counter() - started, 3)
+            if "shacl_rules_waited" in seconds:  # the view's own time, not the wait for rules
+                seconds["restricted"] = round(seconds["restricted"]
+                                              - seconds["shacl_rules_waited"], 3)
             peak["restricted"] = peak_rss_mib()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -371,11 +399,13 @@ def personal_predicates(pack: Pack) -> frozenset[str]:
 
 def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
                 predicates: frozenset[str] | None,
-                rules: frozenset[str] | None = None) -> GraphFiles:
+                rules: frozenset[str] | None = None,
+                then: Callable[[GraphFiles], None] | None = None) -> GraphFiles:
     """Write the variant's graph: `out/data.ttl` (to_turtle's Turtle), when `predicates` is
     given `out/restricted/data.nt` without them, and into `work` what the rules read: when
     `rules` names the predicates they use (ontology.rule_predicates), only those triples,
-    else every triple, sorted.
+    else every triple, sorted. `then` is called with the files as soon as the rules' input is
+    written (before the Turtle: the rules may run beside it).
 
     A pack mapping its tables (`rdf.tables`) is mapped by DuckDB straight to files
     (rdfmap.write_ntriples): no graph is held in memory. A supplied graph file or an R2RML
@@ -399,6 +429,10 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
             targets[restricted] = rdfmap.NtTarget(without=frozenset(predicates or ()))
         count, ids, heads = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, rdf,
                                                   targets, work)
+        files = GraphFiles(count=count, sorted_nt=None if rules_nt else sorted_nt,
+                           restricted_nt=restricted, rules_nt=rules_nt)
+        if then is not None:
+            then(files)
         bound = {str(p): str(ns) for p, ns in rdflib.Graph().namespace_manager.namespaces()}
         bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
         bound["xsd"] = rdfmap._XSD
@@ -409,15 +443,17 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
         rdfmap.turtle_file(in_order, rdfmap.used_prefixes(bound, heads), out / "data.ttl",
                            work)
         in_order.unlink()
-        return GraphFiles(count=count, sorted_nt=None if rules_nt else sorted_nt,
-                          restricted_nt=restricted, rules_nt=rules_nt)
+        return files
     graph = data_graph(pack, typed, out)
     (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
     text = ontology.to_sorted_ntriples(graph)
     sorted_nt.write_text(text, encoding="utf-8")
     if restricted is not None:
         restricted.write_text(_drop(text, set(predicates or ())), encoding="utf-8")
-    return GraphFiles(count=len(graph), sorted_nt=sorted_nt, restricted_nt=restricted)
+    files = GraphFiles(count=len(graph), sorted_nt=sorted_nt, restricted_nt=restricted)
+    if then is not None:
+        then(files)
+    return files
 
 
 def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
@@ -452,14 +488,16 @@ def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
 
 
 def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
-                     derived: Path | None, executed: Tables | None = None) -> dict[str, Any]:
+                     derived: Path | Callable[[], Path | None] | None,
+                     executed: Tables | None = None) -> dict[str, Any]:
     """Write the restricted view into `out/restricted`: the databases without the personal
     columns, the graph (written by write_graph) and the rule-derived triples without their
     predicates. The rules are run again on the restricted graph when they mention a personal
     predicate (so nothing they derive from it survives); otherwise their output, filtered, is
     the same and is reused. Raises if a personal value still appears in what the view keeps:
     the graph (a subject or reference template built from a personal column) or an executed
-    table's other columns (a rule that copied it under another name)."""
+    table's other columns (a rule that copied it under another name). `derived` may be a
+    function giving derived.nt once the rules are done: it is called last."""
     from pytest_kgbench import ontology, rdfmap
     from pytest_kgbench.executors.sql import create_database
 
@@ -485,6 +523,26 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
     if graph.restricted_nt != data_nt:  # N-Triples, a triple a line: the personal lines left out
         assert graph.sorted_nt is not None, "write_graph wrote the restricted graph itself"
         _drop_file(graph.sorted_nt, data_nt, predicates)
+    values = {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
+              for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
+
+    def check(name: str) -> None:
+        path = folder / name
+        if path.is_file() and appears_in_file(values, path):
+            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
+                             f"the restricted {name}: a rule or template copies it")
+
+    check("data.nt")
+    for table, table_rows in (executed or {}).items():
+        drop = withheld.get(table, frozenset())
+        kept = "\0".join({v for row in table_rows for c, v in row.items()
+                           if c not in drop and isinstance(v, str)})
+        if appears_in(values, kept):
+            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
+                             f"executed table {table} under another column: name that column "
+                             f"in `personal` too", field="personal")
+    if callable(derived):  # the rules may still be running: what needs them comes last
+        derived = derived()
     rerun = False
     if derived is not None:
         shapes = pack.ontology_file("shapes.ttl")
@@ -498,21 +556,7 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
             again.unlink()
         else:
             _drop_file(derived, folder / "derived.nt", predicates)
-    values = {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
-              for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
-    for name in ("data.nt", "derived.nt"):
-        path = folder / name
-        if path.is_file() and appears_in_file(values, path):
-            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
-                             f"the restricted {name}: a rule or template copies it")
-    for table, table_rows in (executed or {}).items():
-        drop = withheld.get(table, frozenset())
-        kept = "\0".join({v for row in table_rows for c, v in row.items()
-                           if c not in drop and isinstance(v, str)})
-        if appears_in(values, kept):
-            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
-                             f"executed table {table} under another column: name that column "
-                             f"in `personal` too", field="personal")
+    check("derived.nt")
     return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
             "predicates": sorted(predicates), "rules_rerun": rerun}
 

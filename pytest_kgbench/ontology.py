@@ -15,6 +15,7 @@ and a property's domain and range (`vocabulary`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -398,6 +399,45 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
         out.write_text("", encoding="utf-8")
         return 0
     return int(count[0])
+
+
+def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
+                 ) -> Callable[[], int]:
+    """derive_file in a process of its own, started now, so that a build goes on beside it
+    (pyoxigraph holds the GIL: a thread would not run beside Python). Returns the wait: it
+    returns derive_file's count once `out` is written. A worker that fails is not
+    second-guessed: derive_file runs again here, raising what it raises."""
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pytest_kgbench.ontology import _derive_worker; "
+         "_derive_worker(sys.argv[1:])", str(ntriples), str(out), str(work)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None
+    proc.stdin.write(shapes_ttl.encode("utf-8"))
+    proc.stdin.close()
+
+    def wait() -> int:
+        assert proc.stdout is not None
+        stdout = proc.stdout.read()
+        proc.stdout.close()
+        if proc.wait() == 0:
+            return int(json.loads(stdout.decode("utf-8").strip().splitlines()[-1])["count"])
+        return derive_file(ntriples, shapes_ttl, out, work)
+
+    return wait
+
+
+def _derive_worker(argv: list[str]) -> None:
+    """derive_apart's process: derive_file(argv[0], the shapes on stdin, argv[1], argv[2])."""
+    import json
+    import sys
+
+    count = derive_file(Path(argv[0]), sys.stdin.read(), Path(argv[1]), Path(argv[2]))
+    print(json.dumps({"count": count}))
 
 
 def as_insert(construct: str) -> str | None:
