@@ -30,7 +30,8 @@ BUILD_FORMAT = 9  # bump when a variant's layout or an artefact's form changes (
 #                   the manifest's integrity; 6/7: the persona views; 8: an OWL vocabulary
 #                   rendered to definitions.md, R2RML graphs; 9: data.ttl by pyoxigraph)
 FULL, RESTRICTED = "full", "restricted"  # the views: every column, or none a persona withholds
-RULES_APART = 200_000  # triples from which a build runs the rules in a process of their own
+RULES_APART = 200_000  # cells (about the triples) from which a build's rules read only their
+#                        predicates' triples, in a process of their own
 
 
 @dataclass(frozen=True)
@@ -276,13 +277,17 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             (out / RESTRICTED).mkdir()
         shapes = pack.ontology_file("shapes.ttl")
         shapes_ttl = shapes.read_text(encoding="utf-8") if shapes is not None else None
-        rules = ontology.rule_predicates(shapes_ttl) if shapes_ttl is not None else None
+        # a big graph's rules read only the triples of their predicates, in a process of
+        # their own (rdflib's parse of the rules costs ~0.5 s: not worth it for a small one)
+        cells = sum(len(typed[name]) * (len(spec.columns) + 1)
+                    for name, spec in pack.tables.items())
+        rules = ontology.rule_predicates(shapes_ttl) \
+            if shapes_ttl is not None and cells >= RULES_APART else None
         derived = out / "derived.nt" if shapes_ttl is not None else None
         waits: list[Callable[[], int]] = []
 
         def start_rules(graph: GraphFiles) -> None:  # a big graph's rules run beside the rest
-            if derived is not None and shapes_ttl is not None and rules is not None \
-                    and graph.count >= RULES_APART:
+            if derived is not None and shapes_ttl is not None and rules is not None:
                 waits.append(ontology.derive_apart(graph.rules_input, shapes_ttl, derived,
                                                    work))
                 rules_started.append(time.perf_counter())
@@ -564,17 +569,44 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
 def _drop(ntriples: str, predicates: set[str]) -> str:
     """N-Triples text without the lines of `predicates` (N-Triples puts the predicate, an
     IRI, second on its line: a subject holds no space)."""
-    marks = {f"<{p}>" for p in predicates}
-    return "".join(line for line in ntriples.splitlines(keepends=True)
-                   if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
+    return "".join(_drop_lines(ntriples.splitlines(keepends=True),
+                               {f"<{p}>" for p in predicates}))
 
 
 def _drop_file(source: Path, target: Path, predicates: set[str]) -> None:
-    """_drop, file to file, a line at a time."""
+    """_drop_lines, file to file, a block at a time: a block holding none of the predicates
+    (nor a line without a space, which is dropped, nor a carriage return, which text mode
+    reads as a line end) is copied as it is; the others go a line at a time."""
     marks = {f"<{p}>" for p in predicates}
-    with source.open(encoding="utf-8") as src, target.open("w", encoding="utf-8") as dst:
-        dst.writelines(line for line in src
-                       if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
+    encoded = [m.encode("utf-8") for m in marks]
+
+    def kept(data: bytes) -> bytes:
+        last = data[data.rfind(b"\n") + 1:]  # a last line without its end
+        # every line ending " ." holds a space (N-Triples' lines all do)
+        if not any(m in data for m in encoded) and b"\r" not in data and \
+                data.count(b"\n") == data.count(b" .\n") and (not last or b" " in last):
+            return data
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        parts = text.split("\n")  # the lines a text file gives: cut at \n only
+        lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+        return "".join(_drop_lines(lines, marks)).encode("utf-8")
+
+    with source.open("rb") as src, target.open("wb") as dst:
+        tail = b""
+        for block in iter(lambda: src.read(CHUNK), b""):
+            data = tail + block
+            cut = data.rfind(b"\n") + 1
+            data, tail = data[:cut], data[cut:]
+            if data:
+                dst.write(kept(data))
+        if tail:
+            dst.write(kept(tail))
+
+
+def _drop_lines(lines: Any, marks: set[str]) -> Any:
+    """The lines (N-Triples) whose predicate, the second term, is none of `marks`."""
+    return (line for line in lines
+            if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
 
 
 GRAM = 4  # the shortest personal value looked for
@@ -612,12 +644,24 @@ def _blocks(data: bytes, size: int) -> Any:
 
 
 def _grams(data: bytes) -> Any:
-    """Every GRAM-byte window of `data` as one integer (GRAM = 4: a uint32)."""
+    """Every GRAM-byte window of `data` as one integer (GRAM = 4: a little-endian uint32), in
+    the order of the windows."""
     import numpy as np
 
     b = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
     n = max(len(b) - GRAM + 1, 0)
-    return b[:n] << 24 | b[1:n + 1] << 16 | b[2:n + 2] << 8 | b[3:n + 3]
+    return b[:n] | b[1:n + 1] << 8 | b[2:n + 2] << 16 | b[3:n + 3] << 24
+
+
+def _grams_unordered(data: bytes) -> Any:
+    """_grams' integers in no particular order: four zero-copy uint32 views of the bytes
+    (windows at 0, 4, 8, …, then at 1, 5, …), concatenated — 14x faster than shifting."""
+    import numpy as np
+
+    n = len(data)
+    return np.concatenate([np.frombuffer(data, dtype="<u4", offset=k, count=(n - k) // GRAM)
+                           for k in range(GRAM) if n - k >= GRAM] or
+                          [np.zeros(0, dtype=np.uint32)])
 
 
 def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
@@ -645,7 +689,7 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
     for block in blocks():
         data = tail + block
         tail = data[-(GRAM - 1):]
-        grams = _grams(data)
+        grams = _grams_unordered(data)
         hits = grams[table[(grams * mult) >> shift]]
         if hits.size:
             seen[np.searchsorted(wanted, np.intersect1d(hits, wanted))] = True
