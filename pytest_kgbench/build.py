@@ -337,10 +337,16 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
 
         if not restrict:
             rules_done()
+        values = personal_values(pack, typed) if restrict else set()
+        if restrict:  # before the rows are freed
+            check_personal(pack, out, values, rows)
+        counts = {name: len(typed[name]) for name in pack.tables}
+        del typed, rows  # the Python rows: no longer read (a big build's memory)
         views: dict[str, Any] = {}
         if restrict:
             started = time.perf_counter()
-            views[RESTRICTED] = write_restricted(pack, out, typed, graph, rules_done, rows)
+            views[RESTRICTED] = write_restricted(pack, out, {}, graph, rules_done,
+                                                 values=values)
             seconds["restricted"] = round(time.perf_counter() - started, 3)
             if "shacl_rules_waited" in seconds:  # the view's own time, not the wait for rules
                 seconds["restricted"] = round(seconds["restricted"]
@@ -348,18 +354,19 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             peak["restricted"] = peak_rss_mib()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    checked = integrity(out)  # each file read once, a block at a time
     manifest = {
         "build_seconds": seconds,
         "build_peak_rss_mib": peak,
         "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
         "pack_sha256": pack.fingerprint,
-        "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": len(typed[name])}
+        "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": counts[name]}
                    for name, spec in pack.tables.items()},
         "triples": graph.count,
         "views": views,
-        "files": {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                  for p in sorted(out.rglob("*")) if p.is_file() and p.suffix != ".duckdb"},
-        "integrity": integrity(out),
+        "files": {rel: digest for rel, (_, digest) in checked.items()
+                  if not rel.endswith(".duckdb")},
+        "integrity": checked,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
                                        encoding="utf-8")
@@ -492,9 +499,39 @@ def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
     return graph
 
 
+def personal_values(pack: Pack, typed: Tables) -> set[str]:
+    """The values of the personal columns (those of at least GRAM characters): what the
+    restricted view must not hold anywhere."""
+    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    return {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
+            for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
+
+
+def check_personal(pack: Pack, out: Path, values: set[str], executed: Tables | None) -> None:
+    """Raise if a personal value appears in the restricted view's graph (`data.nt`, written)
+    or in an executed table's other columns."""
+    _check_file(pack, values, out / RESTRICTED / "data.nt")
+    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    for table, table_rows in (executed or {}).items():
+        drop = withheld.get(table, frozenset())
+        kept = "\0".join({v for row in table_rows for c, v in row.items()
+                           if c not in drop and isinstance(v, str)})
+        if appears_in(values, kept):
+            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
+                             f"executed table {table} under another column: name that column "
+                             f"in `personal` too", field="personal")
+
+
+def _check_file(pack: Pack, values: set[str], path: Path) -> None:
+    if path.is_file() and appears_in_file(values, path):
+        raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
+                         f"restricted {path.name}: a rule or template copies it")
+
+
 def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                      derived: Path | Callable[[], Path | None] | None,
-                     executed: Tables | None = None) -> dict[str, Any]:
+                     executed: Tables | None = None, *,
+                     values: set[str] | None = None) -> dict[str, Any]:
     """Write the restricted view into `out/restricted`: the databases without the personal
     columns, the graph (written by write_graph) and the rule-derived triples without their
     predicates. The rules are run again on the restricted graph when they mention a personal
@@ -502,7 +539,9 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
     the same and is reused. Raises if a personal value still appears in what the view keeps:
     the graph (a subject or reference template built from a personal column) or an executed
     table's other columns (a rule that copied it under another name). `derived` may be a
-    function giving derived.nt once the rules are done: it is called last."""
+    function giving derived.nt once the rules are done: it is called last. Given `values`
+    (personal_values; data.nt and the executed tables then checked already,
+    check_personal), `typed` and `executed` are not read: a build frees them first."""
     from pytest_kgbench import ontology, rdfmap
     from pytest_kgbench.executors.sql import create_database
 
@@ -528,24 +567,9 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
     if graph.restricted_nt != data_nt:  # N-Triples, a triple a line: the personal lines left out
         assert graph.sorted_nt is not None, "write_graph wrote the restricted graph itself"
         _drop_file(graph.sorted_nt, data_nt, predicates)
-    values = {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
-              for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
-
-    def check(name: str) -> None:
-        path = folder / name
-        if path.is_file() and appears_in_file(values, path):
-            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
-                             f"the restricted {name}: a rule or template copies it")
-
-    check("data.nt")
-    for table, table_rows in (executed or {}).items():
-        drop = withheld.get(table, frozenset())
-        kept = "\0".join({v for row in table_rows for c, v in row.items()
-                           if c not in drop and isinstance(v, str)})
-        if appears_in(values, kept):
-            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
-                             f"executed table {table} under another column: name that column "
-                             f"in `personal` too", field="personal")
+    if values is None:
+        values = personal_values(pack, typed)
+        check_personal(pack, out, values, executed)
     if callable(derived):  # the rules may still be running: what needs them comes last
         derived = derived()
     rerun = False
@@ -561,7 +585,7 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
             again.unlink()
         else:
             _drop_file(derived, folder / "derived.nt", predicates)
-    check("derived.nt")
+    _check_file(pack, values, folder / "derived.nt")
     return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
             "predicates": sorted(predicates), "rules_rerun": rerun}
 

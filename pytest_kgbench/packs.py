@@ -558,10 +558,20 @@ def _formatted(values: list[Any]) -> list[Any]:
     return list(map(format_value, values))
 
 
+def _column(rows: list[Row], name: str) -> list[Any]:
+    """Every row's value of a column (None where a row lacks it)."""
+    from operator import itemgetter
+
+    try:
+        return list(map(itemgetter(name), rows))
+    except KeyError:
+        return [row.get(name) for row in rows]
+
+
 def write_csv(path: Path, spec: TableSpec, rows: list[Row]) -> None:
     """The rows as CSV: a header of the spec's columns, each cell format_value's text."""
     names = spec.column_names
-    columns = [_formatted([row.get(c) for row in rows]) for c in names]
+    columns = [_formatted(_column(rows, c)) for c in names]
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(names)
