@@ -578,39 +578,10 @@ def write_csv(path: Path, spec: TableSpec, rows: list[Row]) -> None:
         writer.writerows(zip(*columns))
 
 
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "INTEGER": int, "BIGINT": int, "DOUBLE": float, "DECIMAL": float,
-    "DATE": dt.date.fromisoformat, "TIMESTAMP": dt.datetime.fromisoformat,
-    "BOOLEAN": lambda text: text.lower() in ("true", "1", "yes")}
-
-
-def _parsed(texts: list[str], sql_type: str) -> list[Any]:
-    """parse_value of every cell of a column, a column at a time."""
-    parse = _PARSERS.get(sql_type)
-    if parse is None:
-        return [t if t != "" else None for t in texts]
-    return [parse(t) if t != "" else None for t in texts]
-
-
 def read_csv_rows(path: Path, spec: TableSpec) -> list[Row]:
-    """Typed rows of a CSV file with a header (csv.DictReader's reading: blank lines skipped,
-    a missing cell empty), parsed a column at a time."""
     with path.open(encoding="utf-8", newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None)
-        if header is None:
-            return []
-        records = [r for r in reader if r]
-    where = {name: i for i, name in enumerate(header)}  # a repeated name: the last one
-    names = [c for c, _ in spec.columns]
-    columns = []
-    for c, t in spec.columns:
-        i = where.get(c)
-        texts = [""] * len(records) if i is None else [r[i] if i < len(r) else ""
-                                                       for r in records]
-        columns.append(_parsed(texts, t))
-    return [dict(zip(names, values)) for values in zip(*columns)] if names else \
-        [{} for _ in records]
+        reader = csv.DictReader(fh)
+        return [{c: parse_value(r.get(c) or "", t) for c, t in spec.columns} for r in reader]
 
 
 def read_tables(data_dir: Path, specs: Mapping[str, TableSpec]) -> Tables:

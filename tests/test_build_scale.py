@@ -250,10 +250,10 @@ def _reference_read(path: Path, spec: TableSpec) -> list[dict]:
                 for r in csv.DictReader(fh)]
 
 
-def test_csv_is_written_and_read_a_column_at_a_time_as_a_cell_at_a_time(tmp_path) -> None:
-    """The column-wise write_csv and read_csv_rows give the bytes and the rows the cell-wise
-    ones gave: mixed types in a column, empty cells, quotes, commas, newlines, a missing
-    key, a column of one type (the fast paths) and of several (format_value's)."""
+def test_csv_is_written_a_column_at_a_time_as_a_cell_at_a_time(tmp_path) -> None:
+    """The column-wise write_csv gives the bytes the cell-wise one gave, and they read back
+    to the same rows: mixed types in a column, empty cells, quotes, commas, newlines, a
+    missing key, a column of one type (the fast paths) and of several (format_value's)."""
     from pytest_kgbench.packs import read_csv_rows
 
     rows = ODD_ROWS + [
@@ -346,3 +346,24 @@ def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_p
     assert out.read_text(encoding="utf-8") == (
         "<http://example.org/b> <http://example.org/parentOf> <http://example.org/c> .\n")
     assert not list(tmp_path.glob("d.nt.*"))  # the dump is gone
+
+
+def test_the_turtle_layout_of_a_block_is_that_of_its_lines() -> None:
+    """rdfmap._layout_block gives _turtle_layout's bytes for any cut of pyoxigraph's Turtle
+    into blocks of whole lines: subjects, tab-indented lines, blank lines, a tab line first,
+    a carriage return, a last line without its end, pyoxigraph's own @prefix lines."""
+    text = ("@prefix ex: <http://example.org/> .\n@prefix b: <http://b/> .\nex:a a ex:T ;\n"
+            "\tex:p \"x\" ;\n\tex:q ex:b .\n\nex:b ex:p \"tab\tin\" .\nex:c ex:p \"r\r\" .\n"
+            "\tex:q 1 .\nex:d ex:p 2 .")
+    lines = text.splitlines(keepends=True)
+    for start in range(len(lines)):
+        for stop in range(start + 1, len(lines) + 1):
+            part = "".join(lines[start:stop])
+            with_text = part.replace("\r\n", "\n").replace("\r", "\n")
+            pieces = with_text.split("\n")
+            reference = "".join(rdfmap._turtle_layout([], [p + "\n" for p in pieces[:-1]] + (
+                [pieces[-1]] if pieces[-1] else [])))
+            assert rdfmap._layout_block(part.encode("utf-8")) == reference.encode("utf-8"), (
+                start, stop)
+    clean = "".join(line for line in lines if "\r" not in line)
+    assert b"\n\n" in rdfmap._layout_block(clean.encode("utf-8"))
