@@ -367,3 +367,55 @@ def test_the_turtle_layout_of_a_block_is_that_of_its_lines() -> None:
                 start, stop)
     clean = "".join(line for line in lines if "\r" not in line)
     assert b"\n\n" in rdfmap._layout_block(clean.encode("utf-8"))
+
+
+@pytest.mark.parametrize("pack", ["credit", "research"])
+def test_a_big_builds_rules_read_their_predicates_in_a_process_of_their_own(
+        pack, kg_cache, tmp_path, monkeypatch, request) -> None:
+    """Past RULES_APART, the rules load only the triples of the predicates they name
+    (ontology.rule_predicates) and run in a worker process beside the rest of the build
+    (ontology.derive_apart): every file is the one the small path writes, byte for byte."""
+    from pytest_kgbench import ontology
+
+    source = request.getfixturevalue(f"{pack}_pack")
+    small = build_variant(source, "base", kg_cache)
+    started: list[Path] = []
+    apart = ontology.derive_apart
+
+    def spy(ntriples: Path, *args: object) -> object:
+        started.append(ntriples)
+        return apart(ntriples, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build_mod, "RULES_APART", 0)
+    monkeypatch.setattr(ontology, "derive_apart", spy)
+    big = build_variant(source, "base", tmp_path / "cache")
+    assert started and started[0].name == "rules.nt", "the worker path ran"
+    assert big.manifest["build_seconds"]["shacl_rules"] >= 0
+    files = {rel: digest for rel, (_, digest) in small.manifest["integrity"].items()
+             if not rel.endswith(".duckdb")}
+    assert {rel: digest for rel, (_, digest) in big.manifest["integrity"].items()
+            if not rel.endswith(".duckdb")} == files
+    assert "derived.nt" in files and "restricted/derived.nt" in files
+    shapes = (REPO / "ontology" / pack / "shapes.ttl").read_text(encoding="utf-8")
+    named = ontology.rule_predicates(shapes)
+    assert named and "http://www.w3.org/1999/02/22-rdf-syntax-ns#type" in named
+    assert not any(p.endswith(("#email", "#phone")) for p in named)
+
+
+def test_rule_predicates_are_none_when_any_predicate_could_be_read() -> None:
+    """A variable or negated predicate, or a GRAPH clause, could read any triple: then no
+    subset of the graph is claimed to be enough."""
+    from test_rules import SHAPES
+
+    from pytest_kgbench.ontology import rule_predicates
+
+    named = rule_predicates(SHAPES)
+    assert named == {"http://example.org/grand", "http://example.org/parentOf",
+                     "http://example.org/childOf"}
+    rule = "CONSTRUCT { ?y ex:parentOf ?x } WHERE { ?x ex:childOf ?y }"
+    for where in ("?x ?any ?y", "?x !ex:other ?y", "GRAPH ?g { ?x ex:childOf ?y }",
+                  "?x ex:childOf ?y FILTER NOT EXISTS { ?y ?p ?x }"):
+        assert rule_predicates(SHAPES.replace(rule, rule.replace("?x ex:childOf ?y", where))
+                               ) is None, where
+    path = rule.replace("?x ex:childOf ?y", "?x ex:childOf/^ex:sibling* ?y")
+    assert rule_predicates(SHAPES.replace(rule, path)) == named | {"http://example.org/sibling"}
