@@ -9,9 +9,11 @@ executed tables and the rule-derived graph checked to agree (tests/test_ladder.p
     python benchmarks/build_scale.py --sizes 1000,10000 --agree 10000
 
 Each size runs as `python -m pytest_kgbench.cli build --pack credit --issuers N` (the pack's
-own `scale:` flag) into an empty cache; peak RSS is the child's own getrusage(RUSAGE_SELF)
-high-water mark, written by a wrapper after the build returns. The load average is printed
-with every row: the machine may be shared.
+own `scale:` flag) into an empty cache. Peak RSS is that of the build and every process below
+it (a big build runs its rules in a worker process, build.RULES_APART) added up, sampled every
+0.1 s by a thread of the wrapper, and never below the build's own getrusage(RUSAGE_SELF)
+high-water mark; the per-artefact peaks are the build process's own. The load average is
+printed with every row: the machine may be shared.
 """
 
 from __future__ import annotations
