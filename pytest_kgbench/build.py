@@ -30,6 +30,8 @@ BUILD_FORMAT = 9  # bump when a variant's layout or an artefact's form changes (
 #                   the manifest's integrity; 6/7: the persona views; 8: an OWL vocabulary
 #                   rendered to definitions.md, R2RML graphs; 9: data.ttl by pyoxigraph)
 FULL, RESTRICTED = "full", "restricted"  # the views: every column, or none a persona withholds
+RULES_APART = 200_000  # cells (about the triples) from which a build's rules read only their
+#                        predicates' triples, in a process of their own
 
 
 @dataclass(frozen=True)
@@ -273,7 +275,26 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         predicates = personal_predicates(pack) if restrict else frozenset()
         if restrict:
             (out / RESTRICTED).mkdir()
-        graph = write_graph(pack, typed, out, work, predicates if restrict else None)
+        shapes = pack.ontology_file("shapes.ttl")
+        shapes_ttl = shapes.read_text(encoding="utf-8") if shapes is not None else None
+        # a big graph's rules read only the triples of their predicates, in a process of
+        # their own (rdflib's parse of the rules costs ~0.5 s: not worth it for a small one)
+        cells = sum(len(typed[name]) * (len(spec.columns) + 1)
+                    for name, spec in pack.tables.items())
+        rules = ontology.rule_predicates(shapes_ttl) \
+            if shapes_ttl is not None and cells >= RULES_APART else None
+        derived = out / "derived.nt" if shapes_ttl is not None else None
+        waits: list[Callable[[], int]] = []
+
+        def start_rules(graph: GraphFiles) -> None:  # a big graph's rules run beside the rest
+            if derived is not None and shapes_ttl is not None and rules is not None:
+                waits.append(ontology.derive_apart(graph.rules_input, shapes_ttl, derived,
+                                                   work))
+                rules_started.append(time.perf_counter())
+
+        rules_started: list[float] = []
+        graph = write_graph(pack, typed, out, work, predicates if restrict else None, rules,
+                            then=start_rules)
         seconds["raw"] = round(time.perf_counter() - started, 3)
         peak["raw"] = peak_rss_mib()
         supplied = pack.ontology_file("definitions.md")
@@ -296,35 +317,56 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
             seconds["executed"] = round(time.perf_counter() - started, 3)
             peak["executed"] = peak_rss_mib()
-        shapes = pack.ontology_file("shapes.ttl")
-        derived = None
-        if shapes is not None:
-            started = time.perf_counter()
-            derived = out / "derived.nt"
-            ontology.derive_file(graph.sorted_nt, shapes.read_text(encoding="utf-8"), derived,
-                                 work)
-            seconds["shacl_rules"] = round(time.perf_counter() - started, 3)
+
+        def rules_done() -> Path | None:
+            """derived.nt, once written (the worker's, or derived here and now)."""
+            if derived is None or "shacl_rules" in seconds:
+                return derived
+            if waits:
+                begun = time.perf_counter()
+                waits.pop()()
+                seconds["shacl_rules"] = round(time.perf_counter() - rules_started[0], 3)
+                seconds["shacl_rules_waited"] = round(time.perf_counter() - begun, 3)
+            else:
+                begun = time.perf_counter()
+                assert shapes_ttl is not None
+                ontology.derive_file(graph.rules_input, shapes_ttl, derived, work)
+                seconds["shacl_rules"] = round(time.perf_counter() - begun, 3)
             peak["shacl_rules"] = peak_rss_mib()
+            return derived
+
+        if not restrict:
+            rules_done()
+        values = personal_values(pack, typed) if restrict else set()
+        if restrict:  # before the rows are freed
+            check_personal(pack, out, values, rows)
+        counts = {name: len(typed[name]) for name in pack.tables}
+        del typed, rows  # the Python rows: no longer read (a big build's memory)
         views: dict[str, Any] = {}
         if restrict:
             started = time.perf_counter()
-            views[RESTRICTED] = write_restricted(pack, out, typed, graph, derived, rows)
+            views[RESTRICTED] = write_restricted(pack, out, {}, graph, rules_done,
+                                                 values=values)
             seconds["restricted"] = round(time.perf_counter() - started, 3)
+            if "shacl_rules_waited" in seconds:  # the view's own time, not the wait for rules
+                seconds["restricted"] = round(seconds["restricted"]
+                                              - seconds["shacl_rules_waited"], 3)
             peak["restricted"] = peak_rss_mib()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    checked = integrity(out)  # each file read once, a block at a time
     manifest = {
         "build_seconds": seconds,
         "build_peak_rss_mib": peak,
         "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
         "pack_sha256": pack.fingerprint,
-        "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": len(typed[name])}
+        "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": counts[name]}
                    for name, spec in pack.tables.items()},
         "triples": graph.count,
         "views": views,
-        "files": {p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                  for p in sorted(out.rglob("*")) if p.is_file() and p.suffix != ".duckdb"},
-        "integrity": integrity(out),
+        "files": {rel: digest for rel, (_, digest) in checked.items()
+                  if not rel.endswith(".duckdb")},
+        "integrity": checked,
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
                                        encoding="utf-8")
@@ -347,8 +389,16 @@ class GraphFiles:
     """The variant's graph as the build wrote it (write_graph)."""
 
     count: int             # its triples
-    sorted_nt: Path        # every triple, sorted N-Triples (a scratch file)
+    sorted_nt: Path | None  # every triple, sorted N-Triples (a scratch file), when written
     restricted_nt: Path | None  # the restricted view's data.nt, when there is one
+    rules_nt: Path | None = None  # what the rules read, when not sorted_nt: the triples of
+    #                               the predicates they name, in no order (a scratch file)
+
+    @property
+    def rules_input(self) -> Path:
+        path = self.rules_nt or self.sorted_nt
+        assert path is not None, "write_graph wrote no file for the rules"
+        return path
 
 
 def personal_predicates(pack: Pack) -> frozenset[str]:
@@ -360,9 +410,14 @@ def personal_predicates(pack: Pack) -> frozenset[str]:
 
 
 def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
-                predicates: frozenset[str] | None) -> GraphFiles:
-    """Write the variant's graph: `out/data.ttl` (to_turtle's Turtle), sorted N-Triples of it
-    into `work`, and, when `predicates` is given, `out/restricted/data.nt` without them.
+                predicates: frozenset[str] | None,
+                rules: frozenset[str] | None = None,
+                then: Callable[[GraphFiles], None] | None = None) -> GraphFiles:
+    """Write the variant's graph: `out/data.ttl` (to_turtle's Turtle), when `predicates` is
+    given `out/restricted/data.nt` without them, and into `work` what the rules read: when
+    `rules` names the predicates they use (ontology.rule_predicates), only those triples,
+    else every triple, sorted. `then` is called with the files as soon as the rules' input is
+    written (before the Turtle: the rules may run beside it).
 
     A pack mapping its tables (`rdf.tables`) is mapped by DuckDB straight to files
     (rdfmap.write_ntriples): no graph is held in memory. A supplied graph file or an R2RML
@@ -376,12 +431,20 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
         import rdflib
 
         in_order = work / "turtle-order.nt"
-        targets: dict[Path, tuple[frozenset[str], bool]] = {
-            sorted_nt: (frozenset(), False), in_order: (frozenset(), True)}
+        rules_nt = work / "rules.nt" if rules is not None else None
+        targets = {in_order: rdfmap.NtTarget(order="turtle")}
+        if rules_nt is not None:
+            targets[rules_nt] = rdfmap.NtTarget(only=rules, order="any")
+        else:
+            targets[sorted_nt] = rdfmap.NtTarget()
         if restricted is not None:
-            targets[restricted] = (frozenset(predicates or ()), False)
+            targets[restricted] = rdfmap.NtTarget(without=frozenset(predicates or ()))
         count, ids, heads = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, rdf,
                                                   targets, work)
+        files = GraphFiles(count=count, sorted_nt=None if rules_nt else sorted_nt,
+                           restricted_nt=restricted, rules_nt=rules_nt)
+        if then is not None:
+            then(files)
         bound = {str(p): str(ns) for p, ns in rdflib.Graph().namespace_manager.namespaces()}
         bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
         bound["xsd"] = rdfmap._XSD
@@ -392,14 +455,17 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
         rdfmap.turtle_file(in_order, rdfmap.used_prefixes(bound, heads), out / "data.ttl",
                            work)
         in_order.unlink()
-        return GraphFiles(count=count, sorted_nt=sorted_nt, restricted_nt=restricted)
+        return files
     graph = data_graph(pack, typed, out)
     (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
     text = ontology.to_sorted_ntriples(graph)
     sorted_nt.write_text(text, encoding="utf-8")
     if restricted is not None:
         restricted.write_text(_drop(text, set(predicates or ())), encoding="utf-8")
-    return GraphFiles(count=len(graph), sorted_nt=sorted_nt, restricted_nt=restricted)
+    files = GraphFiles(count=len(graph), sorted_nt=sorted_nt, restricted_nt=restricted)
+    if then is not None:
+        then(files)
+    return files
 
 
 def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
@@ -433,15 +499,49 @@ def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
     return graph
 
 
+def personal_values(pack: Pack, typed: Tables) -> set[str]:
+    """The values of the personal columns (those of at least GRAM characters): what the
+    restricted view must not hold anywhere."""
+    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    return {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
+            for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
+
+
+def check_personal(pack: Pack, out: Path, values: set[str], executed: Tables | None) -> None:
+    """Raise if a personal value appears in the restricted view's graph (`data.nt`, written)
+    or in an executed table's other columns."""
+    _check_file(pack, values, out / RESTRICTED / "data.nt")
+    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    for table, table_rows in (executed or {}).items():
+        drop = withheld.get(table, frozenset())
+        kept = "\0".join({v for row in table_rows for c, v in row.items()
+                           if c not in drop and isinstance(v, str)})
+        if appears_in(values, kept):
+            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
+                             f"executed table {table} under another column: name that column "
+                             f"in `personal` too", field="personal")
+
+
+def _check_file(pack: Pack, values: set[str], path: Path) -> None:
+    if path.is_file() and appears_in_file(values, path):
+        raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
+                         f"restricted {path.name}: a rule or template copies it")
+
+
 def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
-                     derived: Path | None, executed: Tables | None = None) -> dict[str, Any]:
+                     derived: Path | Callable[[], Path | None] | None,
+                     executed: Tables | None = None, *,
+                     values: set[str] | None = None) -> dict[str, Any]:
     """Write the restricted view into `out/restricted`: the databases without the personal
     columns, the graph (written by write_graph) and the rule-derived triples without their
     predicates. The rules are run again on the restricted graph when they mention a personal
     predicate (so nothing they derive from it survives); otherwise their output, filtered, is
     the same and is reused. Raises if a personal value still appears in what the view keeps:
     the graph (a subject or reference template built from a personal column) or an executed
-    table's other columns (a rule that copied it under another name)."""
+    table's other columns (a rule that copied it under another name). `derived` may be a
+    function giving derived.nt once the rules are done: it is called last. Given `values`
+    (personal_values; data.nt and the executed tables then checked already,
+    check_personal), `typed` and `executed` are not read: a build frees them first."""
     from pytest_kgbench import ontology, rdfmap
     from pytest_kgbench.executors.sql import create_database
 
@@ -465,7 +565,13 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                         withheld=withheld)
     data_nt = folder / "data.nt"
     if graph.restricted_nt != data_nt:  # N-Triples, a triple a line: the personal lines left out
+        assert graph.sorted_nt is not None, "write_graph wrote the restricted graph itself"
         _drop_file(graph.sorted_nt, data_nt, predicates)
+    if values is None:
+        values = personal_values(pack, typed)
+        check_personal(pack, out, values, executed)
+    if callable(derived):  # the rules may still be running: what needs them comes last
+        derived = derived()
     rerun = False
     if derived is not None:
         shapes = pack.ontology_file("shapes.ttl")
@@ -474,26 +580,12 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                     for p in predicates)
         if rerun:
             again = folder / "derived.nt.all"
-            ontology.derive_file(data_nt, text, again, graph.sorted_nt.parent)
+            ontology.derive_file(data_nt, text, again, graph.rules_input.parent)
             _drop_file(again, folder / "derived.nt", predicates)
             again.unlink()
         else:
             _drop_file(derived, folder / "derived.nt", predicates)
-    values = {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
-              for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
-    for name in ("data.nt", "derived.nt"):
-        path = folder / name
-        if path.is_file() and appears_in_file(values, path):
-            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in "
-                             f"the restricted {name}: a rule or template copies it")
-    for table, table_rows in (executed or {}).items():
-        drop = withheld.get(table, frozenset())
-        kept = "\0".join({v for row in table_rows for c, v in row.items()
-                           if c not in drop and isinstance(v, str)})
-        if appears_in(values, kept):
-            raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
-                             f"executed table {table} under another column: name that column "
-                             f"in `personal` too", field="personal")
+    _check_file(pack, values, folder / "derived.nt")
     return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
             "predicates": sorted(predicates), "rules_rerun": rerun}
 
@@ -501,17 +593,44 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
 def _drop(ntriples: str, predicates: set[str]) -> str:
     """N-Triples text without the lines of `predicates` (N-Triples puts the predicate, an
     IRI, second on its line: a subject holds no space)."""
-    marks = {f"<{p}>" for p in predicates}
-    return "".join(line for line in ntriples.splitlines(keepends=True)
-                   if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
+    return "".join(_drop_lines(ntriples.splitlines(keepends=True),
+                               {f"<{p}>" for p in predicates}))
 
 
 def _drop_file(source: Path, target: Path, predicates: set[str]) -> None:
-    """_drop, file to file, a line at a time."""
+    """_drop_lines, file to file, a block at a time: a block holding none of the predicates
+    (nor a line without a space, which is dropped, nor a carriage return, which text mode
+    reads as a line end) is copied as it is; the others go a line at a time."""
     marks = {f"<{p}>" for p in predicates}
-    with source.open(encoding="utf-8") as src, target.open("w", encoding="utf-8") as dst:
-        dst.writelines(line for line in src
-                       if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
+    encoded = [m.encode("utf-8") for m in marks]
+
+    def kept(data: bytes) -> bytes:
+        last = data[data.rfind(b"\n") + 1:]  # a last line without its end
+        # every line ending " ." holds a space (N-Triples' lines all do)
+        if not any(m in data for m in encoded) and b"\r" not in data and \
+                data.count(b"\n") == data.count(b" .\n") and (not last or b" " in last):
+            return data
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        parts = text.split("\n")  # the lines a text file gives: cut at \n only
+        lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+        return "".join(_drop_lines(lines, marks)).encode("utf-8")
+
+    with source.open("rb") as src, target.open("wb") as dst:
+        tail = b""
+        for block in iter(lambda: src.read(CHUNK), b""):
+            data = tail + block
+            cut = data.rfind(b"\n") + 1
+            data, tail = data[:cut], data[cut:]
+            if data:
+                dst.write(kept(data))
+        if tail:
+            dst.write(kept(tail))
+
+
+def _drop_lines(lines: Any, marks: set[str]) -> Any:
+    """The lines (N-Triples) whose predicate, the second term, is none of `marks`."""
+    return (line for line in lines
+            if line.split(" ", 2)[1:2] != [] and line.split(" ", 2)[1] not in marks)
 
 
 GRAM = 4  # the shortest personal value looked for
@@ -549,12 +668,24 @@ def _blocks(data: bytes, size: int) -> Any:
 
 
 def _grams(data: bytes) -> Any:
-    """Every GRAM-byte window of `data` as one integer (GRAM = 4: a uint32)."""
+    """Every GRAM-byte window of `data` as one integer (GRAM = 4: a little-endian uint32), in
+    the order of the windows."""
     import numpy as np
 
     b = np.frombuffer(data, dtype=np.uint8).astype(np.uint32)
     n = max(len(b) - GRAM + 1, 0)
-    return b[:n] << 24 | b[1:n + 1] << 16 | b[2:n + 2] << 8 | b[3:n + 3]
+    return b[:n] | b[1:n + 1] << 8 | b[2:n + 2] << 16 | b[3:n + 3] << 24
+
+
+def _grams_unordered(data: bytes) -> Any:
+    """_grams' integers in no particular order: four zero-copy uint32 views of the bytes
+    (windows at 0, 4, 8, …, then at 1, 5, …), concatenated — 14x faster than shifting."""
+    import numpy as np
+
+    n = len(data)
+    return np.concatenate([np.frombuffer(data, dtype="<u4", offset=k, count=(n - k) // GRAM)
+                           for k in range(GRAM) if n - k >= GRAM] or
+                          [np.zeros(0, dtype=np.uint32)])
 
 
 def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
@@ -582,7 +713,7 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
     for block in blocks():
         data = tail + block
         tail = data[-(GRAM - 1):]
-        grams = _grams(data)
+        grams = _grams_unordered(data)
         hits = grams[table[(grams * mult) >> shift]]
         if hits.size:
             seen[np.searchsorted(wanted, np.intersect1d(hits, wanted))] = True

@@ -15,6 +15,7 @@ and a property's domain and range (`vocabulary`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,64 @@ def rule_plan(shapes_ttl: str) -> list[str] | None:
     return plan
 
 
+def rule_predicates(shapes_ttl: str) -> frozenset[str] | None:
+    """Every predicate IRI the direct rules of a shapes file read (their WHERE clauses, paths
+    and EXISTS included) or write (their templates): a graph's triples of other predicates
+    cannot change what they derive, so derive_file may be given only these (a build loads
+    half the graph instead of all of it). None when that is not known: a rule pyshacl runs, a
+    variable or negated predicate, a GRAPH or SERVICE clause, a query rdflib cannot parse."""
+    from rdflib import URIRef
+    from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, SequencePath
+    from rdflib.plugins.sparql import prepareQuery
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    plan = rule_plan(shapes_ttl)
+    if plan is None:
+        return None
+    found: set[str] = set()
+
+    def predicate(p: Any) -> bool:
+        if isinstance(p, URIRef):
+            found.add(str(p))
+            return True
+        if isinstance(p, (SequencePath, AlternativePath)):
+            return all(predicate(a) for a in p.args)
+        if isinstance(p, InvPath):
+            return predicate(p.arg)
+        if isinstance(p, MulPath):
+            return predicate(p.path)
+        return False  # a variable, a negated path (NegatedPath: any predicate but some)
+
+    def walk(node: Any) -> bool:
+        if isinstance(node, CompValue):
+            if node.name in ("Graph", "ServiceGraphPattern"):
+                return False
+            # dict.get: CompValue.get answers a missing key with the key's name
+            triples = list(dict.get(node, "triples") or []) + (
+                list(dict.get(node, "template") or []) if node.name == "ConstructQuery"
+                else [])
+            # a BGP's triples are (s, p, o); a TriplesBlock the parser left (inside EXISTS)
+            # holds flat lists of terms, three by three
+            flat = [t for group in triples for t in group]
+            if len(flat) % 3 or not all(predicate(p) for p in flat[1::3]):
+                return False
+            return all(walk(v) for k, v in node.items() if k not in ("triples", "_vars"))
+        if isinstance(node, NegatedPath):
+            return False
+        if isinstance(node, (list, tuple)):
+            return all(walk(v) for v in node)
+        return True
+
+    for query in plan:
+        try:
+            algebra = prepareQuery(query).algebra
+        except Exception:  # noqa: BLE001 - a query rdflib cannot read: no claim about it
+            return None
+        if not walk(algebra):
+            return None
+    return frozenset(found)
+
+
 def _declared(g: Any, rule: Any) -> str:
     """The PREFIX lines of a rule's sh:prefixes declarations."""
     from rdflib.namespace import SH
@@ -324,6 +383,7 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
     dumped = work / f"{out.name}.{os.getpid()}.all"
     store.dump(str(dumped), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
     del store
+    _trim()  # the store's memory back to the system before DuckDB takes its own
     con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
                                  "temp_directory": str(work / "duckdb-spill")})
     try:
@@ -340,6 +400,59 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
         out.write_text("", encoding="utf-8")
         return 0
     return int(count[0])
+
+
+def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
+                 ) -> Callable[[], int]:
+    """derive_file in a process of its own, started now, so that a build goes on beside it
+    (pyoxigraph holds the GIL: a thread would not run beside Python). Returns the wait: it
+    returns derive_file's count once `out` is written. A worker that fails is not
+    second-guessed: derive_file runs again here, raising what it raises."""
+    import json
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from pytest_kgbench.ontology import _derive_worker; "
+         "_derive_worker(sys.argv[1:])", str(ntriples), str(out), str(work)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    assert proc.stdin is not None
+    proc.stdin.write(shapes_ttl.encode("utf-8"))
+    proc.stdin.close()
+
+    def wait() -> int:
+        assert proc.stdout is not None
+        stdout = proc.stdout.read()
+        proc.stdout.close()
+        if proc.wait() == 0:
+            return int(json.loads(stdout.decode("utf-8").strip().splitlines()[-1])["count"])
+        return derive_file(ntriples, shapes_ttl, out, work)
+
+    return wait
+
+
+def _derive_worker(argv: list[str]) -> None:
+    """derive_apart's process: derive_file(argv[0], the shapes on stdin, argv[1], argv[2])."""
+    import json
+    import sys
+
+    count = derive_file(Path(argv[0]), sys.stdin.read(), Path(argv[1]), Path(argv[2]))
+    print(json.dumps({"count": count}))
+
+
+def _trim() -> None:
+    """Hand the C heap's free memory back to the system (glibc's malloc_trim; elsewhere
+    nothing): a freed store's pages otherwise stay counted in the process's RSS."""
+    import ctypes
+    import ctypes.util
+    import sys
+
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):  # pragma: no cover - a libc without it (musl)
+            pass
 
 
 def as_insert(construct: str) -> str | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -237,9 +238,40 @@ def turtle_file(ntriples: Path, bound: list[tuple[str, str]], out: Path, work: P
     raw = work / (out.name + ".ox")
     ox.serialize(ox.parse(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES), str(raw),
                  ox.RdfFormat.TURTLE, prefixes=dict(bound))
-    with raw.open(encoding="utf-8") as src, out.open("w", encoding="utf-8") as dst:
-        dst.writelines(_turtle_layout(bound, src))
+    with raw.open("rb") as src, out.open("wb") as dst:
+        dst.write("".join(_turtle_layout(bound, [])).encode("utf-8"))
+        tail = b""
+        for block in iter(lambda: src.read(1 << 24), b""):
+            data = tail + block
+            cut = data.rfind(b"\n") + 1  # whole lines only
+            data, tail = data[:cut], data[cut:]
+            if data:
+                dst.write(_layout_block(data))
+        if tail:
+            dst.write(_layout_block(tail))
     raw.unlink()
+
+
+def _layout_block(data: bytes) -> bytes:
+    """_turtle_layout (without its prefixes) of whole lines of pyoxigraph's Turtle, in bytes:
+    every line end doubled, then a doubled end before a tab undone and the tab made four
+    spaces — the same bytes as a line at a time, without a Python step per line. Lines a
+    text file would cut otherwise (a carriage return) or an @prefix line after the first
+    ones go a line at a time."""
+    while data.startswith(b"@prefix "):  # pyoxigraph's own prefix lines: dropped
+        end = data.find(b"\n")
+        data = data[end + 1:] if end >= 0 else b""
+    if not data:
+        return b""
+    if b"\r" in data or b"\n@prefix " in data:
+        text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        parts = text.split("\n")
+        lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+        return "".join(_turtle_layout([], lines)).encode("utf-8")
+    out = data.replace(b"\n", b"\n\n").replace(b"\n\n\t", b"\n    ")
+    if data.endswith(b"\n"):
+        out = out[:-1]  # the last line's end, doubled for no line after it
+    return b"    " + out[1:] if out.startswith(b"\t") else b"\n" + out
 
 
 def personal_properties(personal: Mapping[str, frozenset[str]], mapping: Mapping[str, Any]
@@ -411,16 +443,30 @@ def _one(con: Any, sql: str) -> Any:
     return row[0] if row else None
 
 
+@dataclass(frozen=True)
+class NtTarget:
+    """One N-Triples file write_ntriples writes: the graph without the triples of `without`
+    (full IRIs), or only those of `only`; sorted by line (`line`: the bytes
+    to_sorted_ntriples gives the same graph), in to_turtle's order (`turtle`: by subject, its
+    rdf:type first) or in no order at all (`any`: a store's input)."""
+
+    without: frozenset[str] = frozenset()
+    only: frozenset[str] | None = None
+    order: str = "line"
+
+
 def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapping[str, Any],
-                   targets: Mapping[Path, tuple[frozenset[str], bool]], work: Path
+                   targets: Mapping[Path, NtTarget], work: Path
                    ) -> tuple[int, set[str], set[str]]:
-    """Map the tables of `database` (a DuckDB file) to N-Triples, once per target file: each
-    without the triples of its predicates (full IRIs), sorted by line (the bytes
-    to_sorted_ntriples gives the same graph) or, when its flag is set, in to_turtle's order
-    (by subject, its rdf:type first). `work` is a scratch folder DuckDB may spill to.
+    """Map the tables of `database` (a DuckDB file) to N-Triples, once per target file (see
+    NtTarget). `work` is a scratch folder DuckDB may spill to.
     Returns the number of triples of the whole graph, the namespaces (cut after the last
     '/') of its subject and object IRIs, and those (cut after the last '/' or '#') of every
-    IRI it names but rdf:type — what bind_id_namespaces and to_turtle's prefixes look at."""
+    IRI it names but rdf:type — what bind_id_namespaces and to_turtle's prefixes look at.
+
+    The graph is sorted once: when no predicate sorts before rdf:type (as in every shipped
+    pack: `<http://www.w3.org/…#type>` < `<https://…>`), the lines in order are already
+    to_turtle's order too, and every sorted file is a filtered scan of one sorted table."""
     import duckdb
 
     con = duckdb.connect(str(database), read_only=True,
@@ -433,25 +479,46 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
         if _one(con, "SELECT count(*) FROM kg_raw WHERE bad"):
             raise InputError("pack.yaml", "subject template uses an empty cell",
                              field="rdf.tables")
-        con.execute("CREATE TEMP TABLE kg_t AS SELECT DISTINCT s, p, o FROM kg_raw")
-        con.execute("DROP TABLE kg_raw")
-        count = int(_one(con, "SELECT count(*) FROM kg_t"))
         typ = _sql_str(f"<{RDF_TYPE}>")
-        for path, (predicates, turtle) in targets.items():
-            marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(predicates))
-            cond = f"WHERE p NOT IN ({marks})" if predicates else ""
-            order = f"s, p <> {typ}, p, o" if turtle else "line"
-            con.execute(f"COPY (SELECT s || ' ' || p || ' ' || o || ' .' AS line FROM kg_t "
-                        f"{cond} ORDER BY {order}) TO {_sql_str(str(path))} (FORMAT csv, "
-                        "HEADER false, QUOTE '', ESCAPE '', DELIMITER '\t')")
+        # the namespaces: each distinct term once through the regular expression (7x faster
+        # than once per triple; a duplicate triple adds nothing to a DISTINCT)
         ids = {row[0] for row in con.execute(
-            "SELECT DISTINCT regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM (SELECT s AS t "
-            "FROM kg_t UNION ALL SELECT o FROM kg_t WHERE o LIKE '<%')").fetchall()}
+            "SELECT DISTINCT regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM (SELECT DISTINCT t "
+            "FROM (SELECT s AS t FROM kg_raw UNION ALL SELECT o FROM kg_raw WHERE o LIKE '<%'))"
+        ).fetchall()}
         heads = {row[0] for row in con.execute(
-            "SELECT DISTINCT regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) FROM (SELECT s AS t "
-            f"FROM kg_t UNION ALL SELECT p FROM kg_t WHERE p <> {typ} UNION ALL SELECT o "
-            "FROM kg_t WHERE o LIKE '<%' UNION ALL SELECT regexp_extract(o, "
-            "'\\^\\^(<[^>]*>)$', 1) FROM kg_t WHERE o LIKE '\"%')").fetchall()}
+            "SELECT DISTINCT regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) FROM (SELECT DISTINCT t "
+            f"FROM (SELECT s AS t FROM kg_raw UNION ALL SELECT p FROM kg_raw WHERE p <> {typ} "
+            "UNION ALL SELECT o FROM kg_raw WHERE o LIKE '<%' UNION ALL SELECT regexp_extract("
+            "o, '\\^\\^(<[^>]*>)$', 1) FROM kg_raw WHERE o LIKE '\"%>'))").fetchall()}
+        # a subject's lines in line order start with its rdf:type when no predicate sorts
+        # before it: then the one sorted table is in the turtle order too
+        type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM kg_raw) "
+                                   f"WHERE p < {typ}")
+        in_table = {"line", "turtle"} if type_first else {"line"}
+        sort = "ORDER BY line" if {t.order for t in targets.values()} & in_table else ""
+        if sort:
+            con.execute("SET preserve_insertion_order = true")  # a scan keeps the sort
+        # a line is its triple (a subject and a predicate hold no space): DISTINCT lines are
+        # the distinct triples
+        con.execute("CREATE TEMP TABLE kg_s AS SELECT DISTINCT p, s || ' ' || p || ' ' || o || "
+                    f"' .' AS line FROM kg_raw {sort}")
+        con.execute("DROP TABLE kg_raw")
+        count = int(_one(con, "SELECT count(*) FROM kg_s"))
+        for path, target in targets.items():
+            conds = []
+            if target.without:
+                marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.without))
+                conds.append(f"p NOT IN ({marks})")
+            if target.only is not None:
+                marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.only))
+                conds.append(f"p IN ({marks})" if marks else "FALSE")
+            where = f"WHERE {' AND '.join(conds)}" if conds else ""
+            order = "" if target.order in in_table or target.order == "any" else (
+                f"ORDER BY split_part(line, ' ', 1), p <> {typ}, line")  # s, rdf:type first
+            con.execute(f"COPY (SELECT line FROM kg_s {where} {order}) TO "
+                        f"{_sql_str(str(path))} (FORMAT csv, HEADER false, QUOTE '', "
+                        "ESCAPE '', DELIMITER '\t')")
     finally:
         con.close()
     return count, {ns for ns in ids if ns}, {ns for ns in heads if ns}

@@ -77,7 +77,7 @@ def test_odd_values_are_spelt_as_the_reference_spells_them(tmp_path) -> None:
     out, turtle_order = tmp_path / "g.nt", tmp_path / "t.nt"
     count, ids, heads = rdfmap.write_ntriples(
         tmp_path / "raw.duckdb", {"things": ODD}, ODD_MAP,
-        {out: (frozenset(), False), turtle_order: (frozenset(), True)}, tmp_path)
+        {out: rdfmap.NtTarget(), turtle_order: rdfmap.NtTarget(order="turtle")}, tmp_path)
     assert count == len(reference) > 15
     assert out.read_text(encoding="utf-8") == to_sorted_ntriples(reference)
     assert rdfmap.id_prefixes(ids, ODD_MAP, {"ex"}) == [("thing", "http://example.org/id/thing/")]
@@ -97,7 +97,7 @@ def test_an_empty_subject_cell_is_the_packs_error(tmp_path) -> None:
                "tables": {"t": {"class": "ex:T", "subject": "ex:{id}"}}}
     with pytest.raises(InputError, match="subject template uses an empty cell"):
         rdfmap.write_ntriples(tmp_path / "raw.duckdb", {"t": spec}, mapping,
-                              {tmp_path / "o.nt": (frozenset(), False)}, tmp_path)
+                              {tmp_path / "o.nt": rdfmap.NtTarget()}, tmp_path)
 
 
 def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_path) -> None:
@@ -225,3 +225,197 @@ def test_a_rule_that_is_no_plain_construct_is_run_as_run_rules_runs_it(tmp_path)
         assert derive_file(source, text, out, tmp_path) > 0
         assert out.read_text(encoding="utf-8") == to_sorted_ntriples(run_rules(_graph(DATA),
                                                                               text))
+
+
+def _reference_write_csv(path: Path, spec: TableSpec, rows: list[dict]) -> None:
+    """write_csv as it was, a cell at a time: the bytes the column-wise writer must keep."""
+    import csv
+
+    from pytest_kgbench.packs import format_value
+
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(spec.column_names)
+        for row in rows:
+            writer.writerow([format_value(row.get(c)) for c in spec.column_names])
+
+
+def _reference_read(path: Path, spec: TableSpec) -> list[dict]:
+    import csv
+
+    from pytest_kgbench.packs import parse_value
+
+    with path.open(encoding="utf-8", newline="") as fh:
+        return [{c: parse_value(r.get(c) or "", t) for c, t in spec.columns}
+                for r in csv.DictReader(fh)]
+
+
+def test_csv_is_written_a_column_at_a_time_as_a_cell_at_a_time(tmp_path) -> None:
+    """The column-wise write_csv gives the bytes the cell-wise one gave, and they read back
+    to the same rows: mixed types in a column, empty cells, quotes, commas, newlines, a
+    missing key, a column of one type (the fast paths) and of several (format_value's)."""
+    from pytest_kgbench.packs import read_csv_rows
+
+    rows = ODD_ROWS + [
+        {"id": "c,d", "label": None, "n": 7, "x": 2.5, "d": dt.date(2020, 1, 1), "flag": True,
+         "at": None, "other": 'q"uote'},
+        {"id": "only", "n": 0, "x": 3.0},                          # keys missing: empty cells
+        {"id": 5, "label": True, "n": 1.0, "x": -0.0, "d": dt.date(2021, 5, 6),
+         "flag": False, "at": dt.date(2020, 2, 2), "other": "multi\nline"},  # odd types
+    ]
+    for subset in (rows, rows[:3], [r for r in rows if isinstance(r.get("id"), str)], []):
+        new, old = tmp_path / "new.csv", tmp_path / "old.csv"
+        write_csv(new, ODD, subset)
+        _reference_write_csv(old, ODD, subset)
+        assert new.read_bytes() == old.read_bytes()
+        assert read_csv_rows(new, ODD) == _reference_read(old, ODD)
+    odd = tmp_path / "odd.csv"  # blank lines, a short row, a long row, a column not read
+    odd.write_text("id,n,extra,n\n\na,1,x,2\nb\n\nc,,y,,z,w\n", encoding="utf-8")
+    spec = TableSpec(name="t", columns=(("id", "VARCHAR"), ("n", "INTEGER"),
+                                        ("gone", "DATE")), primary_key="id")
+    assert read_csv_rows(odd, spec) == _reference_read(odd, spec) == [
+        {"id": "a", "n": 2, "gone": None}, {"id": "b", "n": None, "gone": None},
+        {"id": "c", "n": None, "gone": None}]
+    (tmp_path / "empty.csv").write_text("", encoding="utf-8")
+    assert read_csv_rows(tmp_path / "empty.csv", spec) == []
+
+
+def test_the_unordered_grams_are_the_ordered_ones() -> None:
+    """The leak check's zero-copy grams of a block are _grams' windows, in another order."""
+    import random
+
+    import numpy as np
+
+    rng = random.Random(7)
+    for n in range(0, 41):
+        data = bytes(rng.randrange(256) for _ in range(n))
+        ordered, unordered = build_mod._grams(data), build_mod._grams_unordered(data)
+        assert unordered.dtype == np.uint32 and len(ordered) == len(unordered) == max(n - 3, 0)
+        assert (np.sort(ordered) == np.sort(unordered)).all()
+
+
+def test_dropping_predicates_a_block_at_a_time_drops_what_a_line_at_a_time_drops(
+        tmp_path, monkeypatch) -> None:
+    """_drop_file copies a block without the predicates whole: the same bytes as a line at a
+    time, whatever the block size (a line cut by a block edge, a line without a space, a
+    carriage return, the last line without its end)."""
+    lines = ['<a> <p> "x" .\n', '<b> <email> "ana@x.example" .\n', '<c> <q> <d> .\n',
+             "nospace\n", '<e> <p> "tab\tin" .\r\n', "\n", '<f> <phone> "555" .\n',
+             '<g> <p> "ünï" .\n', '<h> <p> "end" .']
+    text = "".join(lines) * 5
+    source = tmp_path / "s.nt"
+    source.write_bytes(text.encode("utf-8"))
+
+    def line_at_a_time(predicates: set[str]) -> bytes:
+        marks = {f"<{p}>" for p in predicates}
+        with source.open(encoding="utf-8") as fh:
+            return "".join(line for line in fh if line.split(" ", 2)[1:2] != []
+                           and line.split(" ", 2)[1] not in marks).encode("utf-8")
+
+    clean = tmp_path / "clean.nt"
+    clean.write_text('<a> <p> "x" .\n<c> <q> <d> .\n' * 1000, encoding="utf-8")
+    for chunk in (3, 7, 16, 50, 1 << 24):
+        monkeypatch.setattr(build_mod, "CHUNK", chunk)
+        for predicates in (set(), {"email"}, {"email", "phone", "nothing"}):
+            out = tmp_path / "o.nt"
+            build_mod._drop_file(source, out, predicates)
+            assert out.read_bytes() == line_at_a_time(predicates), (chunk, predicates)
+        build_mod._drop_file(clean, tmp_path / "c.nt", {"email"})
+        assert (tmp_path / "c.nt").read_bytes() == clean.read_bytes()
+
+
+def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_path) -> None:
+    """derive_file leaves out what the raw graph already holds, compared as pyoxigraph spells
+    it: a raw triple written with escapes (`\\u0041` for `A`) or another spelling of a
+    datatype is still the triple a rule derives again, and is not in the output."""
+    from test_rules import SHAPES
+
+    source = tmp_path / "g.nt"
+    source.write_text(
+        '<http://example.org/b> <http://example.org/childOf> <http://example.org/a> .\n'
+        '<http://example.org/c> <http://example.org/childOf> <http://example.org/b> .\n'
+        '<http://example.org/a> <http://example.org/parentOf> <http://example.org/b> .\n'
+        '<http://example.org/c> <http://example.org/name> "\\u0041" .\n', encoding="utf-8")
+    shapes = SHAPES.replace(
+        'sh:construct "CONSTRUCT { ?x ex:grand ?z } WHERE { ?x ex:parentOf ?y . ?y ex:parentOf'
+        ' ?z }"', 'sh:construct "CONSTRUCT { ?z ex:name \\"A\\" } WHERE { ?x ex:parentOf ?y'
+        ' . ?y ex:parentOf ?z }"')
+    assert shapes != SHAPES
+    out = tmp_path / "d.nt"
+    assert derive_file(source, shapes, out, tmp_path) == 1
+    assert out.read_text(encoding="utf-8") == (
+        "<http://example.org/b> <http://example.org/parentOf> <http://example.org/c> .\n")
+    assert not list(tmp_path.glob("d.nt.*"))  # the dump is gone
+
+
+def test_the_turtle_layout_of_a_block_is_that_of_its_lines() -> None:
+    """rdfmap._layout_block gives _turtle_layout's bytes for any cut of pyoxigraph's Turtle
+    into blocks of whole lines: subjects, tab-indented lines, blank lines, a tab line first,
+    a carriage return, a last line without its end, pyoxigraph's own @prefix lines."""
+    text = ("@prefix ex: <http://example.org/> .\n@prefix b: <http://b/> .\nex:a a ex:T ;\n"
+            "\tex:p \"x\" ;\n\tex:q ex:b .\n\nex:b ex:p \"tab\tin\" .\nex:c ex:p \"r\r\" .\n"
+            "\tex:q 1 .\nex:d ex:p 2 .")
+    lines = text.splitlines(keepends=True)
+    for start in range(len(lines)):
+        for stop in range(start + 1, len(lines) + 1):
+            part = "".join(lines[start:stop])
+            with_text = part.replace("\r\n", "\n").replace("\r", "\n")
+            pieces = with_text.split("\n")
+            reference = "".join(rdfmap._turtle_layout([], [p + "\n" for p in pieces[:-1]] + (
+                [pieces[-1]] if pieces[-1] else [])))
+            assert rdfmap._layout_block(part.encode("utf-8")) == reference.encode("utf-8"), (
+                start, stop)
+    clean = "".join(line for line in lines if "\r" not in line)
+    assert b"\n\n" in rdfmap._layout_block(clean.encode("utf-8"))
+
+
+@pytest.mark.parametrize("pack", ["credit", "research"])
+def test_a_big_builds_rules_read_their_predicates_in_a_process_of_their_own(
+        pack, kg_cache, tmp_path, monkeypatch, request) -> None:
+    """Past RULES_APART, the rules load only the triples of the predicates they name
+    (ontology.rule_predicates) and run in a worker process beside the rest of the build
+    (ontology.derive_apart): every file is the one the small path writes, byte for byte."""
+    from pytest_kgbench import ontology
+
+    source = request.getfixturevalue(f"{pack}_pack")
+    small = build_variant(source, "base", kg_cache)
+    started: list[Path] = []
+    apart = ontology.derive_apart
+
+    def spy(ntriples: Path, *args: object) -> object:
+        started.append(ntriples)
+        return apart(ntriples, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build_mod, "RULES_APART", 0)
+    monkeypatch.setattr(ontology, "derive_apart", spy)
+    big = build_variant(source, "base", tmp_path / "cache")
+    assert started and started[0].name == "rules.nt", "the worker path ran"
+    assert big.manifest["build_seconds"]["shacl_rules"] >= 0
+    files = {rel: digest for rel, (_, digest) in small.manifest["integrity"].items()
+             if not rel.endswith(".duckdb")}
+    assert {rel: digest for rel, (_, digest) in big.manifest["integrity"].items()
+            if not rel.endswith(".duckdb")} == files
+    assert "derived.nt" in files and "restricted/derived.nt" in files
+    shapes = (REPO / "ontology" / pack / "shapes.ttl").read_text(encoding="utf-8")
+    named = ontology.rule_predicates(shapes)
+    assert named and "http://www.w3.org/1999/02/22-rdf-syntax-ns#type" in named
+    assert not any(p.endswith(("#email", "#phone")) for p in named)
+
+
+def test_rule_predicates_are_none_when_any_predicate_could_be_read() -> None:
+    """A variable or negated predicate, or a GRAPH clause, could read any triple: then no
+    subset of the graph is claimed to be enough."""
+    from test_rules import SHAPES
+
+    from pytest_kgbench.ontology import rule_predicates
+
+    named = rule_predicates(SHAPES)
+    assert named == {"http://example.org/grand", "http://example.org/parentOf",
+                     "http://example.org/childOf"}
+    rule = "CONSTRUCT { ?y ex:parentOf ?x } WHERE { ?x ex:childOf ?y }"
+    for where in ("?x ?any ?y", "?x !ex:other ?y", "GRAPH ?g { ?x ex:childOf ?y }",
+                  "?x ex:childOf ?y FILTER NOT EXISTS { ?y ?p ?x }"):
+        assert rule_predicates(SHAPES.replace(rule, rule.replace("?x ex:childOf ?y", where))
+                               ) is None, where
+    path = rule.replace("?x ex:childOf ?y", "?x ex:childOf/^ex:sibling* ?y")
+    assert rule_predicates(SHAPES.replace(rule, path)) == named | {"http://example.org/sibling"}
