@@ -186,6 +186,46 @@ def run(folder: Path, url: str, c: int, repeats: int, profile: int | None,
             "main_cpu_s": loop["main_cpu_s"], "fake_cpu_s": fake}
 
 
+def client_alone(url: str, n: int, c: int, context: str) -> dict[str, float]:
+    """The client without the harness: c threads sharing one SDK client ask n requests of the
+    fake (the items' own prompt context), each thread the next the moment its last ends.
+    What the SDK and the fake alone leave of N·L/c at this level, on this machine now."""
+    import statistics
+    import threading
+
+    import anthropic
+
+    client = anthropic.Anthropic(api_key="sk-bench-not-a-key", base_url=url, max_retries=0)
+    client.messages.create(model="claude-sonnet-5-5", max_tokens=16,  # its first use: once
+                           messages=[{"role": "user", "content": "warm"}])
+    left, lock, asks = list(range(n)), threading.Lock(), []
+
+    def work() -> None:
+        while True:
+            with lock:
+                if not left:
+                    return
+                i = left.pop()
+            t0 = time.perf_counter()
+            client.messages.create(
+                model="claude-sonnet-5-5", max_tokens=4096,
+                system=[{"type": "text", "text": "You answer questions about the data."}],
+                messages=[{"role": "user", "content": [
+                    {"type": "text", "text": context, "cache_control": {"type": "ephemeral"}},
+                    {"type": "text", "text": f"## Question {i}"}]}])
+            with lock:
+                asks.append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=work) for _ in range(c)]
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
+            "ask_s": statistics.median(asks)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--items", type=int, default=200, help="about how many items (whole "
@@ -223,6 +263,9 @@ def main() -> None:
                 ideal = n * args.latency / c
                 bound = math.ceil(n / c) * args.latency
                 rows.append((c, got, ideal, bound))
+            context = next((folder / "reports" / f"c{levels[0]}" / "prompts").glob("*.md"))
+            alone = {c: client_alone(url, rows[0][1]["items"], c, context.read_text())
+                     for c in levels}
             if args.profile:
                 run(folder, url, args.profile, repeats, args.rows, server.pid)
     finally:
@@ -242,6 +285,14 @@ def main() -> None:
               f"{bound / wall:.2f} | {got['ask_s']:.3f} s | {got['main_cpu_s']:.2f} s | "
               f"{got['cpu_s'] - got['main_cpu_s']:.2f} s | {got['fake_cpu_s']:.2f} s | "
               f"{got['whole_s']:.1f} s |")
+    print(f"\nthe client alone (no harness: c threads of one SDK client asking the {n} requests "
+          "of the same fake, the items' prompt context):")
+    print("| concurrency | wall | efficiency (N·L/c) | vs bound | median ask | CPU |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for c, _got, ideal, bound in rows:
+        a = alone[c]
+        print(f"| {c} | {a['wall_s']:.2f} s | {ideal / a['wall_s']:.2f} | "
+              f"{bound / a['wall_s']:.2f} | {a['ask_s']:.3f} s | {a['cpu_s']:.2f} s |")
     for c, got, _ideal, _bound in rows:
         if c == 1:  # one in flight: an item's time is L + the request's overhead + the harness
             per = got["loop_s"] / got["items"]

@@ -157,6 +157,29 @@ def test_close_cuts_a_request_in_flight(chat_api) -> None:
     assert time.monotonic() - t0 < 5 and pool.alive() == 0
 
 
+def test_close_with_nothing_in_flight_ends_the_idle_threads_without_cutting() -> None:
+    """The end of a run whose every answer was taken: the idle threads end, and the agents'
+    connections (idle, kept alive) are not shut down one by one on the run's last item."""
+    from pytest_kgbench.inflight import Inflight
+
+    pool = Inflight(4)
+    cut: list[str] = []
+    pool.abort_hooks.append(lambda: cut.append("abort"))
+    pool.start_many((i, lambda i=i: i) for i in range(4))
+    assert [pool.take(i) for i in range(4)] == [0, 1, 2, 3]
+    assert wait_until(lambda: pool._running == 0, 5)
+    pool.close(timeout=5)
+    assert cut == [] and pool.alive() == 0 and pool.discarded == 0
+    busy = Inflight(2)  # an answer still being made: its connection is cut
+    busy.abort_hooks.append(lambda: cut.append("abort"))
+    gate = threading.Event()
+    busy.start("k", lambda: gate.wait(5))
+    assert wait_until(lambda: busy._running == 1, 5)
+    busy.abort_hooks.append(gate.set)  # what an agent's abort does: the request ends at once
+    busy.close(timeout=5)
+    assert cut == ["abort"] and busy.alive() == 0
+
+
 # --- order and scheduling ---------------------------------------------------------------------
 
 def test_context_scope_drops_the_question_and_the_repeat() -> None:
