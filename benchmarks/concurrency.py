@@ -18,7 +18,7 @@ backlog for every connection opened at once. `--fake-as-is` leaves tests/fake_se
 http.server as it is: its replies wait about 40 ms each for the client's delayed ACK
 (Nagle's algorithm: the headers and the body are two writes), and with a backlog of 5 the
 SYNs of more connections at once are dropped and retried a second later — the figures
-measured before 2026-12-02 were these.
+measured on 2026-12-01 were against it.
 
     python benchmarks/concurrency.py                  # 200 items, L = 0.25 s
     python benchmarks/concurrency.py --items 200 --latency 0.25 --levels 1,4,16,64 --profile 64
@@ -241,7 +241,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=25, help="functions shown per profile")
     ap.add_argument("--fake-as-is", action="store_true", help="the fake's HTTP server as "
                     "tests/fake_server.py leaves it: Nagle's algorithm on its replies (about "
-                    "40 ms a reply) and a listen backlog of 5 (the figures before 2026-12-02)")
+                    "40 ms a reply) and a listen backlog of 5 (what the figures of 2026-12-01 "
+                    "were measured against)")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     from pytest_kgbench.questions import load_questions
