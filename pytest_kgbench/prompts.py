@@ -112,15 +112,17 @@ class Prompt:
 # Every item of a condition shares its prompt's system and context (tens of kilobytes): their
 # hashes are made once per process, not per item (hashlib lets go of the GIL on such inputs,
 # and under --concurrency getting it back behind the threads answering ahead is the cost).
+# Items run grouped by context (collect.order_by_context), so a few entries suffice; the
+# strings they key on are the runtime's own cached prompt parts, not copies.
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)
 def _head_digest(system: str, context: str) -> Any:
     """The SHA-256 state after a prompt's head: `system`, a blank line, `context`, a blank
     line (copy it before continuing: the cached state is shared)."""
     return hashlib.sha256(f"{system}\n\n{context}\n\n".encode())
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=32)
 def _sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
