@@ -81,14 +81,18 @@ class Inflight:
                 return True
             if self._closed or (len(self._futures) >= self.window and not force):
                 return False
+            if not self._threads:
+                # the whole pool at the first answer, before any thread is busy: a thread
+                # started later waits for the GIL behind the ones building requests, and the
+                # items' own thread waits with it (64 started one per item took ~0.3 s)
+                self._threads = [threading.Thread(target=self._work, daemon=True,
+                                                  name=f"kgbench-inflight-{i}")
+                                 for i in range(self.size)]
+                for thread in self._threads:
+                    thread.start()
             future: Future[Any] = Future()
             self._futures[key] = future
             self._queue.append((key, make, future))
-            if len(self._threads) < self.size:
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name=f"kgbench-inflight-{len(self._threads)}")
-                self._threads.append(thread)
-                thread.start()
             self._wake.notify()
             return True
 

@@ -157,6 +157,21 @@ def test_close_cuts_a_request_in_flight(chat_api) -> None:
     assert time.monotonic() - t0 < 5 and pool.alive() == 0
 
 
+def test_the_pool_starts_its_threads_at_the_first_answer_and_ends_them_at_close() -> None:
+    """All N threads start with the first answer (before any is busy building a request: one
+    started later waits for the GIL behind them, and the items' own thread with it)."""
+    from pytest_kgbench.inflight import Inflight
+
+    pool = Inflight(4)
+    assert pool.alive() == 0
+    pool.start("a", lambda: "A")
+    assert pool.alive() == 4 and len(inflight_threads()) == 4
+    pool.start_many((k, lambda k=k: k.upper()) for k in "bcdef")
+    assert [pool.take(k) for k in "abcdef"] == list("ABCDEF") and pool.alive() == 4
+    pool.close(timeout=5)
+    assert pool.alive() == 0 and inflight_threads() == []
+
+
 def test_close_with_nothing_in_flight_ends_the_idle_threads_without_cutting() -> None:
     """The end of a run whose every answer was taken: the idle threads end, and the agents'
     connections (idle, kept alive) are not shut down one by one on the run's last item."""
