@@ -1,23 +1,39 @@
 """--concurrency against the ideal, as ratios in one run: N reading items of one worker asked
 of a fake Messages API (tests/fake_api.py, in a process of its own on 127.0.0.1) that answers
 every request after a fixed latency L, at concurrency 1, 4, 16 and 64. The ideal wall time is
-N·L/c; efficiency = ideal / wall; "median ask" is an item's own request as its thread timed
+N·L/c; efficiency = ideal / wall. No schedule can beat ⌈N/c⌉·L (c requests at a time, each
+taking L: 198 items at 64 take four rounds, 1.00 s, where N·L/c is 0.77 s), so the table shows
+the wall against that bound too. "median ask" is an item's own request as its thread timed
 it (L plus the client's and the fake's own time). Wall is the run loop's (every item asked,
 graded and banked to answers.jsonl), measured by a hook around pytest_runtestloop, after the
-SDK is imported (seconds under load, once per process, the same at every level); the whole
-process (start, collection, the build cache, the report) is shown beside it.
+SDK is imported (seconds under load, once per process, the same at every level; with the
+modules its first client imports); the whole
+process (start, collection, the build cache, the report) is shown beside it. CPU: the items'
+own thread (the main thread), the process's other threads (the answers in flight), and the
+fake's process, over the loop: one Python process runs one thread at a time (the GIL), so
+when the first two add up to the wall the process, not the latency, sets the pace.
+
+The fake's server is set as a real API's is: each reply sent at once (TCP_NODELAY) and a listen
+backlog for every connection opened at once. `--fake-as-is` leaves tests/fake_server.py's
+http.server as it is: its replies wait about 40 ms each for the client's delayed ACK
+(Nagle's algorithm: the headers and the body are two writes), and with a backlog of 5 the
+SYNs of more connections at once are dropped and retried a second later — the figures
+measured on 2026-12-01 were against it.
 
     python benchmarks/concurrency.py                  # 200 items, L = 0.25 s
     python benchmarks/concurrency.py --items 200 --latency 0.25 --levels 1,4,16,64 --profile 64
+    python benchmarks/concurrency.py --fake-as-is     # the fake's server as the tests run it
 
 --profile C prints where the run loop's time goes at concurrency C (cProfile, top functions by
-own time) — what the items' own thread spends that the ideal does not count.
+own time): the items' own thread, then the threads answering ahead, merged (their lock waits
+and socket reads are waiting, not work).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -35,16 +51,53 @@ from fake_api import FakeMessagesAPI, text
 ANSWER = "The rating is A+.\\n```json\\n{{\\"rating\\": \\"A+\\"}}\\n```"
 api = FakeMessagesAPI(lambda body: text(ANSWER))
 api.delay = {latency!r}
+if {like_an_api!r}:
+    # as a real API's server does: each reply sent at once (TCP_NODELAY; http.server writes the
+    # headers and the body apart, and Nagle's algorithm holds the body back until the client's
+    # delayed ACK, about 40 ms), and room for every connection the client opens at once (the
+    # socketserver's listen backlog is 5: more SYNs at once are dropped, retried after 1 s)
+    api.server.RequestHandlerClass.disable_nagle_algorithm = True
+    api.server.socket.listen(1024)
 api.__enter__()
 print(api.url, flush=True)
 sys.stdin.read()
 """
 
 TIMER = """
-import json, os, time, pytest
+import json, os, threading, time, pytest
 
 def pytest_collection_finish(session):
-    import anthropic  # the SDK's import (seconds, once per process) is not the loop's
+    # the SDK's import (seconds, once per process) is not the loop's; nor are the modules its
+    # HTTP transport imports when the first client is made (httpcore, h11: ~80 ms)
+    import anthropic
+    anthropic.Anthropic(api_key="sk-bench-not-a-key", base_url="http://127.0.0.1:9").close()
+
+
+_profiles = []
+_lock = threading.Lock()
+
+
+def _profiled_run(run):
+    # every thread started in the loop (the answers in flight) under a profiler of its own
+    def wrapped(self):
+        import cProfile
+        prof = cProfile.Profile()
+        prof.enable()
+        try:
+            run(self)
+        finally:
+            prof.disable()
+            with _lock:
+                _profiles.append(prof)
+    return wrapped
+
+
+def _print(stats, title, rows):
+    import io, pstats
+    out = io.StringIO()
+    print(title)
+    pstats.Stats(*stats, stream=out).sort_stats("tottime").print_stats(rows)
+    print(out.getvalue().split("Ordered by")[-1])
 
 
 @pytest.hookimpl(wrapper=True)
@@ -53,21 +106,37 @@ def pytest_runtestloop(session):
     if os.environ.get("BENCH_PROFILE"):
         import cProfile
         prof = cProfile.Profile()
+        run = threading.Thread.run
+        threading.Thread.run = _profiled_run(run)
         prof.enable()
-    t0 = time.perf_counter()
+    t0, cpu0, main0 = time.perf_counter(), time.process_time(), time.thread_time()
     try:
         return (yield)
     finally:
         wall = time.perf_counter() - t0
+        cpu, main = time.process_time() - cpu0, time.thread_time() - main0
         if prof is not None:
             prof.disable()
-            import pstats, io
-            out = io.StringIO()
-            pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(18)
-            print(out.getvalue())
+            threading.Thread.run = run
+            rows = int(os.environ["BENCH_PROFILE"])
+            _print([prof], "-- the items' own thread (the main thread), by own time:", rows)
+            with _lock:
+                if _profiles:
+                    _print(_profiles, f"-- the {len(_profiles)} threads answering ahead, "
+                           "merged, by own time (lock waits and recv are waiting):", rows)
         with open(os.environ["BENCH_OUT"], "w") as fh:
-            json.dump({"loop_s": wall, "items": len(session.items)}, fh)
+            json.dump({"loop_s": wall, "items": len(session.items), "cpu_s": cpu,
+                       "main_cpu_s": main}, fh)
 """
+
+
+def cpu_of(pid: int) -> float:
+    """A process's CPU seconds so far (user + system, Linux's /proc), or NaN elsewhere."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def machine() -> str:
@@ -89,32 +158,76 @@ def project(folder: Path) -> None:
     (folder / "conftest.py").write_text(TIMER, encoding="utf-8")
 
 
-def run(folder: Path, url: str, c: int, repeats: int, profile: bool) -> dict[str, float]:
+def run(folder: Path, url: str, c: int, repeats: int, profile: int | None,
+        server_pid: int) -> dict[str, float]:
     run_id = f"c{c}" + ("-profile" if profile else "")
     out = folder / f"loop-{run_id}.json"
     env = {**os.environ, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-bench-not-a-key",
            "BENCH_OUT": str(out), "PYTHONDONTWRITEBYTECODE": "1"}
     if profile:
-        env["BENCH_PROFILE"] = "1"
+        env["BENCH_PROFILE"] = str(profile)
     cmd = [sys.executable, "-m", "pytest", "questions", "--model", "sonnet", "--condition",
            "R1", "--repeats", str(repeats), "--concurrency", str(c), "--no-cache", "-q",
            "-p", "no:randomly", "-p", "no:cacheprovider", "--run-id", run_id, "-rN"]
+    fake0 = cpu_of(server_pid)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
     whole = time.perf_counter() - t0
+    fake = cpu_of(server_pid) - fake0
     if done.returncode != 0:
         raise SystemExit(f"concurrency {c}: pytest exited {done.returncode}\n"
                          f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     if profile:
-        print(f"--- where the run loop's time goes at concurrency {c} (cProfile, own time)")
-        print(done.stdout.split("========")[0][-6000:])
+        print(f"--- where the run loop's time goes at concurrency {c} (cProfile)")
+        print(done.stdout.split("========")[0].split("-- the items' own thread", 1)[-1][-30000:])
     loop = json.loads(out.read_text())
     banked = [json.loads(x) for x in
               (folder / "reports" / run_id / "answers.jsonl").read_text().splitlines()]
     assert len(banked) == loop["items"], (len(banked), loop["items"])
     asks = sorted(r["elapsed_s"] for r in banked)
     return {"loop_s": loop["loop_s"], "whole_s": whole, "items": loop["items"],
-            "ask_s": asks[len(asks) // 2]}
+            "ask_s": asks[len(asks) // 2], "cpu_s": loop["cpu_s"],
+            "main_cpu_s": loop["main_cpu_s"], "fake_cpu_s": fake}
+
+
+def client_alone(url: str, n: int, c: int, context: str) -> dict[str, float]:
+    """The client without the harness: c threads sharing one SDK client ask n requests of the
+    fake (the items' own prompt context), each thread the next the moment its last ends.
+    What the SDK and the fake alone leave of N·L/c at this level, on this machine now."""
+    import statistics
+    import threading
+
+    import anthropic
+
+    client = anthropic.Anthropic(api_key="sk-bench-not-a-key", base_url=url, max_retries=0)
+    client.messages.create(model="claude-sonnet-5-5", max_tokens=16,  # its first use: once
+                           messages=[{"role": "user", "content": "warm"}])
+    left, lock, asks = list(range(n)), threading.Lock(), []
+
+    def work() -> None:
+        while True:
+            with lock:
+                if not left:
+                    return
+                i = left.pop()
+            t0 = time.perf_counter()
+            client.messages.create(
+                model="claude-sonnet-5-5", max_tokens=4096,
+                system=[{"type": "text", "text": "You answer questions about the data."}],
+                messages=[{"role": "user", "content": [
+                    {"type": "text", "text": context, "cache_control": {"type": "ephemeral"}},
+                    {"type": "text", "text": f"## Question {i}"}]}])
+            with lock:
+                asks.append(time.perf_counter() - t0)
+
+    threads = [threading.Thread(target=work) for _ in range(c)]
+    t0, cpu0 = time.perf_counter(), time.process_time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - cpu0,
+            "ask_s": statistics.median(asks)}
 
 
 def main() -> None:
@@ -124,7 +237,12 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.25)
     ap.add_argument("--levels", default="1,4,16,64")
     ap.add_argument("--profile", type=int, default=None, help="profile the run loop at this "
-                    "concurrency")
+                    "concurrency (every thread)")
+    ap.add_argument("--rows", type=int, default=25, help="functions shown per profile")
+    ap.add_argument("--fake-as-is", action="store_true", help="the fake's HTTP server as "
+                    "tests/fake_server.py leaves it: Nagle's algorithm on its replies (about "
+                    "40 ms a reply) and a listen backlog of 5 (what the figures of 2026-12-01 "
+                    "were measured against)")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     from pytest_kgbench.questions import load_questions
@@ -134,7 +252,8 @@ def main() -> None:
     repeats = max(1, round(args.items / reading))
     print(machine())
     server = subprocess.Popen(
-        [sys.executable, "-c", SERVER.format(tests=str(ROOT / "tests"), latency=args.latency)],
+        [sys.executable, "-c", SERVER.format(tests=str(ROOT / "tests"), latency=args.latency,
+                                             like_an_api=not args.fake_as_is)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     url = server.stdout.readline().strip()
@@ -144,22 +263,49 @@ def main() -> None:
             folder = Path(tmp)
             project(folder)
             for c in levels:
-                got = run(folder, url, c, repeats, profile=False)
-                ideal = got["items"] * args.latency / c
-                rows.append((c, got["items"], got["loop_s"], ideal, ideal / got["loop_s"],
-                             got["ask_s"], got["whole_s"]))
+                got = run(folder, url, c, repeats, None, server.pid)
+                n = got["items"]
+                ideal = n * args.latency / c
+                bound = math.ceil(n / c) * args.latency
+                rows.append((c, got, ideal, bound))
+            context = next((folder / "reports" / f"c{levels[0]}" / "prompts").glob("*.md"))
+            alone = {c: client_alone(url, rows[0][1]["items"], c, context.read_text())
+                     for c in levels}
             if args.profile:
-                run(folder, url, args.profile, repeats, profile=True)
+                run(folder, url, args.profile, repeats, args.rows, server.pid)
     finally:
         server.kill()
-    print(f"\n{rows[0][1]} items (credit R1 x {repeats} repeats), one worker, a fake Messages "
-          f"API answering after L = {args.latency:g} s")
-    print("| concurrency | wall (run loop) | ideal N·L/c | efficiency | median ask | "
+    n = rows[0][1]["items"]
+    fake = "as tests/fake_server.py leaves it" if args.fake_as_is else \
+        "replying at once (TCP_NODELAY) with a listen backlog of 1024"
+    print(f"\n{n} items (credit R1 x {repeats} repeats), one worker, a fake Messages API "
+          f"answering after L = {args.latency:g} s ({fake})")
+    print("| concurrency | wall (run loop) | ideal N·L/c | efficiency | bound ⌈N/c⌉·L | "
+          "wall vs bound | median ask | CPU: items' thread | other threads | fake | "
           "whole process |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for c, got, ideal, bound in rows:
+        wall = got["loop_s"]
+        print(f"| {c} | {wall:.2f} s | {ideal:.2f} s | {ideal / wall:.2f} | {bound:.2f} s | "
+              f"{bound / wall:.2f} | {got['ask_s']:.3f} s | {got['main_cpu_s']:.2f} s | "
+              f"{got['cpu_s'] - got['main_cpu_s']:.2f} s | {got['fake_cpu_s']:.2f} s | "
+              f"{got['whole_s']:.1f} s |")
+    print(f"\nthe client alone (no harness: c threads of one SDK client asking the {n} requests "
+          "of the same fake, the items' prompt context):")
+    print("| concurrency | wall | efficiency (N·L/c) | vs bound | median ask | CPU |")
     print("|---:|---:|---:|---:|---:|---:|")
-    for c, _n, wall, ideal, eff, ask, whole in rows:
-        print(f"| {c} | {wall:.2f} s | {ideal:.2f} s | {eff:.2f} | {ask:.3f} s | "
-              f"{whole:.1f} s |")
+    for c, _got, ideal, bound in rows:
+        a = alone[c]
+        print(f"| {c} | {a['wall_s']:.2f} s | {ideal / a['wall_s']:.2f} | "
+              f"{bound / a['wall_s']:.2f} | {a['ask_s']:.3f} s | {a['cpu_s']:.2f} s |")
+    for c, got, _ideal, _bound in rows:
+        if c == 1:  # one in flight: an item's time is L + the request's overhead + the harness
+            per = got["loop_s"] / got["items"]
+            print(f"\nat concurrency 1 an item takes {per * 1e3:.1f} ms of the loop: L "
+                  f"{args.latency * 1e3:.0f} ms + the request's overhead (client and fake, "
+                  f"median ask - L) {(got['ask_s'] - args.latency) * 1e3:.1f} ms + the harness "
+                  f"around it (prompt, grade, bank, pytest) "
+                  f"{(per - got['ask_s']) * 1e3:.1f} ms")
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

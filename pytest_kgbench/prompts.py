@@ -9,6 +9,7 @@ read are left out of the context: the guard acts before the model ever sees them
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -91,17 +92,39 @@ class Prompt:
     context: str
     question: str
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
         return f"{self.system}\n\n{self.context}\n\n{self.question}\n"
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+        """SHA-256 of `text`: the shared head (system and context) is hashed once per process
+        and continued with each item's question block."""
+        digest = _head_digest(self.system, self.context).copy()
+        digest.update(f"{self.question}\n".encode())
+        return digest.hexdigest()
 
     @property
     def context_sha256(self) -> str:
-        return hashlib.sha256(self.context.encode("utf-8")).hexdigest()
+        return _sha256_hex(self.context)
+
+
+# Every item of a condition shares its prompt's system and context (tens of kilobytes): their
+# hashes are made once per process, not per item (hashlib lets go of the GIL on such inputs,
+# and under --concurrency getting it back behind the threads answering ahead is the cost).
+# Items run grouped by context (collect.order_by_context), so a few entries suffice; the
+# strings they key on are the runtime's own cached prompt parts, not copies.
+
+@functools.lru_cache(maxsize=32)
+def _head_digest(system: str, context: str) -> Any:
+    """The SHA-256 state after a prompt's head: `system`, a blank line, `context`, a blank
+    line (copy it before continuing: the cached state is shared)."""
+    return hashlib.sha256(f"{system}\n\n{context}\n\n".encode())
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _turtle(title: str, files: list[tuple[str, str]]) -> str:

@@ -90,6 +90,8 @@ class RunStore:
         # fraction of a second); one item at a time, each line goes to disk at once, as ever
         self.fsync_every = FSYNC_EVERY if settings.concurrency > 1 else 0.0
         self._synced = 0.0
+        self._fd: int | None = None  # answers.jsonl, opened at the first line, closed at the end
+        self._prompts: set[Path] = set()  # prompt files known to be written
         self.records: dict[str, BankedRecord] = {}
         if settings.resume:
             drop_torn_tail(self.answers_path)
@@ -162,32 +164,37 @@ class RunStore:
         context = prompt.pop("context", None)
         if context is not None:
             path = self.prompt_path(record["condition"], prompt["context_sha256"])
-            if not path.exists():
-                write_atomic(path, context + "\n\n<!-- followed by each item's question block: "
-                             "answers.jsonl, prompt.question -->\n")
+            if path not in self._prompts:  # looked at on disk once per context, not per item
+                if not path.exists():
+                    write_atomic(path, context + "\n\n<!-- followed by each item's question "
+                                 "block: answers.jsonl, prompt.question -->\n")
+                self._prompts.add(path)
             prompt["context_file"] = str(path.relative_to(self.dir))
         self.records[record["nodeid"]] = record
         line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
-        fd = os.open(self.answers_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:  # one write of the whole line, then to disk: a kill leaves it whole or torn last
-            view = memoryview(line)
-            while view:
-                view = view[os.write(fd, view):]
-            now = time.monotonic()
-            if now - self._synced >= self.fsync_every:
-                os.fsync(fd)
-                self._synced = now
-        finally:
-            os.close(fd)
+        if self._fd is None:  # kept open for the run (O_APPEND: each write lands at the end)
+            self._fd = os.open(self.answers_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = self._fd
+        # one write of the whole line, then to disk: a kill leaves it whole or torn last
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view):]
+        now = time.monotonic()
+        if now - self._synced >= self.fsync_every:
+            os.fsync(fd)
+            self._synced = now
 
     def sync(self) -> None:
-        """Flush answers.jsonl to disk (the end of a run that flushed it now and then)."""
-        if self.fsync_every and self.answers_path.is_file():
-            fd = os.open(self.answers_path, os.O_RDONLY)
-            try:
+        """Flush answers.jsonl to disk and close it (the end of the run; a line banked later
+        opens it again)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if self.fsync_every:  # one item at a time, every line is on disk already
                 os.fsync(fd)
-            finally:
-                os.close(fd)
+        finally:
+            os.close(fd)
 
     def prompt_path(self, condition: str, context_sha: str) -> Path:
         return self.dir / "prompts" / f"{condition}-{context_sha[:12]}.md"

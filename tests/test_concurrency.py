@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -156,6 +157,44 @@ def test_close_cuts_a_request_in_flight(chat_api) -> None:
     assert time.monotonic() - t0 < 5 and pool.alive() == 0
 
 
+def test_the_pool_starts_its_threads_at_the_first_answer_and_ends_them_at_close() -> None:
+    """All N threads start with the first answer (before any is busy building a request: one
+    started later waits for the GIL behind them, and the items' own thread with it)."""
+    from pytest_kgbench.inflight import Inflight
+
+    pool = Inflight(4)
+    assert pool.alive() == 0
+    pool.start("a", lambda: "A")
+    assert pool.alive() == 4 and len(inflight_threads()) == 4
+    pool.start_many((k, lambda k=k: k.upper()) for k in "bcdef")
+    assert [pool.take(k) for k in "abcdef"] == list("ABCDEF") and pool.alive() == 4
+    pool.close(timeout=5)
+    assert pool.alive() == 0 and inflight_threads() == []
+
+
+def test_close_with_nothing_in_flight_ends_the_idle_threads_without_cutting() -> None:
+    """The end of a run whose every answer was taken: the idle threads end, and the agents'
+    connections (idle, kept alive) are not shut down one by one on the run's last item."""
+    from pytest_kgbench.inflight import Inflight
+
+    pool = Inflight(4)
+    cut: list[str] = []
+    pool.abort_hooks.append(lambda: cut.append("abort"))
+    pool.start_many((i, lambda i=i: i) for i in range(4))
+    assert [pool.take(i) for i in range(4)] == [0, 1, 2, 3]
+    assert wait_until(lambda: pool._running == 0, 5)
+    pool.close(timeout=5)
+    assert cut == [] and pool.alive() == 0 and pool.discarded == 0
+    busy = Inflight(2)  # an answer still being made: its connection is cut
+    busy.abort_hooks.append(lambda: cut.append("abort"))
+    gate = threading.Event()
+    busy.start("k", lambda: gate.wait(5))
+    assert wait_until(lambda: busy._running == 1, 5)
+    busy.abort_hooks.append(gate.set)  # what an agent's abort does: the request ends at once
+    busy.close(timeout=5)
+    assert cut == ["abort"] and busy.alive() == 0
+
+
 # --- order and scheduling ---------------------------------------------------------------------
 
 def test_context_scope_drops_the_question_and_the_repeat() -> None:
@@ -211,6 +250,24 @@ def _grades(p, run: str) -> dict[str, tuple[str, str]]:
             for r in read_answers(p.path / "reports" / run / "answers.jsonl")}
 
 
+def _check_prompt_hashes(p, runs: tuple[str, ...]) -> None:
+    """Each banked prompt hash (the head hashed once per context, prompts.py) is the hash of
+    the prompt as the run shows it: its context file's text, then the item's question block."""
+    import hashlib
+
+    from pytest_kgbench.record import read_answers
+
+    seen: dict[str, str] = {}
+    for run in runs:
+        folder = p.path / "reports" / run
+        for r in read_answers(folder / "answers.jsonl"):
+            shown = (folder / r["prompt"]["context_file"]).read_text(encoding="utf-8")
+            head = shown.split("\n\n<!-- followed by each item's question block")[0]
+            text = f"{head}\n\n{r['prompt']['question']}\n"
+            assert r["prompt"]["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+            assert seen.setdefault(r["nodeid"], r["prompt"]["sha256"]) == r["prompt"]["sha256"]
+
+
 def test_concurrency_8_has_8_requests_in_flight_and_grades_as_one_at_a_time(
         project, api) -> None:
     from fake_api import text
@@ -233,6 +290,7 @@ def test_concurrency_8_has_8_requests_in_flight_and_grades_as_one_at_a_time(
     assert api.peak == 8  # the fake saw eight requests at once
     assert len(api.requests) == 2 * asked  # each item asked once, none twice
     assert _grades(p, "many") == _grades(p, "serial")
+    _check_prompt_hashes(p, ("serial", "many"))
     reports = {run: json.loads((p.path / "reports" / run / "report.json").read_text())
                for run in ("serial", "many")}
     # how fast is not what was asked: the same fingerprint, and the setting recorded
@@ -402,3 +460,61 @@ def test_under_n_a_worker_answers_ahead_within_its_context(project, api) -> None
     assert result.ret == 0, result.stdout.str()
     assert len(run_records(p)) == 8 and len(api.requests) == 8
     assert api.peak == 4
+
+
+# --- the items' own thread: work done once per context, not per item --------------------------
+
+def test_a_prompt_s_hashes_are_its_text_s_and_a_shared_head_is_hashed_once(monkeypatch) -> None:
+    import hashlib
+
+    from pytest_kgbench.prompts import Prompt
+
+    context = "| issuer | rating |\n" + "| Caldera | A+ |\n" * 2000  # unique to this test
+    prompts = [Prompt("You answer questions.", context, f"## Question Q{i:02d}") for i in range(3)]
+    other = Prompt("You answer questions.", context.replace("A+", "BB"), "## Question Q00")
+    sha = hashlib.sha256
+    expected = [(sha(p.text.encode()).hexdigest(), sha(p.context.encode()).hexdigest())
+                for p in [*prompts, other]]
+    hashed: list[int] = []
+
+    def counting(data: bytes = b"") -> Any:
+        hashed.append(len(data))
+        return sha(data)
+
+    monkeypatch.setattr(hashlib, "sha256", counting)
+    for _ in range(2):
+        got = [(p.sha256, p.context_sha256) for p in [*prompts, other]]
+        assert got == expected
+    # per context: its head once and the context once, whatever the items and repeats
+    assert len([n for n in hashed if n > len(context) // 2]) == 4, hashed
+
+
+def test_the_run_store_banks_each_line_at_once_and_a_prompt_file_once(tmp_path) -> None:
+    import hashlib
+
+    from pytest_kgbench.record import read_answers
+    from pytest_kgbench.runstore import RunStore
+    from pytest_kgbench.settings import Settings
+
+    store = RunStore(Settings.at(tmp_path, concurrency=4, run_id="banked"))
+
+    def record(n: int, context: str) -> dict[str, Any]:
+        sha = hashlib.sha256(context.encode()).hexdigest()
+        return {"nodeid": f"q.yaml::Q{n:02d}", "condition": "R1", "grade": "correct",
+                "prompt": {"context_sha256": sha, "question": f"Q{n}", "context": context}}
+
+    store.bank(record(1, "the first context"))
+    # in the file the moment it is banked, before the run's end (another reader sees it)
+    assert [r["nodeid"] for r in read_answers(store.answers_path)] == ["q.yaml::Q01"]
+    prompt_file = store.dir / store.records["q.yaml::Q01"]["prompt"]["context_file"]
+    assert prompt_file.read_text().startswith("the first context")
+    store.bank(record(2, "the first context"))
+    store.bank(record(3, "a second context"))
+    assert len(list((store.dir / "prompts").iterdir())) == 2
+    store.sync()  # the end of the run: flushed and closed
+    store.bank(record(4, "a second context"))  # a line after it is still banked, appended
+    store.sync()
+    assert [r["nodeid"] for r in read_answers(store.answers_path)] == [
+        f"q.yaml::Q{n:02d}" for n in (1, 2, 3, 4)]
+    assert all(r["prompt"]["context_file"].startswith("prompts/R1-")
+               for r in read_answers(store.answers_path))
