@@ -286,10 +286,9 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         derived = out / "derived.nt" if shapes_ttl is not None else None
         waits: list[Callable[[], int]] = []
 
-        def start_rules(graph: GraphFiles) -> None:  # a big graph's rules run beside the rest
+        def start_rules(rules_input: Path) -> None:  # a big graph's rules run beside the rest
             if derived is not None and shapes_ttl is not None and rules is not None:
-                waits.append(ontology.derive_apart(graph.rules_input, shapes_ttl, derived,
-                                                   work))
+                waits.append(ontology.derive_apart(rules_input, shapes_ttl, derived, work))
                 rules_started.append(time.perf_counter())
 
         rules_started: list[float] = []
@@ -392,7 +391,8 @@ class GraphFiles:
     sorted_nt: Path | None  # every triple, sorted N-Triples (a scratch file), when written
     restricted_nt: Path | None  # the restricted view's data.nt, when there is one
     rules_nt: Path | None = None  # what the rules read, when not sorted_nt: the triples of
-    #                               the predicates they name, in no order (a scratch file)
+    #                               the predicates they name, in no order, perhaps a triple
+    #                               twice (a scratch file)
 
     @property
     def rules_input(self) -> Path:
@@ -412,12 +412,12 @@ def personal_predicates(pack: Pack) -> frozenset[str]:
 def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
                 predicates: frozenset[str] | None,
                 rules: frozenset[str] | None = None,
-                then: Callable[[GraphFiles], None] | None = None) -> GraphFiles:
+                then: Callable[[Path], None] | None = None) -> GraphFiles:
     """Write the variant's graph: `out/data.ttl` (to_turtle's Turtle), when `predicates` is
     given `out/restricted/data.nt` without them, and into `work` what the rules read: when
     `rules` names the predicates they use (ontology.rule_predicates), only those triples,
-    else every triple, sorted. `then` is called with the files as soon as the rules' input is
-    written (before the Turtle: the rules may run beside it).
+    else every triple, sorted. `then` is called with the rules' input file as soon as it is
+    written (before the graph is sorted and laid out as Turtle: the rules may run beside it).
 
     A pack mapping its tables (`rdf.tables`) is mapped by DuckDB straight to files
     (rdfmap.write_ntriples): no graph is held in memory. A supplied graph file or an R2RML
@@ -439,12 +439,13 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
             targets[sorted_nt] = rdfmap.NtTarget()
         if restricted is not None:
             targets[restricted] = rdfmap.NtTarget(without=frozenset(predicates or ()))
+        early = (lambda: then(rules_nt)) if then is not None and rules_nt is not None else None
         count, ids, heads = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, rdf,
-                                                  targets, work)
+                                                  targets, work, early=early)
         files = GraphFiles(count=count, sorted_nt=None if rules_nt else sorted_nt,
                            restricted_nt=restricted, rules_nt=rules_nt)
-        if then is not None:
-            then(files)
+        if then is not None and rules_nt is None:
+            then(files.rules_input)
         bound = {str(p): str(ns) for p, ns in rdflib.Graph().namespace_manager.namespaces()}
         bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
         bound["xsd"] = rdfmap._XSD
@@ -464,7 +465,7 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
         restricted.write_text(_drop(text, set(predicates or ())), encoding="utf-8")
     files = GraphFiles(count=len(graph), sorted_nt=sorted_nt, restricted_nt=restricted)
     if then is not None:
-        then(files)
+        then(files.rules_input)
     return files
 
 

@@ -26,7 +26,7 @@ TriplesMap holds, read by 60 lines instead of an engine.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -448,7 +448,8 @@ class NtTarget:
     """One N-Triples file write_ntriples writes: the graph without the triples of `without`
     (full IRIs), or only those of `only`; sorted by line (`line`: the bytes
     to_sorted_ntriples gives the same graph), in to_turtle's order (`turtle`: by subject, its
-    rdf:type first) or in no order at all (`any`: a store's input)."""
+    rdf:type first) or in no order at all (`any`: a store's input, which may hold a triple
+    twice)."""
 
     without: frozenset[str] = frozenset()
     only: frozenset[str] | None = None
@@ -456,10 +457,14 @@ class NtTarget:
 
 
 def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapping[str, Any],
-                   targets: Mapping[Path, NtTarget], work: Path
+                   targets: Mapping[Path, NtTarget], work: Path,
+                   early: Callable[[], None] | None = None
                    ) -> tuple[int, set[str], set[str]]:
     """Map the tables of `database` (a DuckDB file) to N-Triples, once per target file (see
-    NtTarget). `work` is a scratch folder DuckDB may spill to.
+    NtTarget). `work` is a scratch folder DuckDB may spill to. A target in no order (`any`) is
+    written first, straight from the mapped rows (a triple two rows map to is written twice),
+    and then `early` is called: what reads it (a build's rules) may start before the graph
+    is sorted.
     Returns the number of triples of the whole graph, the namespaces (cut after the last
     '/') of its subject and object IRIs, and those (cut after the last '/' or '#') of every
     IRI it names but rdf:type — what bind_id_namespaces and to_turtle's prefixes look at.
@@ -479,6 +484,13 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
         if _one(con, "SELECT count(*) FROM kg_raw WHERE bad"):
             raise InputError("pack.yaml", "subject template uses an empty cell",
                              field="rdf.tables")
+        for path, target in targets.items():
+            if target.order == "any":
+                con.execute(f"COPY (SELECT s || ' ' || p || ' ' || o || ' .' FROM kg_raw "
+                            f"{_target_where(target)}) TO {_sql_str(str(path))} (FORMAT csv, "
+                            "HEADER false, QUOTE '', ESCAPE '', DELIMITER '\t')")
+        if early is not None:
+            early()
         typ = _sql_str(f"<{RDF_TYPE}>")
         # the namespaces: each distinct term once through the regular expression (7x faster
         # than once per triple; a duplicate triple adds nothing to a DISTINCT)
@@ -506,22 +518,28 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
         con.execute("DROP TABLE kg_raw")
         count = int(_one(con, "SELECT count(*) FROM kg_s"))
         for path, target in targets.items():
-            conds = []
-            if target.without:
-                marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.without))
-                conds.append(f"p NOT IN ({marks})")
-            if target.only is not None:
-                marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.only))
-                conds.append(f"p IN ({marks})" if marks else "FALSE")
-            where = f"WHERE {' AND '.join(conds)}" if conds else ""
-            order = "" if target.order in in_table or target.order == "any" else (
+            if target.order == "any":
+                continue  # written already
+            order = "" if target.order in in_table else (
                 f"ORDER BY split_part(line, ' ', 1), p <> {typ}, line")  # s, rdf:type first
-            con.execute(f"COPY (SELECT line FROM kg_s {where} {order}) TO "
+            con.execute(f"COPY (SELECT line FROM kg_s {_target_where(target)} {order}) TO "
                         f"{_sql_str(str(path))} (FORMAT csv, HEADER false, QUOTE '', "
                         "ESCAPE '', DELIMITER '\t')")
     finally:
         con.close()
     return count, {ns for ns in ids if ns}, {ns for ns in heads if ns}
+
+
+def _target_where(target: NtTarget) -> str:
+    """The WHERE clause of the lines a target keeps (a table with a predicate column `p`)."""
+    conds = []
+    if target.without:
+        marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.without))
+        conds.append(f"p NOT IN ({marks})")
+    if target.only is not None:
+        marks = ", ".join(_sql_str(f"<{p}>") for p in sorted(target.only))
+        conds.append(f"p IN ({marks})" if marks else "FALSE")
+    return f"WHERE {' AND '.join(conds)}" if conds else ""
 
 
 def id_prefixes(namespaces: set[str], mapping: Mapping[str, Any], taken: set[str]

@@ -374,7 +374,8 @@ def test_a_big_builds_rules_read_their_predicates_in_a_process_of_their_own(
         pack, kg_cache, tmp_path, monkeypatch, request) -> None:
     """Past RULES_APART, the rules load only the triples of the predicates they name
     (ontology.rule_predicates) and run in a worker process beside the rest of the build
-    (ontology.derive_apart): every file is the one the small path writes, byte for byte."""
+    (ontology.derive_apart), started as soon as that input is written, before the graph is
+    sorted: every file is the one the small path writes, byte for byte."""
     from pytest_kgbench import ontology
 
     source = request.getfixturevalue(f"{pack}_pack")
@@ -384,6 +385,9 @@ def test_a_big_builds_rules_read_their_predicates_in_a_process_of_their_own(
 
     def spy(ntriples: Path, *args: object) -> object:
         started.append(ntriples)
+        # the rules start on their input alone: before the graph is sorted for the Turtle
+        assert ntriples.stat().st_size > 0
+        assert not (ntriples.parent / "turtle-order.nt").exists()
         return apart(ntriples, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(build_mod, "RULES_APART", 0)
