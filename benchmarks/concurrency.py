@@ -13,16 +13,16 @@ own thread (the main thread), the process's other threads (the answers in flight
 fake's process, over the loop: one Python process runs one thread at a time (the GIL), so
 when the first two add up to the wall the process, not the latency, sets the pace.
 
-The fake's server is set as a real API's is: each reply sent at once (TCP_NODELAY) and a listen
-backlog for every connection opened at once. `--fake-as-is` leaves tests/fake_server.py's
-http.server as it is: its replies wait about 40 ms each for the client's delayed ACK
-(Nagle's algorithm: the headers and the body are two writes), and with a backlog of 5 the
-SYNs of more connections at once are dropped and retried a second later — the figures
-measured on 2026-12-01 were against it.
+The fake's server (tests/fake_server.py) is set as a real API's is: each reply sent at once
+(TCP_NODELAY) and a listen backlog for every connection opened at once. `--old-fake` puts back
+http.server's defaults, as the fake had them until 2026-12-02: its replies wait about 40 ms
+each for the client's delayed ACK (Nagle's algorithm: the headers and the body are two writes),
+and with a backlog of 5 the SYNs of more connections at once are dropped and retried a second
+later — the figures measured on 2026-12-01 before the fix were against it.
 
     python benchmarks/concurrency.py                  # 200 items, L = 0.25 s
     python benchmarks/concurrency.py --items 200 --latency 0.25 --levels 1,4,16,64 --profile 64
-    python benchmarks/concurrency.py --fake-as-is     # the fake's server as the tests run it
+    python benchmarks/concurrency.py --old-fake       # the fake's server as it was before
 
 --profile C prints where the run loop's time goes at concurrency C (cProfile, top functions by
 own time): the items' own thread, then the threads answering ahead, merged (their lock waits
@@ -51,13 +51,11 @@ from fake_api import FakeMessagesAPI, text
 ANSWER = "The rating is A+.\\n```json\\n{{\\"rating\\": \\"A+\\"}}\\n```"
 api = FakeMessagesAPI(lambda body: text(ANSWER))
 api.delay = {latency!r}
-if {like_an_api!r}:
-    # as a real API's server does: each reply sent at once (TCP_NODELAY; http.server writes the
-    # headers and the body apart, and Nagle's algorithm holds the body back until the client's
-    # delayed ACK, about 40 ms), and room for every connection the client opens at once (the
-    # socketserver's listen backlog is 5: more SYNs at once are dropped, retried after 1 s)
-    api.server.RequestHandlerClass.disable_nagle_algorithm = True
-    api.server.socket.listen(1024)
+if {old_fake!r}:
+    # http.server's defaults: Nagle's algorithm on the replies (the body waits for the client's
+    # delayed ACK, about 40 ms) and a listen backlog of 5 (more SYNs at once are dropped)
+    api.server.RequestHandlerClass.disable_nagle_algorithm = False
+    api.server.socket.listen(5)
 api.__enter__()
 print(api.url, flush=True)
 sys.stdin.read()
@@ -239,10 +237,9 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=None, help="profile the run loop at this "
                     "concurrency (every thread)")
     ap.add_argument("--rows", type=int, default=25, help="functions shown per profile")
-    ap.add_argument("--fake-as-is", action="store_true", help="the fake's HTTP server as "
-                    "tests/fake_server.py leaves it: Nagle's algorithm on its replies (about "
-                    "40 ms a reply) and a listen backlog of 5 (what the figures of 2026-12-01 "
-                    "were measured against)")
+    ap.add_argument("--old-fake", action="store_true", help="the fake's HTTP server with "
+                    "http.server's defaults, as it was until 2026-12-02: Nagle's algorithm on "
+                    "its replies (about 40 ms a reply) and a listen backlog of 5")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
     from pytest_kgbench.questions import load_questions
@@ -253,7 +250,7 @@ def main() -> None:
     print(machine())
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER.format(tests=str(ROOT / "tests"), latency=args.latency,
-                                             like_an_api=not args.fake_as_is)],
+                                             old_fake=args.old_fake)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdout is not None
     url = server.stdout.readline().strip()
@@ -276,7 +273,7 @@ def main() -> None:
     finally:
         server.kill()
     n = rows[0][1]["items"]
-    fake = "as tests/fake_server.py leaves it" if args.fake_as_is else \
+    fake = "with http.server's defaults: Nagle on, backlog 5" if args.old_fake else \
         "replying at once (TCP_NODELAY) with a listen backlog of 1024"
     print(f"\n{n} items (credit R1 x {repeats} repeats), one worker, a fake Messages API "
           f"answering after L = {args.latency:g} s ({fake})")

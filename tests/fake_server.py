@@ -31,6 +31,12 @@ class Headers(dict):
         return super().get(key.lower(), default)
 
 
+class _Server(ThreadingHTTPServer):
+    # room for every connection a client opens at once (socketserver's backlog is 5: the SYNs
+    # past it are dropped and retried a second later)
+    request_queue_size = 1024
+
+
 class FakeServer:
     """Start with `with Sub() as api:`; `api.url` is the base URL."""
 
@@ -61,6 +67,10 @@ class FakeServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # each reply sent at once, as a real API's server does: http.server writes the
+            # headers and the body apart, and Nagle's algorithm would hold the body back until
+            # the client's delayed ACK (about 40 ms on every request)
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -94,7 +104,7 @@ class FakeServer:
                 except OSError:  # the client gave up first
                     pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}{self.url_path}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
