@@ -91,6 +91,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    prebuilt = config.stash.get(keys.PREBUILT, None)
+    if prebuilt is not None:  # no item asked for the session's runtime
+        prebuilt.close()
     registry = config.stash.get(keys.REGISTRY, None)
     if registry is not None:
         deactivate(registry)
@@ -270,12 +273,18 @@ def pytest_collection_finish(session: pytest.Session) -> Generator[None, None, N
     settings: Settings = config.stash[keys.SETTINGS]
     cases = [i.stash[keys.CASE] for i in session.items if keys.CASE in i.stash]
     runtime = Runtime(settings)
+    keep = False
     try:
         runtime.prebuild({(c.question.pack, c.variant) for c in cases}, _say(config))
         if estimate:
             _estimate(config, runtime, cases)
+        # this process asks the items (no xdist workers): the fixture takes this runtime
+        keep = not estimate and config.getoption("dist", default="no") == "no"
     finally:
-        runtime.close()
+        if keep:
+            config.stash[keys.PREBUILT] = runtime
+        else:
+            runtime.close()
 
 
 def _estimate(config: pytest.Config, runtime: Any, cases: list[Any]) -> None:
@@ -360,7 +369,10 @@ def kgbench_runtime(request: pytest.FixtureRequest) -> Generator[Any, None, None
     from pytest_kgbench.runtime import Runtime
 
     config = request.config
-    runtime = Runtime(config.stash[keys.SETTINGS])
+    runtime = config.stash.get(keys.PREBUILT, None)  # serial: the prebuild's, packs loaded
+    config.stash[keys.PREBUILT] = None
+    if runtime is None:
+        runtime = Runtime(config.stash[keys.SETTINGS])
     runtime.session_cases = [i.stash[keys.CASE] for i in request.session.items
                              if keys.CASE in i.stash]
     if config.option.verbose >= 0 and not _is_worker(config):
