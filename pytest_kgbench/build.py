@@ -303,12 +303,17 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             (out / "definitions.md").write_text(
                 ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
                 encoding="utf-8")
+        values = personal_values(pack, typed) if restrict else set()
+        counts = {name: len(typed[name]) for name in pack.tables}
         rows: Tables = {}
         if pack.executed_tables:
             started = time.perf_counter()
             fn = pack.callable(str(pack.manifest["executed"]["function"]),
                                field_name="executed")
             rows = fn(typed)
+        typed.clear()  # the tables' Python rows: no longer read (while a big build's rules run)
+        ontology.trim_heap()
+        if pack.executed_tables:
             check_tables(pack, rows, pack.executed_tables, "executed.tables")
             (out / "executed").mkdir()
             for name, spec in pack.executed_tables.items():
@@ -336,11 +341,9 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
 
         if not restrict:
             rules_done()
-        values = personal_values(pack, typed) if restrict else set()
         if restrict:  # before the rows are freed
             check_personal(pack, out, values, rows)
-        counts = {name: len(typed[name]) for name in pack.tables}
-        del typed, rows  # the Python rows: no longer read (a big build's memory)
+        del typed, rows  # the executed tables' Python rows: no longer read either
         views: dict[str, Any] = {}
         if restrict:
             started = time.perf_counter()

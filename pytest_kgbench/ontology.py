@@ -385,7 +385,7 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
     dumped = work / f"{out.name}.{os.getpid()}.all"
     store.dump(str(dumped), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
     del store
-    _trim()  # the store's memory back to the system before DuckDB takes its own
+    trim_heap()  # the store's memory back to the system before DuckDB takes its own
     con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
                                  "temp_directory": str(work / "duckdb-spill")})
     try:
@@ -443,7 +443,7 @@ def _derive_worker(argv: list[str]) -> None:
     print(json.dumps({"count": count}))
 
 
-def _trim() -> None:
+def trim_heap() -> None:
     """Hand the C heap's free memory back to the system (glibc's malloc_trim; elsewhere
     nothing): a freed store's pages otherwise stay counted in the process's RSS."""
     import ctypes
