@@ -118,15 +118,49 @@ def outcome_of(result: Any, fields: Callable[[Any], Any]) -> tuple[str, Any]:
     return OK, fields(result)
 
 
+def same_answer(a: Any, b: Any, rel: float = 1e-9) -> bool:
+    """Equal answer fields, numbers within `rel` of each other (engines sum floats in their own
+    order: 3.0583333333333336 and 3.058333333333333 are one answer); ints and bools exactly."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and \
+            (isinstance(a, float) or isinstance(b, float)):
+        return math.isclose(a, b, rel_tol=rel, abs_tol=1e-12)
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(same_answer(a[k], b[k], rel) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_answer(x, y, rel) for x, y in zip(a, b))
+    return bool(a == b)
+
+
 def agrees(default: Timing | None, other: Timing) -> str:
     """`same`, `differs`, or `unchecked` (either side past the limit, or no default)."""
     if default is None or OVER in (default.outcome, other.outcome):
         return "unchecked"
     if default.outcome != other.outcome:
         return "differs"
-    if default.outcome == OK and default.answer != other.answer:
+    if default.outcome == OK and not same_answer(default.answer, other.answer):
         return "differs"
     return "same"
+
+
+def shown_answer(timing: Timing, width: int = 300) -> str:
+    text = f"{timing.outcome}: {timing.answer!r}"
+    return text if len(text) <= width else text[:width] + f"… ({len(text)} characters)"
+
+
+def differences(engines: Sequence[str], queries: Sequence[Query],
+                timings: Mapping[str, Mapping[str, Timing]]) -> list[str]:
+    """A line per query and engine whose answer differs from the default's, with both."""
+    out = []
+    for q in queries:
+        base = timings[engines[0]].get(q.label)
+        for e in engines[1:]:
+            t = timings[e].get(q.label)
+            if base is not None and t is not None and agrees(base, t) == "differs":
+                out.append(f"- {q.label}: {label_of(engines[0])} {shown_answer(base)}; "
+                           f"{label_of(e)} {shown_answer(t)}")
+    return out
 
 
 def cell(timing: Timing | None, limit: float) -> str:
@@ -137,7 +171,7 @@ def cell(timing: Timing | None, limit: float) -> str:
     if timing.outcome == OVER:
         return f"> {limit:g} s"
     seconds = timing.median or 0.0
-    text = f"{seconds:.1f} s" if seconds >= 10 else f"{1000 * seconds:.1f} ms"
+    text = f"{seconds:.2f} s" if seconds >= 1 else f"{1000 * seconds:.1f} ms"
     return text if timing.outcome == OK else f"{text} ({timing.outcome})"
 
 
@@ -338,7 +372,7 @@ def time_engine(built: Any, language: str, engine: str, queries: Sequence[Query]
     return out, loading
 
 
-def table(name: str, language: str, engines: Sequence[str], queries: Sequence[Query],
+def table(engines: Sequence[str], queries: Sequence[Query],
           timings: Mapping[str, Mapping[str, Timing]], limit: float) -> list[str]:
     """The per-query table of one variant and language: each engine's median and its ratio to
     the default, and where its answer differs from the default's."""
@@ -436,8 +470,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     continue
                 summaries += summary_rows(name, language, engines, timings, loads, args.limit)
                 print(f"\n### {name}, {language} ({len(queries)} queries; {load()})\n")
-                print("\n".join(table(name, language, engines, queries, timings, args.limit)),
-                      flush=True)
+                print("\n".join(table(engines, queries, timings, args.limit)))
+                differ = differences(engines, queries, timings)
+                if differ:
+                    print("\nAnswers that differ from the default's:\n\n" + "\n".join(differ))
+                sys.stdout.flush()
     finally:
         servers.stop()
     print("\n| variant | language | engine | finished | past the limit | median per query "

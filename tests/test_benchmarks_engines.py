@@ -75,12 +75,31 @@ def test_agrees_never_calls_an_unfinished_query_the_same(qe):
     assert qe.agrees(None, T(qe, "ok", {"n": 1})) == "unchecked"
 
 
+def test_answers_compare_floats_within_rounding_and_the_rest_exactly(qe):
+    assert qe.same_answer({"output": 3.0583333333333336}, {"output": 3.058333333333333})
+    assert not qe.same_answer({"output": 3.0583}, {"output": 3.0584})
+    assert qe.same_answer({"n": [[1, 2.5], [2, 0.1 + 0.2]]}, {"n": [[1, 2.5], [2, 0.3]]})
+    assert not qe.same_answer({"n": 3}, {"n": 4}) and not qe.same_answer([1, 2], [1, 2, 3])
+    assert not qe.same_answer({"ok": True}, {"ok": 1}) and not qe.same_answer({"a": 1}, {"b": 1})
+    assert qe.agrees(T(qe, "ok", {"x": 0.1 + 0.2}), T(qe, "ok", {"x": 0.3})) == "same"
+
+
+def test_differences_name_the_query_and_both_answers(qe):
+    q = qe.Query("credit-Q01", "gold", "sql", "analyst", "SELECT 1")
+    timings = {"duckdb": {q.label: T(qe, "ok", {"n": 1})},
+               "postgres": {q.label: T(qe, "ok", {"n": 2})}}
+    assert qe.differences(["duckdb", "postgres"], [q], timings) == [
+        "- credit-Q01: duckdb ok: {'n': 1}; postgres (throwaway) ok: {'n': 2}"]
+    timings["postgres"][q.label] = T(qe, "ok", {"n": 1})
+    assert qe.differences(["duckdb", "postgres"], [q], timings) == []
+
+
 def test_a_query_past_the_limit_shows_as_such_and_has_no_ratio(qe):
     over = T(qe, "> limit", runs=(30.2,))
     assert over.median is None
     assert qe.cell(over, 30) == "> 30 s"
     assert qe.cell(T(qe, "ok", runs=(0.010, 0.012, 0.5)), 30) == "12.0 ms"
-    assert qe.cell(T(qe, "ok", runs=(12.34,)), 30) == "12.3 s"
+    assert qe.cell(T(qe, "ok", runs=(12.344,)), 30) == "12.34 s"
     assert qe.cell(T(qe, "error", "x", runs=(0.002,)), 30) == "2.0 ms (error)"
     assert qe.ratio(T(qe, "ok", runs=(1.0,)), T(qe, "ok", runs=(0.25,))) == 4.0
     assert qe.ratio(over, T(qe, "ok")) is None and qe.ratio(T(qe, "ok"), over) is None
