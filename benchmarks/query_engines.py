@@ -478,8 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         servers.stop()
     print("\n| variant | language | engine | finished | past the limit | median per query "
-          "| total (finished) | ratio to the default (queries both finished) | load | "
-          "answers as the default's |")
+          "| total (finished) | ratio to the default (queries both finished) "
+          "| loading (untimed, reloads after a kill included) | answers as the default's |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(summaries))
     for what, version in servers.versions.items():
