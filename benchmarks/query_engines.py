@@ -17,11 +17,12 @@ both as the tests start them (tests/oxigraph_server.py, tests/pg_server.py); whe
 be started, its column is skipped with the reason. `endpoint=URL` and `postgres=DSN` use yours.
 
 Each store is opened once per (engine, persona, data) and waited for until loaded: the load is
-not timed (it is reported, per engine). Each query then runs once, its result checked against
-the default engine's; unless it hit the limit it runs `--repeats - 1` more times and the median
-of all its runs is kept. A query past the limit kills the in-process engine's worker, which
-loads its store again before the next query (not timed either). `--kinds gold,trap
---executed` times the trap queries and the SQL over the executed tables too (what
+not timed (it is reported, per engine). Each query then runs once, its answer fields checked
+against the default engine's (numbers within 1e-9 relative); unless it hit the limit, or its
+first run took `--repeat-under` seconds (2) or more, it runs `--repeats - 1` more times and
+the median of all its runs is kept. A query past the limit kills the in-process engine's
+worker, which loads its store again before the next query (not timed either). `--kinds
+gold,trap --executed` times the trap queries and the SQL over the executed tables too (what
 sql_engines.py timed). Progress goes to stderr, one line per query; the tables to stdout.
 """
 
