@@ -1,113 +1,40 @@
-"""The SQL engines side by side: every gold and trap SQL query (raw and executed, each for its
-question's persona) on DuckDB and on PostgreSQL, checked for identical results, then timed.
+"""DuckDB against PostgreSQL on every gold and trap SQL query (raw and executed tables): a thin
+alias of query_engines.py, which measures it (and the SPARQL engines) with one code path.
 
     python benchmarks/sql_engines.py [--dsn postgresql://USER:PASSWORD@HOST:PORT/DB]
                                      [--variants credit/base,credit/large,research/large]
-                                     [--repeats 5]
+                                     [--repeats 5] [--limit 60]
 
-Without --dsn it starts a throwaway server from the machine's initdb/postgres, as the tests do
-(tests/pg_server.py). Each query runs through the store's `run` (guard, deadline, caps), as an
-agent's does; the table gives the median per query of each engine, their ratio, the total, and
-how long the first open of the variant took on PostgreSQL (the load).
+is `query_engines.py --sparql '' --sql duckdb,postgres[=DSN] --kinds gold,trap --executed`;
+without --dsn a throwaway server is started from the machine's initdb/postgres, as the tests
+do (tests/pg_server.py). Any other option is passed on to query_engines.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
+import importlib.util
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
 
 
-def queries(pack: str, variant: str) -> list[tuple[str, str, str, str]]:
-    """(question id, where, persona, statement) of every gold and trap SQL query."""
-    from pytest_kgbench.questions import load_questions
-
-    out = []
-    for q in load_questions(ROOT / "questions" / f"{pack}.yaml").questions:
-        if q.variants and variant not in q.variants:
-            continue
-        for refs in (q.gold, q.trap):
-            for where in ("sql", "executed"):
-                if where in refs:
-                    out.append((q.id, where, q.persona, refs[where]))
-    return out
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--dsn", default=None)
     ap.add_argument("--variants", default="credit/base,credit/large,research/large")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--cache", default=str(ROOT / ".kgbench-cache"))
-    args = ap.parse_args()
-
-    from pytest_kgbench.build import build_variant
-    from pytest_kgbench.packs import find_pack
-    from pytest_kgbench.settings import redact_secrets
-    from pytest_kgbench.stores import open_store
-
-    server = None
-    dsn = args.dsn
-    if dsn is None:
-        sys.path.insert(0, str(ROOT / "tests"))
-        from pg_server import PgServer, missing
-
-        if missing():
-            print(f"no PostgreSQL: {missing()}", file=sys.stderr)
-            return 2
-        server = PgServer().start()
-        dsn = server.database()
-    engines = {"sql": f"postgres={dsn}"}
-    print(f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
-          f"PostgreSQL at {redact_secrets(dsn)}; {args.repeats} repeats")
-    print("| variant | queries | DuckDB median | PostgreSQL median | ratio PG/DuckDB | "
-          "DuckDB total | PostgreSQL total | PostgreSQL load |")
-    print("|---|---|---|---|---|---|---|---|")
-    try:
-        for name in args.variants.split(","):
-            pack_name, variant = name.split("/")
-            pack = find_pack(pack_name, ROOT / "datasets", ROOT / "ontology")
-            built = build_variant(pack, variant, Path(args.cache))
-            todo = queries(pack_name, variant)
-            stores: dict = {}
-            started = time.perf_counter()
-            for _, where, persona, _ in todo:  # the first opens load the variant
-                if (where, persona) not in stores:
-                    stores[(where, persona)] = (
-                        open_store(built, where, persona, engines=engines),
-                        open_store(built, where, persona))
-            load = time.perf_counter() - started
-            times: dict[str, list[float]] = {"pg": [], "duck": []}
-            for qid, where, persona, statement in todo:
-                pg, duck = stores[(where, persona)]
-                a, b = pg.run(statement), duck.run(statement)
-                if (a.columns, a.error, a.refused, len(a.rows)) != \
-                        (b.columns, b.error, b.refused, len(b.rows)):
-                    print(f"  {qid} {where}: results differ: {a.error or a.refused} / "
-                          f"{b.error or b.refused}", file=sys.stderr)
-                for label, store in (("pg", pg), ("duck", duck)):
-                    runs = []
-                    for _ in range(args.repeats):
-                        t = time.perf_counter()
-                        store.run(statement)
-                        runs.append(time.perf_counter() - t)
-                    times[label].append(statistics.median(runs))
-            for pair in stores.values():
-                for store in pair:
-                    store.close()
-            md, mp = statistics.median(times["duck"]), statistics.median(times["pg"])
-            print(f"| {name} | {len(todo)} | {md * 1000:.1f} ms | {mp * 1000:.1f} ms | "
-                  f"{mp / md:.2f} | {sum(times['duck']):.2f} s | {sum(times['pg']):.2f} s | "
-                  f"{load:.2f} s |")
-    finally:
-        if server is not None:
-            server.stop()
-    return 0
+    ap.add_argument("--repeats", default="5")
+    args, rest = ap.parse_known_args(argv)
+    spec = importlib.util.spec_from_file_location("query_engines", HERE / "query_engines.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["query_engines"] = module
+    spec.loader.exec_module(module)
+    postgres = f"postgres={args.dsn}" if args.dsn else "postgres"
+    return int(module.main(["--variants", args.variants, "--repeats", args.repeats,
+                            "--sparql", "", "--sql", f"duckdb,{postgres}",
+                            "--kinds", "gold,trap", "--executed", *rest]))
 
 
 if __name__ == "__main__":
