@@ -136,6 +136,36 @@ def test_a_runaway_query_is_killed_at_its_deadline(credit_base, engine: str) -> 
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+def test_a_store_still_loading_is_not_the_querys_time(tmp_path, engine: str) -> None:
+    """A query asked while the worker still loads its store (a fresh one, or the replacement
+    of one killed at a deadline) gets its whole deadline once the store is there: the load is
+    the harness's time, never a timeout charged to the model."""
+    from pytest_kgbench.executors.guard import Guard
+
+    triples = 40_000 if engine == "rdflib" else 400_000  # a load well past the deadline
+    data = tmp_path / "big.nt"
+    data.write_text("".join(f'<http://example.org/s{i}> <http://example.org/p> "{i}" .\n'
+                            for i in range(triples)), encoding="utf-8")
+    plugin = "default" if engine == "rdflib" else "Oxigraph"
+    timeout = 0.3
+    ex = SparqlExecutor.over(plugin, [(data, "nt")], Guard(reads_personal=True),
+                             timeout=timeout)
+    try:
+        started = time.monotonic()
+        res = ex.run("ASK { ?s ?p ?o }")  # asked at once: the worker is still loading
+        waited = time.monotonic() - started
+        assert waited > timeout, "the store loaded within the deadline: nothing was tested"
+        assert res.ok and not res.timed_out, res.error
+        assert ex.run(HEAVY).timed_out  # killed at its deadline: a replacement loads
+        started = time.monotonic()
+        res = ex.run("ASK { ?s ?p ?o }")
+        assert time.monotonic() - started > timeout
+        assert res.ok and not res.timed_out, res.error
+    finally:
+        ex.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_the_guards_own_parse_is_inside_the_deadline(credit_base, engine: str) -> None:
     """A long text slow for rdflib's parser (seconds) still ends at the deadline: it is parsed
     in the worker, which is killed; a long text with a SERVICE in it is refused there."""
