@@ -156,3 +156,59 @@ def test_syntax_errors_are_errors_not_refusals(sql, sparql) -> None:
     assert sql.run("SELEC 1").error and not sql.run("SELEC 1").refused
     res = sparql.run("SELECT ?x WHERE {")
     assert res.error and "does not parse" in res.error and not res.refused
+
+
+@pytest.mark.parametrize("variant", ["credit_base", "research_base"])
+def test_oxigraphs_census_is_the_one_rdflib_walks(variant, request) -> None:
+    """The store's vocabulary and catalog (classes, their counts, the properties their
+    instances use) are the same whether Oxigraph counts them in SPARQL or Python walks
+    rdflib's store — for every persona's view."""
+    from dataclasses import asdict
+
+    from pytest_kgbench.executors import CAPS
+    from pytest_kgbench.executors.sparql import graph_files
+    from pytest_kgbench.executors.sparql_worker import GraphEngine
+    from pytest_kgbench.stores import guard_for
+
+    built = request.getfixturevalue(variant)
+    for persona in built.pack.personas:
+        guard = guard_for(built, persona)
+        load, prefixes, hidden = graph_files(built, "raw", guard)
+        engines = {}
+        for plugin in ("default", "Oxigraph"):
+            engines[plugin] = GraphEngine({
+                "plugin": plugin, "files": [[str(p), f] for p, f in load],
+                "prefixes": dict(prefixes), "hidden": sorted(hidden), "guard": guard.to_json(),
+                "caps": asdict(CAPS)})
+        rdflib_engine, oxigraph = engines["default"], engines["Oxigraph"]
+        assert len(oxigraph.catalog) > 3 and len(oxigraph.vocabulary) > 10
+        assert oxigraph.vocabulary == rdflib_engine.vocabulary
+        assert oxigraph.catalog == rdflib_engine.catalog
+        assert oxigraph.info() == rdflib_engine.info()
+
+
+def test_the_census_counts_instances_not_values(tmp_path) -> None:
+    """A property with two values on one instance counts that instance once, and an instance
+    of two classes counts in both — on either engine."""
+    from dataclasses import asdict
+
+    from pytest_kgbench.executors import CAPS
+    from pytest_kgbench.executors.sparql_worker import GraphEngine
+
+    ex, typ = "http://example.org/", "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
+    lines = [f"<{ex}s1> <{typ}> <{ex}A> .", f"<{ex}s1> <{typ}> <{ex}B> .",
+             f'<{ex}s1> <{ex}p> "1" .', f'<{ex}s1> <{ex}p> "2" .', f'<{ex}s1> <{ex}q> "x" .',
+             f"<{ex}s2> <{typ}> <{ex}A> .", f'<{ex}s2> <{ex}p> "3" .']
+    data = tmp_path / "g.nt"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    guard = Guard(reads_personal=True)
+    want = None
+    for plugin in ("default", "Oxigraph"):
+        engine = GraphEngine({"plugin": plugin, "files": [[str(data), "nt"]],
+                              "prefixes": {"ex": ex}, "guard": guard.to_json(),
+                              "caps": asdict(CAPS)})
+        got = {c["name"]: (c["rows"], dict(map(tuple, c["columns"]))) for c in engine.catalog}
+        assert got == {"ex:A": (2, {"ex:p": "2 uses", "ex:q": "1 uses"}),
+                       "ex:B": (1, {"ex:p": "1 uses", "ex:q": "1 uses"})}, plugin
+        assert want is None or engine.vocabulary == want
+        want = engine.vocabulary
