@@ -264,9 +264,13 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     csv_dir.mkdir()
     for name, spec in pack.tables.items():
         write_csv(csv_dir / f"{name}.csv", spec, tables[name])
+    counts = {name: len(tables[name]) for name in pack.tables}
     del tables
-    typed = read_tables(csv_dir, pack.tables)  # what every consumer reads: the files
     create_database(out / "raw.duckdb", pack.tables, csv_dir)
+    # what every consumer reads: the files. A mapping of the tables is DuckDB's over the
+    # database (and a big build's rules start on its output): the rows are read after it
+    mapped = bool(pack.rdf.get("tables"))
+    typed = {} if mapped else read_tables(csv_dir, pack.tables)
     work = out.with_name(out.name + ".work")  # scratch: DuckDB's spill, the unsorted RDF
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
@@ -279,8 +283,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         shapes_ttl = shapes.read_text(encoding="utf-8") if shapes is not None else None
         # a big graph's rules read only the triples of their predicates, in a process of
         # their own (rdflib's parse of the rules costs ~0.5 s: not worth it for a small one)
-        cells = sum(len(typed[name]) * (len(spec.columns) + 1)
-                    for name, spec in pack.tables.items())
+        cells = sum(counts[name] * (len(spec.columns) + 1) for name, spec in pack.tables.items())
         rules = ontology.rule_predicates(shapes_ttl) \
             if shapes_ttl is not None and cells >= RULES_APART else None
         derived = out / "derived.nt" if shapes_ttl is not None else None
@@ -294,6 +297,8 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
         rules_started: list[float] = []
         graph = write_graph(pack, typed, out, work, predicates if restrict else None, rules,
                             then=start_rules)
+        if mapped:
+            typed = read_tables(csv_dir, pack.tables)
         seconds["raw"] = round(time.perf_counter() - started, 3)
         peak["raw"] = peak_rss_mib()
         supplied = pack.ontology_file("definitions.md")
@@ -304,7 +309,6 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
                 ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
                 encoding="utf-8")
         values = personal_values(pack, typed) if restrict else set()
-        counts = {name: len(typed[name]) for name in pack.tables}
         rows: Tables = {}
         if pack.executed_tables:
             started = time.perf_counter()
