@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import load, machine  # noqa: E402 - beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,30 +64,6 @@ print("KGBENCH-CHILD " + json.dumps({"code": code, "wall": wall, "own_peak_mib":
 """
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kib = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kib / (1 << 20):.0f} GiB"
-    except (OSError, ValueError, IndexError):
-        pass
-    return (f"{platform.system()} {platform.release()}, {cpu}, {os.cpu_count()} cores{mem}, "
-            f"Python {platform.python_version()}")
-
-
-def load() -> str:
-    try:
-        return "/".join(f"{x:.1f}" for x in os.getloadavg())
-    except OSError:
-        return "?"
 
 
 def child(args: list[str], timeout: float) -> dict:

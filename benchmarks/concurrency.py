@@ -35,12 +35,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import load, machine  # noqa: E402 - beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -136,12 +137,6 @@ def cpu_of(pid: int) -> float:
         return float("nan")
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
-
-def machine() -> str:
-    load = os.getloadavg()
-    cpu = platform.processor() or platform.machine()
-    return (f"{platform.node()}: {os.cpu_count()} cores, {cpu}, Python "
-            f"{platform.python_version()}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
 def project(folder: Path) -> None:
@@ -247,7 +242,7 @@ def main() -> None:
     reading = sum("reading" in q.modes and (q.variants is None or "base" in q.variants)
                   for q in load_questions(ROOT / "questions" / "credit.yaml").questions)
     repeats = max(1, round(args.items / reading))
-    print(machine())
+    print(f"{machine()}; load average {load()}")
     server = subprocess.Popen(
         [sys.executable, "-c", SERVER.format(tests=str(ROOT / "tests"), latency=args.latency,
                                              old_fake=args.old_fake)],

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -28,13 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import load, machine  # noqa: E402 - beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 
-
-def machine() -> str:
-    load = os.getloadavg()
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}, load average {load[0]:.2f}")
 
 
 def run(args: list[str], run_id: str, reports: Path) -> dict:
@@ -74,7 +70,7 @@ def main() -> None:
     large = [*base, "--variant", "large", "--sparql-engine", "oxigraph", "--query-timeout", "600"]
     with tempfile.TemporaryDirectory(prefix="kgbench-bench-") as tmp:
         reports = Path(tmp)
-        print(f"machine: {machine()}")
+        print(f"machine: {machine()}; load average {load()}")
         run(base, "warm-base", reports)       # builds the variants: not counted
         run(large, "warm-large", reports)
         serial = run(base, "serial", reports)

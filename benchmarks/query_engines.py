@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -40,6 +38,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from machine import load, machine  # noqa: E402 - beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = {"sparql": "rdflib", "sql": "duckdb"}
@@ -223,21 +223,6 @@ def label_of(engine: str) -> str:
     return base
 
 
-def machine() -> str:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return (f"{platform.machine()} {cpu}, {os.cpu_count()} cores, Python "
-            f"{platform.python_version()}, {platform.system()} {platform.release()}")
-
-
-def load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 # --- the servers ---------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def qe():
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # its neighbours, as `python benchmarks/…` has
     spec = importlib.util.spec_from_file_location("query_engines",
                                                   ROOT / "benchmarks" / "query_engines.py")
     assert spec is not None and spec.loader is not None
