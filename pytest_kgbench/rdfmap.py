@@ -486,9 +486,8 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
                              field="rdf.tables")
         for path, target in targets.items():
             if target.order == "any":
-                con.execute(f"COPY (SELECT s || ' ' || p || ' ' || o || ' .' FROM kg_raw "
-                            f"{_target_where(target)}) TO {_sql_str(str(path))} (FORMAT csv, "
-                            "HEADER false, QUOTE '', ESCAPE '', DELIMITER '\t')")
+                _copy_lines(con, "SELECT s || ' ' || p || ' ' || o || ' .' FROM kg_raw "
+                            f"{_target_where(target)}", path)
         if early is not None:
             early()
         typ = _sql_str(f"<{RDF_TYPE}>")
@@ -522,12 +521,17 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
                 continue  # written already
             order = "" if target.order in in_table else (
                 f"ORDER BY split_part(line, ' ', 1), p <> {typ}, line")  # s, rdf:type first
-            con.execute(f"COPY (SELECT line FROM kg_s {_target_where(target)} {order}) TO "
-                        f"{_sql_str(str(path))} (FORMAT csv, HEADER false, QUOTE '', "
-                        "ESCAPE '', DELIMITER '\t')")
+            _copy_lines(con, f"SELECT line FROM kg_s {_target_where(target)} {order}", path)
     finally:
         con.close()
     return count, {ns for ns in ids if ns}, {ns for ns in heads if ns}
+
+
+def _copy_lines(con: Any, query: str, path: Path) -> None:
+    """Write the one text column `query` selects into `path`, a line per row, as it is (no
+    quoting, no header)."""
+    con.execute(f"COPY ({query}) TO {_sql_str(str(path))} (FORMAT csv, HEADER false, "
+                "QUOTE '', ESCAPE '', DELIMITER '\t')")
 
 
 def _target_where(target: NtTarget) -> str:

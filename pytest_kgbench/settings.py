@@ -805,7 +805,7 @@ def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
     (the model names, its credential, the run it replays). `asking` is False when nothing
     will be asked (--collect-only, --estimate): credentials are not needed then."""
     agent = registry.agent(settings.agent)
-    named = [(lang, v) for lang, v in settings.engines.items()]
+    named = list(settings.engines.items())
     named += [(lang, v) for lang, arms in settings.engine_arms.items() for v in arms.values()]
     for language, name in named:
         kind = registry.store(language, name)
