@@ -379,8 +379,19 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
     for update in updates:  # each rule reads the raw graph merged with what the rules added
         store.update(str(update).format(into=f"GRAPH {mine}", using=f"USING {raw} USING "
                                         f"{mine}"))
-    store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ GRAPH {mine} "
-                 f"{{ ?s ?p ?o }} GRAPH {raw} {{ ?s ?p ?o }} }}")  # derived, and raw already
+    # what the rules derived that the raw graph holds already is not theirs: looked for only
+    # under the predicates both graphs use (a scan of each graph's predicates, not a probe
+    # of raw for every derived triple: 7 s at 100,000 issuers)
+    used = []
+    for graph in (mine, raw):
+        rows = store.query(f"SELECT DISTINCT ?p WHERE {{ GRAPH {graph} {{ ?s ?p ?o }} }}")
+        assert isinstance(rows, ox.QuerySolutions)
+        used.append({str(row[0]) for row in rows})
+    shared = used[0] & used[1]
+    if shared:
+        store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
+                     f"{{ {' '.join(sorted(shared))} }} GRAPH {mine} {{ ?s ?p ?o }} "
+                     f"GRAPH {raw} {{ ?s ?p ?o }} }}")
     work = Path(work or tempfile.gettempdir())
     dumped = work / f"{out.name}.{os.getpid()}.all"
     store.dump(str(dumped), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
@@ -389,12 +400,13 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
     con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
                                  "temp_directory": str(work / "duckdb-spill")})
     try:
-        con.execute("CREATE TEMP TABLE d AS SELECT DISTINCT line FROM read_csv(?, columns = "
-                    "{'line': 'VARCHAR'}, header = false, delim = '\t', quote = '', "
-                    "escape = '', auto_detect = false)", [str(dumped)])
-        count = con.execute("SELECT count(*) FROM d").fetchone()
-        con.execute("COPY (SELECT line FROM d ORDER BY line) TO ? (FORMAT csv, HEADER false, "
-                    "QUOTE '', ESCAPE '', DELIMITER '\t')", [str(out)])
+        # a store holds a triple once and N-Triples writes a term one way: the dump's lines
+        # are distinct already, and only sorted here
+        count = con.execute("COPY (SELECT line FROM read_csv(?, columns = {'line': 'VARCHAR'}, "
+                            "header = false, delim = '\t', quote = '', escape = '', "
+                            "auto_detect = false) ORDER BY line) TO ? (FORMAT csv, HEADER false, "
+                            "QUOTE '', ESCAPE '', DELIMITER '\t')", [str(dumped), str(out)]
+                            ).fetchone()
     finally:
         con.close()
         dumped.unlink()
