@@ -424,7 +424,9 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
     given `out/restricted/data.nt` without them, and into `work` what the rules read: when
     `rules` names the predicates they use (ontology.rule_predicates), only those triples,
     else every triple, sorted. `then` is called with the rules' input file as soon as it is
-    written (before the graph is sorted and laid out as Turtle: the rules may run beside it).
+    written (a big graph's before the graph is sorted and laid out as Turtle: the rules may
+    run beside it). The Turtle is laid out as DuckDB writes the graph in its order, through
+    a pipe (rdfmap.NtTarget's `consume`): that gigabyte never reaches the disk.
 
     A pack mapping its tables (`rdf.tables`) is mapped by DuckDB straight to files
     (rdfmap.write_ntriples): no graph is held in memory. A supplied graph file or an R2RML
@@ -439,7 +441,21 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
 
         in_order = work / "turtle-order.nt"
         rules_nt = work / "rules.nt" if rules is not None else None
-        targets = {in_order: rdfmap.NtTarget(order="turtle")}
+
+        def lay_out(ntriples: Path, ids: set[str], heads: set[str]) -> None:
+            """data.ttl from the graph in to_turtle's order, read as DuckDB writes it."""
+            bound = {str(p): str(ns) for p, ns in
+                     rdflib.Graph().namespace_manager.namespaces()}
+            bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
+            bound["xsd"] = rdfmap._XSD
+            ours = rdfmap.id_prefixes(ids, rdf, set(bound))
+            spaces = {ns for _, ns in ours}
+            bound = {p: n for p, n in bound.items() if n not in spaces}  # rdflib's replace=True
+            bound.update(ours)
+            rdfmap.turtle_file(ntriples, rdfmap.used_prefixes(bound, heads), out / "data.ttl",
+                               work)
+
+        targets = {in_order: rdfmap.NtTarget(order="turtle", consume=lay_out)}
         if rules_nt is not None:
             targets[rules_nt] = rdfmap.NtTarget(only=rules, order="any")
         else:
@@ -447,22 +463,13 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
         if restricted is not None:
             targets[restricted] = rdfmap.NtTarget(without=frozenset(predicates or ()))
         early = (lambda: then(rules_nt)) if then is not None and rules_nt is not None else None
-        count, ids, heads = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, rdf,
-                                                  targets, work, early=early)
+        count, _, _ = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, rdf, targets, work,
+                                            early=early)
+        in_order.unlink()
         files = GraphFiles(count=count, sorted_nt=None if rules_nt else sorted_nt,
                            restricted_nt=restricted, rules_nt=rules_nt)
         if then is not None and rules_nt is None:
             then(files.rules_input)
-        bound = {str(p): str(ns) for p, ns in rdflib.Graph().namespace_manager.namespaces()}
-        bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
-        bound["xsd"] = rdfmap._XSD
-        ours = rdfmap.id_prefixes(ids, rdf, set(bound))
-        spaces = {ns for _, ns in ours}
-        bound = {p: n for p, n in bound.items() if n not in spaces}  # rdflib's replace=True
-        bound.update(ours)
-        rdfmap.turtle_file(in_order, rdfmap.used_prefixes(bound, heads), out / "data.ttl",
-                           work)
-        in_order.unlink()
         return files
     graph = data_graph(pack, typed, out)
     (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
@@ -608,31 +615,49 @@ def _drop(ntriples: str, predicates: set[str]) -> str:
 def _drop_file(source: Path, target: Path, predicates: set[str]) -> None:
     """_drop_lines, file to file, a block at a time: a block holding none of the predicates
     (nor a line without a space, which is dropped, nor a carriage return, which text mode
-    reads as a line end) is copied as it is; the others go a line at a time."""
+    reads as a line end) is copied as it is; the others go a line at a time. A file whose
+    every block is kept as it is becomes a second name of `source` (a hard link, where the
+    file system has them): the same bytes, none written (half a gigabyte of rule-derived
+    triples at 100,000 issuers)."""
     marks = {f"<{p}>" for p in predicates}
     encoded = [m.encode("utf-8") for m in marks]
 
-    def kept(data: bytes) -> bytes:
+    def as_is(data: bytes) -> bool:
         last = data[data.rfind(b"\n") + 1:]  # a last line without its end
         # every line ending " ." holds a space (N-Triples' lines all do)
-        if not any(m in data for m in encoded) and b"\r" not in data and \
-                data.count(b"\n") == data.count(b" .\n") and (not last or b" " in last):
+        return not any(m in data for m in encoded) and b"\r" not in data and \
+            data.count(b"\n") == data.count(b" .\n") and (not last or b" " in last)
+
+    def kept(data: bytes) -> bytes:
+        if as_is(data):
             return data
         text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
         parts = text.split("\n")  # the lines a text file gives: cut at \n only
         lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
         return "".join(_drop_lines(lines, marks)).encode("utf-8")
 
-    with source.open("rb") as src, target.open("wb") as dst:
-        tail = b""
-        for block in iter(lambda: src.read(CHUNK), b""):
-            data = tail + block
-            cut = data.rfind(b"\n") + 1
-            data, tail = data[:cut], data[cut:]
-            if data:
-                dst.write(kept(data))
-        if tail:
-            dst.write(kept(tail))
+    def blocks() -> Any:  # whole lines, the last one as the file ends
+        with source.open("rb") as src:
+            tail = b""
+            for block in iter(lambda: src.read(CHUNK), b""):
+                data = tail + block
+                cut = data.rfind(b"\n") + 1
+                data, tail = data[:cut], data[cut:]
+                if data:
+                    yield data
+            if tail:
+                yield tail
+
+    target.unlink(missing_ok=True)  # a link made before: writing it would write `source`
+    if all(as_is(data) for data in blocks()):
+        try:
+            os.link(source, target)
+            return
+        except OSError:  # no hard links here (another file system, FAT): the copy below
+            pass
+    with target.open("wb") as dst:
+        for data in blocks():
+            dst.write(kept(data))
 
 
 def _drop_lines(lines: Any, marks: set[str]) -> Any:
@@ -700,7 +725,9 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
     """Whether a value occurs in the text `blocks()` gives, a block at a time: the values'
     GRAM-byte pieces (all values' at once, in numpy) are looked up in each block (a hashed
     table first, so a block costs a few passes over its bytes), and only a value all of whose
-    pieces occur is searched for, in a second pass."""
+    pieces occur is searched for, in a second pass. A piece found is taken out of the table:
+    a piece common in the text (the ".exa" of an e-mail domain, of every IRI too) stops
+    costing a lookup after the first block that holds it."""
     import numpy as np
 
     encoded = [e for e in (v.encode("utf-8") for v in values) if len(e) >= GRAM]
@@ -714,17 +741,29 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
     pieces, owner = pieces[inside], owner[inside]
     wanted = np.unique(pieces)
     mult, shift = np.uint32(2654435761), np.uint32(8)
-    table = np.zeros(1 << 24, dtype=bool)
+    table = np.zeros(1 << 24, dtype=bool)  # a bucket is set while a piece in it is unseen
     table[(wanted * mult) >> shift] = True
     seen = np.zeros(len(wanted), dtype=bool)
+    hashed = np.empty(0, dtype=np.uint32)
     tail = b""
     for block in blocks():
         data = tail + block
         tail = data[-(GRAM - 1):]
         grams = _grams_unordered(data)
-        hits = grams[table[(grams * mult) >> shift]]
+        if hashed.size < grams.size:
+            hashed = np.empty(grams.size, dtype=np.uint32)
+        h = hashed[:grams.size]
+        np.multiply(grams, mult, out=h)
+        np.right_shift(h, shift, out=h)
+        hits = grams[table[h]]
         if hits.size:
-            seen[np.searchsorted(wanted, np.intersect1d(hits, wanted))] = True
+            at = np.minimum(np.searchsorted(wanted, hits), len(wanted) - 1)
+            found = at[wanted[at] == hits]
+            found = found[~seen[found]]  # a seen piece sharing a bucket with an unseen one
+            if found.size:
+                seen[found] = True
+                table[:] = False
+                table[(wanted[~seen] * mult) >> shift] = True
     missing = ~seen[np.searchsorted(wanted, pieces)]
     whole = np.bincount(owner, weights=missing, minlength=len(encoded)) == 0
     candidates = [encoded[i] for i in np.flatnonzero(whole)]

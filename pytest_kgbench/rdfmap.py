@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -449,11 +450,15 @@ class NtTarget:
     (full IRIs), or only those of `only`; sorted by line (`line`: the bytes
     to_sorted_ntriples gives the same graph), in to_turtle's order (`turtle`: by subject, its
     rdf:type first) or in no order at all (`any`: a store's input, which may hold a triple
-    twice)."""
+    twice). A target with `consume` is read as it is written: write_ntriples writes it into
+    a pipe made at its path and calls consume(path, ids, heads) (the namespaces it returns)
+    to read it, so the file never reaches the disk (where the OS has no named pipes, it is a
+    file, read once written)."""
 
     without: frozenset[str] = frozenset()
     only: frozenset[str] | None = None
     order: str = "line"
+    consume: Callable[[Path, set[str], set[str]], None] | None = None
 
 
 def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapping[str, Any],
@@ -479,52 +484,103 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
                                  "temp_directory": str(work),
                                  "preserve_insertion_order": False})
     try:
+        con.execute("SET enable_progress_bar = false")  # a COPY runs on a thread (_copy_into)
         _udfs(con)
-        con.execute(f"CREATE TEMP TABLE kg_raw AS {triples_sql(specs, mapping)}")
-        if _one(con, "SELECT count(*) FROM kg_raw WHERE bad"):
+        # the mapping is a query, computed again by each statement below that reads it (2 s
+        # at 100,000 issuers): held as a table, its triples spilled to disk and were read
+        # back by each (5 GB written)
+        mapped = f"({triples_sql(specs, mapping)})"
+        if _one(con, f"SELECT count(*) FROM {mapped} WHERE bad"):
             raise InputError("pack.yaml", "subject template uses an empty cell",
                              field="rdf.tables")
         for path, target in targets.items():
             if target.order == "any":
-                _copy_lines(con, "SELECT s || ' ' || p || ' ' || o || ' .' FROM kg_raw "
+                _copy_lines(con, f"SELECT s || ' ' || p || ' ' || o || ' .' FROM {mapped} "
                             f"{_target_where(target)}", path)
         if early is not None:
             early()
         typ = _sql_str(f"<{RDF_TYPE}>")
         # the namespaces: each distinct term once through the regular expression (7x faster
         # than once per triple; a duplicate triple adds nothing to a DISTINCT)
-        ids = {row[0] for row in con.execute(
-            "SELECT DISTINCT regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM (SELECT DISTINCT t "
-            "FROM (SELECT s AS t FROM kg_raw UNION ALL SELECT o FROM kg_raw WHERE o LIKE '<%'))"
-        ).fetchall()}
-        heads = {row[0] for row in con.execute(
-            "SELECT DISTINCT regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) FROM (SELECT DISTINCT t "
-            f"FROM (SELECT s AS t FROM kg_raw UNION ALL SELECT p FROM kg_raw WHERE p <> {typ} "
-            "UNION ALL SELECT o FROM kg_raw WHERE o LIKE '<%' UNION ALL SELECT regexp_extract("
-            "o, '\\^\\^(<[^>]*>)$', 1) FROM kg_raw WHERE o LIKE '\"%>'))").fetchall()}
+        spaces = con.execute(
+            f"WITH terms AS MATERIALIZED (SELECT DISTINCT id, t FROM (SELECT TRUE AS id, s AS t "
+            f"FROM {mapped} UNION ALL SELECT TRUE, o FROM {mapped} WHERE o LIKE '<%' UNION ALL "
+            f"SELECT FALSE, p FROM {mapped} WHERE p <> {typ} UNION ALL SELECT FALSE, "
+            f"regexp_extract(o, '\\^\\^(<[^>]*>)$', 1) FROM {mapped} WHERE o LIKE '\"%>')) "
+            "SELECT DISTINCT TRUE, regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM terms WHERE id "
+            "UNION ALL SELECT DISTINCT FALSE, regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) "
+            "FROM terms").fetchall()
+        ids = {ns for is_id, ns in spaces if is_id}
+        heads = {ns for is_id, ns in spaces if not is_id}
         # a subject's lines in line order start with its rdf:type when no predicate sorts
         # before it: then the one sorted table is in the turtle order too
-        type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM kg_raw) "
+        type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM {mapped}) "
                                    f"WHERE p < {typ}")
         in_table = {"line", "turtle"} if type_first else {"line"}
         sort = "ORDER BY line" if {t.order for t in targets.values()} & in_table else ""
         if sort:
             con.execute("SET preserve_insertion_order = true")  # a scan keeps the sort
         # a line is its triple (a subject and a predicate hold no space): DISTINCT lines are
-        # the distinct triples
-        con.execute("CREATE TEMP TABLE kg_s AS SELECT DISTINCT p, s || ' ' || p || ' ' || o || "
-                    f"' .' AS line FROM kg_raw {sort}")
-        con.execute("DROP TABLE kg_raw")
+        # the distinct triples, and a line's predicate is its second term
+        con.execute("CREATE TEMP TABLE kg_s AS SELECT DISTINCT s || ' ' || p || ' ' || o || "
+                    f"' .' AS line FROM {mapped} {sort}")
         count = int(_one(con, "SELECT count(*) FROM kg_s"))
+        lines = "(SELECT line, split_part(line, ' ', 2) AS p FROM kg_s)"
         for path, target in targets.items():
             if target.order == "any":
                 continue  # written already
             order = "" if target.order in in_table else (
                 f"ORDER BY split_part(line, ' ', 1), p <> {typ}, line")  # s, rdf:type first
-            _copy_lines(con, f"SELECT line FROM kg_s {_target_where(target)} {order}", path)
+            query = f"SELECT line FROM {lines} {_target_where(target)} {order}"
+            if target.consume is None:
+                _copy_lines(con, query, path)
+            else:
+                _copy_into(con, query, path, partial(target.consume, path, ids, heads))
     finally:
         con.close()
     return count, {ns for ns in ids if ns}, {ns for ns in heads if ns}
+
+
+def _copy_into(con: Any, query: str, path: Path, read: Callable[[], None]) -> None:
+    """_copy_lines into a named pipe made at `path`, on a thread of its own, while `read()`
+    reads it here. A reader that stops early, or never opens the pipe, does not leave the
+    writer waiting: the pipe is drained before its error is raised. Where the OS has no named
+    pipes, `path` is a file, written and then read."""
+    import os
+    import threading
+
+    if not hasattr(os, "mkfifo"):  # pragma: no cover - Windows
+        _copy_lines(con, query, path)
+        read()
+        return
+    os.mkfifo(path)
+    failed: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            _copy_lines(con, query, path)
+        except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
+            failed.append(exc)
+
+    writer = threading.Thread(target=write, name="kgbench-copy", daemon=True)
+    writer.start()
+    try:
+        read()
+    finally:
+        if writer.is_alive():  # the reader stopped before the end: take the rest
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                while writer.is_alive():
+                    try:
+                        if not os.read(fd, 1 << 20):
+                            writer.join(0.01)
+                    except BlockingIOError:
+                        writer.join(0.01)
+            finally:
+                os.close(fd)
+        writer.join()
+    if failed:
+        raise failed[0]
 
 
 def _copy_lines(con: Any, query: str, path: Path) -> None:

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_kgbench import build as build_mod
 from pytest_kgbench import rdfmap
@@ -322,6 +324,12 @@ def test_dropping_predicates_a_block_at_a_time_drops_what_a_line_at_a_time_drops
             assert out.read_bytes() == line_at_a_time(predicates), (chunk, predicates)
         build_mod._drop_file(clean, tmp_path / "c.nt", {"email"})
         assert (tmp_path / "c.nt").read_bytes() == clean.read_bytes()
+        # nothing to drop: a second name of the same file, no bytes written
+        assert (tmp_path / "c.nt").stat().st_ino == clean.stat().st_ino
+        before = clean.read_bytes()
+        build_mod._drop_file(source, tmp_path / "c.nt", {"email"})  # written over the link
+        assert clean.read_bytes() == before
+        assert (tmp_path / "c.nt").read_bytes() == line_at_a_time({"email"})
 
 
 def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_path) -> None:
@@ -423,3 +431,75 @@ def test_rule_predicates_are_none_when_any_predicate_could_be_read() -> None:
                                ) is None, where
     path = rule.replace("?x ex:childOf ?y", "?x ex:childOf/^ex:sibling* ?y")
     assert rule_predicates(SHAPES.replace(rule, path)) == named | {"http://example.org/sibling"}
+
+
+@st.composite
+def _text_and_values(draw: st.DrawFn) -> tuple[str, set[str]]:
+    """Values over a small alphabet, and a text made of some of them, pieces of them and
+    filler: a value the text holds, one only its pieces are spread over, one it lacks."""
+    values = draw(st.sets(st.text(alphabet="ab.@é", min_size=4, max_size=7), min_size=1,
+                          max_size=6))
+    pool = sorted(values)
+    part = st.one_of(st.sampled_from(pool), st.sampled_from(pool).map(lambda v: v[:4]),
+                     st.sampled_from(pool).map(lambda v: v[-4:]),
+                     st.text(alphabet="ab.@é\n", max_size=6))
+    return "".join(draw(st.lists(part, max_size=12))), values
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=_text_and_values(), chunk=st.integers(min_value=5, max_value=24))
+def test_the_leak_check_finds_exactly_the_values_a_plain_search_finds(case, chunk) -> None:
+    """appears_in against `value in text`, over a small alphabet (pieces shared between
+    values and found in one block but not another), with blocks of every small size: a
+    piece the table drops once seen must still count in every later block, and a piece not
+    yet seen must still be looked for."""
+    text, values = case
+    saved = build_mod.CHUNK
+    build_mod.CHUNK = chunk
+    try:
+        assert appears_in(values, text) == any(v in text for v in values)
+    finally:
+        build_mod.CHUNK = saved
+
+
+def test_a_piped_target_is_read_as_written_and_a_failing_reader_leaves_no_writer(
+        tmp_path) -> None:
+    """_copy_into: the reader gets the bytes a file would hold; a reader that raises before
+    opening the pipe, or after reading a little, raises its own error, and the writer's
+    thread is not left waiting on the pipe (the call returns)."""
+    import threading
+
+    import duckdb
+
+    con = duckdb.connect()
+    query = "SELECT 'line ' || range::VARCHAR FROM range(200000)"
+    rdfmap._copy_lines(con, query, tmp_path / "file.nt")
+    expected = (tmp_path / "file.nt").read_bytes()
+    got: list[bytes] = []
+    rdfmap._copy_into(con, query, tmp_path / "pipe.nt",
+                      lambda: got.append((tmp_path / "pipe.nt").read_bytes()))
+    assert got == [expected] and len(expected) > 1 << 20  # more than a pipe's buffer
+
+    def never_opens() -> None:
+        raise RuntimeError("the reader failed first")
+
+    def reads_a_little() -> None:
+        with (tmp_path / "pipe2.nt").open("rb") as fh:
+            fh.read(10)
+        raise RuntimeError("the reader failed midway")
+
+    for name, reader in (("pipe1.nt", never_opens), ("pipe2.nt", reads_a_little)):
+        raised: list[BaseException] = []
+
+        def call(name: str = name, reader=reader) -> None:
+            try:
+                rdfmap._copy_into(con, query, tmp_path / name, reader)
+            except RuntimeError as exc:
+                raised.append(exc)
+
+        caller = threading.Thread(target=call, daemon=True)
+        caller.start()
+        caller.join(60)
+        assert not caller.is_alive(), f"{reader.__name__}: the writer was left waiting"
+        assert [str(e) for e in raised] and "the reader failed" in str(raised[0])
+    assert not [t for t in threading.enumerate() if t.name == "kgbench-copy"]
