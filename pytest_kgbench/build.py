@@ -769,12 +769,26 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
     candidates = [encoded[i] for i in np.flatnonzero(whole)]
     if not candidates:
         return False
+    # the second pass: where a candidate's first piece occurs, is the candidate there? (a
+    # value searched for on its own, block by block, made a file that holds the values cost
+    # hours: 77,000 of them over a gigabyte)
+    by_first: dict[int, list[bytes]] = {}
+    for e in candidates:
+        by_first.setdefault(int.from_bytes(e[:GRAM], "little"), []).append(e)
+    firsts = np.array(sorted(by_first), dtype=np.uint32)
+    table[:] = False
+    table[(firsts * mult) >> shift] = True
     longest = max(len(e) for e in candidates)
     tail = b""
     for block in blocks():
         data = tail + block
-        if any(e in data for e in candidates):
-            return True
+        grams = _grams(data)
+        at = np.flatnonzero(table[(grams * mult) >> shift])
+        if at.size:
+            at = at[np.isin(grams[at], firsts)]
+        for pos in at.tolist():
+            if any(data.startswith(e, pos) for e in by_first[int(grams[pos])]):
+                return True
         tail = data[-(longest - 1):] if longest > 1 else b""
     return False
 

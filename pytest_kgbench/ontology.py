@@ -387,6 +387,7 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
         rows = store.query(f"SELECT DISTINCT ?p WHERE {{ GRAPH {graph} {{ ?s ?p ?o }} }}")
         assert isinstance(rows, ox.QuerySolutions)
         used.append({str(row[0]) for row in rows})
+    del rows  # a query's solutions hold the store: it is freed below, before DuckDB runs
     shared = used[0] & used[1]
     if shared:
         store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
