@@ -741,8 +741,12 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
     pieces, owner = pieces[inside], owner[inside]
     wanted = np.unique(pieces)
     mult, shift = np.uint32(2654435761), np.uint32(8)
+
+    def bucket(grams: Any) -> Any:  # a piece's place in the table (multiplicative hashing)
+        return (grams * mult) >> shift
+
     table = np.zeros(1 << 24, dtype=bool)  # a bucket is set while a piece in it is unseen
-    table[(wanted * mult) >> shift] = True
+    table[bucket(wanted)] = True
     seen = np.zeros(len(wanted), dtype=bool)
     hashed = np.empty(0, dtype=np.uint32)
     tail = b""
@@ -752,7 +756,7 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
         grams = _grams_unordered(data)
         if hashed.size < grams.size:
             hashed = np.empty(grams.size, dtype=np.uint32)
-        h = hashed[:grams.size]
+        h = hashed[:grams.size]  # bucket(grams), in a buffer kept from block to block
         np.multiply(grams, mult, out=h)
         np.right_shift(h, shift, out=h)
         hits = grams[table[h]]
@@ -763,7 +767,7 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
             if found.size:
                 seen[found] = True
                 table[:] = False
-                table[(wanted[~seen] * mult) >> shift] = True
+                table[bucket(wanted[~seen])] = True
     missing = ~seen[np.searchsorted(wanted, pieces)]
     whole = np.bincount(owner, weights=missing, minlength=len(encoded)) == 0
     candidates = [encoded[i] for i in np.flatnonzero(whole)]
@@ -777,13 +781,13 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
         by_first.setdefault(int.from_bytes(e[:GRAM], "little"), []).append(e)
     firsts = np.array(sorted(by_first), dtype=np.uint32)
     table[:] = False
-    table[(firsts * mult) >> shift] = True
+    table[bucket(firsts)] = True
     longest = max(len(e) for e in candidates)
     tail = b""
     for block in blocks():
         data = tail + block
         grams = _grams(data)
-        at = np.flatnonzero(table[(grams * mult) >> shift])
+        at = np.flatnonzero(table[bucket(grams)])
         if at.size:
             at = at[np.isin(grams[at], firsts)]
         for pos in at.tolist():
