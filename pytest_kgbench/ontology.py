@@ -352,13 +352,21 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
     The direct path of run_rules without any rdflib graph, or any triple in Python:
     pyoxigraph loads the file, each rule's CONSTRUCT runs as the SPARQL update inserting its
     template (`as_insert`; the same solutions, every rule seeing what the rules before it
-    added), the store is dumped to a file, and DuckDB writes the lines the raw file does not
-    hold, sorted. A rule set direct execution cannot mirror runs through pyshacl on the
+    added), the store is dumped to a file (derive_dump), and DuckDB writes its lines sorted
+    (sort_dump). A rule set direct execution cannot mirror runs through pyshacl on the
     parsed graph (run_rules). `work` (default: the system's temporary folder) holds the
     dump and whatever DuckDB spills."""
     import tempfile
 
-    import duckdb
+    work = Path(work or tempfile.gettempdir())
+    done = derive_dump(ntriples, shapes_ttl, out, work)
+    return done if isinstance(done, int) else sort_dump(done, out, work)
+
+
+def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path) -> Path | int:
+    """derive_file up to its dump: the file in `work` of the triples the rules derived that
+    the raw graph does not hold, a line each, distinct, in no order (for sort_dump); or,
+    where pyshacl ran the rules, how many it derived, written into `out` already."""
     import pyoxigraph as ox
 
     plan = rule_plan(shapes_ttl)
@@ -387,17 +395,22 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
         rows = store.query(f"SELECT DISTINCT ?p WHERE {{ GRAPH {graph} {{ ?s ?p ?o }} }}")
         assert isinstance(rows, ox.QuerySolutions)
         used.append({str(row[0]) for row in rows})
-    del rows  # a query's solutions hold the store: it is freed below, before DuckDB runs
+    del rows  # a query's solutions hold the store
     shared = used[0] & used[1]
     if shared:
         store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
                      f"{{ {' '.join(sorted(shared))} }} GRAPH {mine} {{ ?s ?p ?o }} "
                      f"GRAPH {raw} {{ ?s ?p ?o }} }}")
-    work = Path(work or tempfile.gettempdir())
     dumped = work / f"{out.name}.{os.getpid()}.all"
     store.dump(str(dumped), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
-    del store
-    trim_heap()  # the store's memory back to the system before DuckDB takes its own
+    return dumped
+
+
+def sort_dump(dumped: Path, out: Path, work: Path) -> int:
+    """derive_dump's file written into `out` sorted (and removed); how many lines."""
+    import duckdb
+
+    trim_heap()  # a freed store's memory back to the system before DuckDB takes its own
     con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
                                  "temp_directory": str(work / "duckdb-spill")})
     try:
@@ -421,8 +434,10 @@ def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
                  ) -> Callable[[], int]:
     """derive_file in a process of its own, started now, so that a build goes on beside it
     (pyoxigraph holds the GIL: a thread would not run beside Python). Returns the wait: it
-    returns derive_file's count once `out` is written. A worker that fails is not
-    second-guessed: derive_file runs again here, raising what it raises."""
+    returns derive_file's count once `out` is written. The worker stops at its dump
+    (derive_dump) and exits without freeing its store (3 s of a gigabytes-large store's
+    teardown, left to the OS); the dump is sorted here, once it has gone. A worker that
+    fails is not second-guessed: derive_file runs again here, raising what it raises."""
     import json
     import subprocess
     import sys
@@ -441,19 +456,25 @@ def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
         stdout = proc.stdout.read()
         proc.stdout.close()
         if proc.wait() == 0:
-            return int(json.loads(stdout.decode("utf-8").strip().splitlines()[-1])["count"])
+            done = json.loads(stdout.decode("utf-8").strip().splitlines()[-1])
+            if "count" in done:
+                return int(done["count"])
+            return sort_dump(Path(done["dump"]), out, work)
         return derive_file(ntriples, shapes_ttl, out, work)
 
     return wait
 
 
 def _derive_worker(argv: list[str]) -> None:
-    """derive_apart's process: derive_file(argv[0], the shapes on stdin, argv[1], argv[2])."""
+    """derive_apart's process: derive_dump(argv[0], the shapes on stdin, argv[1], argv[2]),
+    what it gives printed, and out at once (os._exit: no store freed on the way)."""
     import json
     import sys
 
-    count = derive_file(Path(argv[0]), sys.stdin.read(), Path(argv[1]), Path(argv[2]))
-    print(json.dumps({"count": count}))
+    done = derive_dump(Path(argv[0]), sys.stdin.read(), Path(argv[1]), Path(argv[2]))
+    print(json.dumps({"count": done} if isinstance(done, int) else {"dump": str(done)}))
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def trim_heap() -> None:
