@@ -321,7 +321,8 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             check_tables(pack, rows, pack.executed_tables, "executed.tables")
             (out / "executed").mkdir()
             for name, spec in pack.executed_tables.items():
-                write_csv(out / "executed" / f"{name}.csv", spec, rows[name])
+                write_csv(out / "executed" / f"{name}.csv", spec, rows.pop(name))
+            ontology.trim_heap()  # the executed rows too: the leak check reads the database
             create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
             seconds["executed"] = round(time.perf_counter() - started, 3)
             peak["executed"] = peak_rss_mib()
@@ -345,9 +346,10 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
 
         if not restrict:
             rules_done()
-        if restrict:  # before the rows are freed
-            check_personal(pack, out, values, rows)
-        del typed, rows  # the executed tables' Python rows: no longer read either
+        if restrict:
+            check_personal(pack, out, values, out / "executed.duckdb"
+                           if pack.executed_tables else None)
+        del typed, rows
         views: dict[str, Any] = {}
         if restrict:
             started = time.perf_counter()
@@ -522,19 +524,48 @@ def personal_values(pack: Pack, typed: Tables) -> set[str]:
             for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
 
 
-def check_personal(pack: Pack, out: Path, values: set[str], executed: Tables | None) -> None:
+def check_personal(pack: Pack, out: Path, values: set[str],
+                   executed: Tables | Path | None) -> None:
     """Raise if a personal value appears in the restricted view's graph (`data.nt`, written)
-    or in an executed table's other columns."""
+    or in an executed table's other columns: `executed` its rows, or the DuckDB file holding
+    them (a build's executed.duckdb: its rows freed before, and each column's distinct
+    strings counted by DuckDB)."""
     _check_file(pack, values, out / RESTRICTED / "data.nt")
     withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
-    for table, table_rows in (executed or {}).items():
-        drop = withheld.get(table, frozenset())
-        kept = "\0".join({v for row in table_rows for c, v in row.items()
-                           if c not in drop and isinstance(v, str)})
-        if appears_in(values, kept):
+    texts = _database_strings(executed, pack.executed_tables, withheld) \
+        if isinstance(executed, Path) else (
+            (table, {v for row in table_rows for c, v in row.items()
+                     if c not in withheld.get(table, frozenset()) and isinstance(v, str)})
+            for table, table_rows in (executed or {}).items())
+    for table, strings in texts:
+        if appears_in(values, "\0".join(strings)):
             raise InputError(str(pack.dir / "pack.yaml"), f"a personal value appears in the "
                              f"executed table {table} under another column: name that column "
                              f"in `personal` too", field="personal")
+
+
+NOT_TEXT = frozenset({"INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "TIMESTAMP", "BOOLEAN"})
+
+
+def _database_strings(path: Path, specs: Mapping[str, Any],
+                      withheld: Mapping[str, frozenset[str]]) -> Any:
+    """(table, its distinct strings) for each table of `specs` in the DuckDB file `path`,
+    from every text column (parse_value's: a type it does not read as another) but those
+    `withheld`: what a table's rows would give as str, read by DuckDB."""
+    import duckdb
+
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        for name, spec in specs.items():
+            cols = [c for c, t in spec.columns
+                    if c not in withheld.get(name, frozenset()) and t not in NOT_TEXT]
+            if not cols:
+                continue
+            union = " UNION ".join(f'SELECT "{c}" AS v FROM "{name}" WHERE "{c}" IS NOT NULL'
+                                   for c in cols)
+            yield name, [v for (v,) in con.execute(union).fetchall()]
+    finally:
+        con.close()
 
 
 def _check_file(pack: Pack, values: set[str], path: Path) -> None:

@@ -122,3 +122,30 @@ def test_a_personal_value_kept_under_another_name_fails_the_build(credit_pack, t
     files = GraphFiles(count=len(built.graph), sorted_nt=graph, restricted_nt=None)
     with pytest.raises(InputError, match="under another column"):
         write_restricted(credit_pack, out, built.tables, files, None, rows)
+
+
+def test_a_personal_value_kept_under_another_name_in_the_database_fails_too(credit_pack,
+                                                                             tmp_path) -> None:
+    """A build checks its executed tables in the DuckDB file it wrote (their rows freed before):
+    the same copy, read from there, is refused, and the file as built passes."""
+    from pytest_kgbench.build import check_personal, personal_values
+    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.executors.sql import create_database
+    from pytest_kgbench.packs import write_csv
+
+    built = build_variant(credit_pack, "base", tmp_path / "cache")
+    values = personal_values(credit_pack, built.tables)
+    assert values
+    check_personal(credit_pack, built.dir, values, built.dir / "executed.duckdb")
+    folder = tmp_path / "executed"
+    folder.mkdir()
+    for f in (built.dir / "executed").iterdir():
+        (folder / f.name).write_bytes(f.read_bytes())
+    spec = credit_pack.executed_tables["issuers"]  # a contact's e-mail as an issuer's name
+    email = next(r["email"] for r in built.executed["contacts"] if r["email"])
+    write_csv(folder / "issuers.csv", spec,
+              [dict(r, legal_name=email) if i == 0 else r
+               for i, r in enumerate(built.executed["issuers"])])
+    create_database(tmp_path / "executed.duckdb", credit_pack.executed_tables, folder)
+    with pytest.raises(InputError, match="executed table issuers under another column"):
+        check_personal(credit_pack, built.dir, values, tmp_path / "executed.duckdb")
