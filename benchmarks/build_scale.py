@@ -7,6 +7,7 @@ executed tables and the rule-derived graph checked to agree (tests/test_ladder.p
 
     python benchmarks/build_scale.py                                  # 1k, 2k, 10k, 20k, 100k
     python benchmarks/build_scale.py --sizes 1000,10000 --agree 10000
+    python benchmarks/build_scale.py --sizes 100000,100000,100000 --shipped --agree 0  # repeats
 
 Each size runs as `python -m pytest_kgbench.cli build --pack credit --issuers N` (the pack's
 own `scale:` flag) into an empty cache. Peak RSS is that of the build and every process below
@@ -89,13 +90,20 @@ def manifest(cache: Path, pack: str) -> dict:
 
 
 def growth(rows: list[dict], key: str) -> list[str]:
-    """For consecutive sizes: the cost of doubling the size, (t2/t1)^(log 2 / log(n2/n1))."""
+    """For consecutive sizes: the cost of doubling the size, (t2/t1)^(log 2 / log(n2/n1)). A
+    size given more than once (repeats) counts by its median."""
+    import statistics
+
+    by_size: dict[int, list[float]] = {}
+    for row in rows:
+        if row.get(key):
+            by_size.setdefault(row["n"], []).append(row[key])
+    points = sorted((n, statistics.median(v)) for n, v in by_size.items())
     out = []
-    for a, b in zip(rows, rows[1:]):
-        if a.get(key) and b.get(key):
-            factor = (b[key] / a[key]) ** (math.log(2) / math.log(b["n"] / a["n"]))
-            out.append(f"{a['n']:,} -> {b['n']:,}: {b[key] / a[key]:.2f}x for "
-                       f"{b['n'] / a['n']:.0f}x the size, {factor:.2f}x per doubling")
+    for (n1, t1), (n2, t2) in zip(points, points[1:]):
+        factor = (t2 / t1) ** (math.log(2) / math.log(n2 / n1))
+        out.append(f"{n1:,} -> {n2:,}: {t2 / t1:.2f}x for {n2 / n1:.0f}x the size, "
+                   f"{factor:.2f}x per doubling")
     return out
 
 

@@ -225,10 +225,23 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def integrity(folder: Path) -> dict[str, list[Any]]:
-    """[size, SHA-256] of every file of a build but its manifest, by relative path."""
-    return {p.relative_to(folder).as_posix(): [p.stat().st_size, _sha256(p)]
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+def integrity(folder: Path, known: dict[tuple[int, ...], str] | None = None
+              ) -> dict[str, list[Any]]:
+    """[size, SHA-256] of every file of a build but its manifest, by relative path. `known`
+    (filled in here) holds the digests by file identity (device, inode, size, modification
+    time): a file hashed before and not changed since, or a second name of one (a hard link),
+    is not read again — a build hashes what it has written while it waits for its rules."""
+    known = {} if known is None else known
+    out: dict[str, list[Any]] = {}
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file() or p.name == "manifest.json":
+            continue
+        st = p.stat()
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if key not in known:
+            known[key] = _sha256(p)
+        out[p.relative_to(folder).as_posix()] = [st.st_size, known[key]]
+    return out
 
 
 def damaged(folder: Path) -> str | None:
@@ -295,6 +308,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
                 rules_started.append(time.perf_counter())
 
         rules_started: list[float] = []
+        hashed: dict[tuple[int, ...], str] = {}  # integrity's digests, by file identity
         graph = write_graph(pack, typed, out, work, predicates if restrict else None, rules,
                             then=start_rules)
         if mapped:
@@ -333,6 +347,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
                 return derived
             if waits:
                 begun = time.perf_counter()
+                integrity(out, hashed)  # what is written, hashed while the rules run
                 waits.pop()()
                 seconds["shacl_rules"] = round(time.perf_counter() - rules_started[0], 3)
                 seconds["shacl_rules_waited"] = round(time.perf_counter() - begun, 3)
@@ -362,7 +377,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             peak["restricted"] = peak_rss_mib()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    checked = integrity(out)  # each file read once, a block at a time
+    checked = integrity(out, hashed)  # each file read once, a block at a time
     manifest = {
         "build_seconds": seconds,
         "build_peak_rss_mib": peak,

@@ -503,3 +503,28 @@ def test_a_piped_target_is_read_as_written_and_a_failing_reader_leaves_no_writer
         assert not caller.is_alive(), f"{reader.__name__}: the writer was left waiting"
         assert [str(e) for e in raised] and "the reader failed" in str(raised[0])
     assert not [t for t in threading.enumerate() if t.name == "kgbench-copy"]
+
+
+def test_integrity_hashes_a_file_once_and_again_when_it_changes(tmp_path, monkeypatch) -> None:
+    """A build hashes its files while its rules run and once more at the end: a file not
+    changed since, or a hard link to one, is not read twice; a file changed since is."""
+    import hashlib
+    import os
+
+    calls: list[str] = []
+    real = build_mod._sha256
+    monkeypatch.setattr(build_mod, "_sha256", lambda p: calls.append(p.name) or real(p))
+    (tmp_path / "a.nt").write_bytes(b"<s> <p> <o> .\n")
+    known: dict = {}
+    first = build_mod.integrity(tmp_path, known)
+    os.link(tmp_path / "a.nt", tmp_path / "b.nt")
+    (tmp_path / "c.nt").write_bytes(b"<x> <p> <o> .\n")
+    second = build_mod.integrity(tmp_path, known)
+    assert calls == ["a.nt", "c.nt"]
+    assert second["a.nt"] == second["b.nt"] == first["a.nt"]
+    stat = (tmp_path / "c.nt").stat()
+    (tmp_path / "c.nt").write_bytes(b"<y> <p> <o> .\n")  # the same size, other bytes
+    os.utime(tmp_path / "c.nt", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    third = build_mod.integrity(tmp_path, known)
+    assert third["c.nt"] == [14, hashlib.sha256(b"<y> <p> <o> .\n").hexdigest()]
+    assert third == build_mod.integrity(tmp_path)  # as with nothing known
