@@ -236,56 +236,94 @@ def rule_predicates(shapes_ttl: str) -> frozenset[str] | None:
     cannot change what they derive, so derive_file may be given only these (a build loads
     half the graph instead of all of it). None when that is not known: a rule pyshacl runs, a
     variable or negated predicate, a GRAPH or SERVICE clause, a query rdflib cannot parse."""
+    io = rule_io(shapes_ttl)
+    if io is None:
+        return None
+    return frozenset().union(*(reads | writes for reads, writes in io))
+
+
+def rule_io(shapes_ttl: str) -> list[tuple[frozenset[str], frozenset[str]]] | None:
+    """For each query of rule_plan, in its order: the predicate IRIs it reads (its WHERE
+    clause) and those it writes (its template); None as rule_predicates says."""
+    plan = rule_plan(shapes_ttl)
+    if plan is None:
+        return None
+    out = []
+    for query in plan:
+        found = _query_io(query)
+        if found is None:
+            return None
+        out.append(found)
+    return out
+
+
+def _query_io(query: str) -> tuple[frozenset[str], frozenset[str]] | None:
     from rdflib import URIRef
     from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, SequencePath
     from rdflib.plugins.sparql import prepareQuery
     from rdflib.plugins.sparql.parserutils import CompValue
 
-    plan = rule_plan(shapes_ttl)
-    if plan is None:
-        return None
-    found: set[str] = set()
+    reads: set[str] = set()
+    writes: set[str] = set()
 
-    def predicate(p: Any) -> bool:
+    def predicate(p: Any, found: set[str]) -> bool:
         if isinstance(p, URIRef):
             found.add(str(p))
             return True
         if isinstance(p, (SequencePath, AlternativePath)):
-            return all(predicate(a) for a in p.args)
+            return all(predicate(a, found) for a in p.args)
         if isinstance(p, InvPath):
-            return predicate(p.arg)
+            return predicate(p.arg, found)
         if isinstance(p, MulPath):
-            return predicate(p.path)
+            return predicate(p.path, found)
         return False  # a variable, a negated path (NegatedPath: any predicate but some)
+
+    def triples_ok(groups: Any, found: set[str]) -> bool:
+        # a BGP's triples are (s, p, o); a TriplesBlock the parser left (inside EXISTS)
+        # holds flat lists of terms, three by three
+        flat = [t for group in groups for t in group]
+        return not len(flat) % 3 and all(predicate(p, found) for p in flat[1::3])
 
     def walk(node: Any) -> bool:
         if isinstance(node, CompValue):
             if node.name in ("Graph", "ServiceGraphPattern"):
                 return False
             # dict.get: CompValue.get answers a missing key with the key's name
-            triples = list(dict.get(node, "triples") or []) + (
-                list(dict.get(node, "template") or []) if node.name == "ConstructQuery"
-                else [])
-            # a BGP's triples are (s, p, o); a TriplesBlock the parser left (inside EXISTS)
-            # holds flat lists of terms, three by three
-            flat = [t for group in triples for t in group]
-            if len(flat) % 3 or not all(predicate(p) for p in flat[1::3]):
+            if not triples_ok(list(dict.get(node, "triples") or []), reads):
                 return False
-            return all(walk(v) for k, v in node.items() if k not in ("triples", "_vars"))
+            if node.name == "ConstructQuery" and \
+                    not triples_ok(list(dict.get(node, "template") or []), writes):
+                return False
+            return all(walk(v) for k, v in node.items()
+                       if k not in ("triples", "template", "_vars"))
         if isinstance(node, NegatedPath):
             return False
         if isinstance(node, (list, tuple)):
             return all(walk(v) for v in node)
         return True
 
-    for query in plan:
-        try:
-            algebra = prepareQuery(query).algebra
-        except Exception:  # noqa: BLE001 - a query rdflib cannot read: no claim about it
-            return None
-        if not walk(algebra):
-            return None
-    return frozenset(found)
+    try:
+        algebra = prepareQuery(query).algebra
+    except Exception:  # noqa: BLE001 - a query rdflib cannot read: no claim about it
+        return None
+    if not walk(algebra):
+        return None
+    return frozenset(reads), frozenset(writes)
+
+
+def deferred_rules(io: list[tuple[frozenset[str], frozenset[str]]]) -> set[int]:
+    """The rules (indexes into rule_plan) that may run last, all at once, as CONSTRUCT
+    queries on the store the others leave, giving what running every rule in turn gives: a
+    rule whose output no later rule reads, and whose input no later rule that is not itself
+    deferred writes (rdf:type counts as any other predicate)."""
+    chosen = {i for i, (_, writes) in enumerate(io)
+              if not any(writes & reads for reads, _ in io[i + 1:])}
+    while True:  # a rule kept in turn may write what an earlier deferred one reads
+        kept = {i for i in chosen if not any(io[j][1] & io[i][0] for j in
+                                             range(i + 1, len(io)) if j not in chosen)}
+        if kept == chosen:
+            return chosen
+        chosen = kept
 
 
 def _declared(g: Any, rule: Any) -> str:
@@ -344,7 +382,8 @@ def to_sorted_ntriples(graph: Any) -> str:
 DERIVED = "urn:kgbench:derived"  # the named graph the rules' triples are gathered in
 
 
-def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = None) -> int:
+def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = None, *,
+                defer: bool | None = None) -> int:
     """Run a pack's SHACL rules on the graph of `ntriples` (a file, sorted N-Triples) and
     write the triples they derive, sorted N-Triples (to_sorted_ntriples' bytes), into `out`;
     returns how many.
@@ -359,15 +398,31 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
     import tempfile
 
     work = Path(work or tempfile.gettempdir())
-    done = derive_dump(ntriples, shapes_ttl, out, work)
+    done = derive_dump(ntriples, shapes_ttl, out, work, defer=defer)
     return done if isinstance(done, int) else sort_dump(done, out, work)
 
 
-def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path) -> Path | int:
-    """derive_file up to its dump: the file in `work` of the triples the rules derived that
-    the raw graph does not hold, a line each, distinct, in no order (for sort_dump); or,
-    where pyshacl ran the rules, how many it derived, written into `out` already."""
+DEFER_FROM = 32 << 20  # bytes of input from which derive_dump runs the last rules apart
+
+
+def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
+                defer: bool | None = None) -> list[Path] | int:
+    """derive_file up to its dump: the files in `work` of the triples the rules derived that
+    the raw graph does not hold, a line each, in no order (for sort_dump); or, where pyshacl
+    ran the rules, how many it derived, written into `out` already.
+
+    The rules whose output no later rule reads (deferred_rules) are not inserted: once the
+    others have run, they run together, as CONSTRUCT queries on threads of their own (the
+    store answers queries side by side; its updates do not), each written to a file of its
+    own beside the store's dump — unless one of them writes a predicate the raw graph uses
+    (what it derives could be there already): then every rule is inserted in turn. `defer`
+    says whether to look for such rules; by default, from DEFER_FROM bytes of input (on a
+    small graph the threads and rdflib's reading of the rules cost more than they save)."""
+    import threading
+
     import pyoxigraph as ox
+
+    from pytest_kgbench.errors import InputError
 
     plan = rule_plan(shapes_ttl)
     updates = [as_insert(q) for q in plan] if plan is not None else []
@@ -384,46 +439,82 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path) -> Path 
     # mapping's checked templates or by a serializer (a quarter of the load's time)
     store.load(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES,
                to_graph=ox.NamedNode(raw[1:-1]), lenient=True)
-    for update in updates:  # each rule reads the raw graph merged with what the rules added
-        store.update(str(update).format(into=f"GRAPH {mine}", using=f"USING {raw} USING "
-                                        f"{mine}"))
+
+    def predicates(graph: str) -> set[str]:
+        rows = store.query(f"SELECT DISTINCT ?p WHERE {{ GRAPH {graph} {{ ?s ?p ?o }} }}")
+        assert isinstance(rows, ox.QuerySolutions)
+        return {str(row[0]) for row in rows}  # the solutions, which hold the store, let go
+
+    in_raw = predicates(raw)
+    if defer is None:
+        defer = ntriples.stat().st_size >= DEFER_FROM
+    io = rule_io(shapes_ttl) if defer else None
+    later = deferred_rules(io) if io is not None else set()
+    if io is not None and any(f"<{p}>" in in_raw for i in later for p in io[i][1]):
+        later = set()
+    for k, update in enumerate(updates):  # each reads the raw graph and what rules added
+        if k not in later:
+            store.update(str(update).format(into=f"GRAPH {mine}", using=f"USING {raw} USING "
+                                            f"{mine}"))
     # what the rules derived that the raw graph holds already is not theirs: looked for only
     # under the predicates both graphs use (a scan of each graph's predicates, not a probe
     # of raw for every derived triple: 7 s at 100,000 issuers)
-    used = []
-    for graph in (mine, raw):
-        rows = store.query(f"SELECT DISTINCT ?p WHERE {{ GRAPH {graph} {{ ?s ?p ?o }} }}")
-        assert isinstance(rows, ox.QuerySolutions)
-        used.append({str(row[0]) for row in rows})
-    del rows  # a query's solutions hold the store
-    shared = used[0] & used[1]
+    shared = predicates(mine) & in_raw
     if shared:
         store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
                      f"{{ {' '.join(sorted(shared))} }} GRAPH {mine} {{ ?s ?p ?o }} "
                      f"GRAPH {raw} {{ ?s ?p ?o }} }}")
-    dumped = work / f"{out.name}.{os.getpid()}.all"
-    store.dump(str(dumped), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
-    return dumped
+    stem = work / f"{out.name}.{os.getpid()}"
+    dumps = [stem.with_name(stem.name + ".all")]
+    failed: list[BaseException] = []
+
+    def construct(query: str, path: Path) -> None:
+        try:
+            triples = store.query(query)
+            if not isinstance(triples, ox.QueryTriples):
+                raise InputError("shapes.ttl", f"a rule is not a CONSTRUCT: {query[:200]}")
+            with path.open("wb") as fh:
+                ox.serialize(triples, fh, ox.RdfFormat.N_TRIPLES)
+        except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
+            failed.append(exc)
+
+    threads = []
+    for k in sorted(later):
+        query = construct_from(plan[k], f"FROM {raw} FROM {mine}")
+        assert query is not None  # as_insert read it
+        dumps.append(stem.with_name(f"{stem.name}.{k}"))
+        threads.append(threading.Thread(target=construct, args=(query, dumps[-1]),
+                                        name=f"kgbench-rule-{k}", daemon=True))
+        threads[-1].start()
+    store.dump(str(dumps[0]), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise failed[0]
+    return dumps
 
 
-def sort_dump(dumped: Path, out: Path, work: Path) -> int:
-    """derive_dump's file written into `out` sorted (and removed); how many lines."""
+def sort_dump(dumps: list[Path], out: Path, work: Path) -> int:
+    """derive_dump's files written into `out` as one, sorted and distinct (and removed); how
+    many lines."""
     import duckdb
 
     trim_heap()  # a freed store's memory back to the system before DuckDB takes its own
     con = duckdb.connect(config={"threads": 2, "memory_limit": "1GB",
                                  "temp_directory": str(work / "duckdb-spill")})
+    # a store holds a triple once and N-Triples writes a term one way: one dump's lines are
+    # distinct already, and only sorted here; a rule run apart may give a line twice
+    distinct = "DISTINCT " if len(dumps) > 1 else ""
     try:
-        # a store holds a triple once and N-Triples writes a term one way: the dump's lines
-        # are distinct already, and only sorted here
-        count = con.execute("COPY (SELECT line FROM read_csv(?, columns = {'line': 'VARCHAR'}, "
-                            "header = false, delim = '\t', quote = '', escape = '', "
-                            "auto_detect = false) ORDER BY line) TO ? (FORMAT csv, HEADER false, "
-                            "QUOTE '', ESCAPE '', DELIMITER '\t')", [str(dumped), str(out)]
-                            ).fetchone()
+        count = con.execute(f"COPY (SELECT {distinct}line FROM read_csv(?, columns = "
+                            "{'line': 'VARCHAR'}, header = false, delim = '\t', quote = '', "
+                            "escape = '', auto_detect = false) ORDER BY line) TO ? (FORMAT "
+                            "csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\t')",
+                            [[str(d) for d in dumps], str(out)]).fetchone()
     finally:
         con.close()
-        dumped.unlink()
+        for d in dumps:
+            d.unlink(missing_ok=True)
     if not count or not count[0]:
         out.write_text("", encoding="utf-8")
         return 0
@@ -459,7 +550,7 @@ def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
             done = json.loads(stdout.decode("utf-8").strip().splitlines()[-1])
             if "count" in done:
                 return int(done["count"])
-            return sort_dump(Path(done["dump"]), out, work)
+            return sort_dump([Path(d) for d in done["dumps"]], out, work)
         return derive_file(ntriples, shapes_ttl, out, work)
 
     return wait
@@ -472,7 +563,8 @@ def _derive_worker(argv: list[str]) -> None:
     import sys
 
     done = derive_dump(Path(argv[0]), sys.stdin.read(), Path(argv[1]), Path(argv[2]))
-    print(json.dumps({"count": done} if isinstance(done, int) else {"dump": str(done)}))
+    print(json.dumps({"count": done} if isinstance(done, int)
+                     else {"dumps": [str(d) for d in done]}))
     sys.stdout.flush()
     os._exit(0)
 
@@ -491,11 +583,10 @@ def trim_heap() -> None:
             pass
 
 
-def as_insert(construct: str) -> str | None:
-    """A rule's `CONSTRUCT { T } WHERE { W }` as the template of the update
-    `INSERT { {into} { T } } {using} WHERE { W }` (str.format fills in a GRAPH and the USING
-    clauses; its PREFIX lines kept), or None when it is not that plain form (CONSTRUCT
-    WHERE, a solution modifier after it, a FROM clause)."""
+def _construct_parts(construct: str) -> tuple[str, str, str] | None:
+    """A rule's `CONSTRUCT { T } WHERE { W }` as (what precedes it, T, `WHERE { W }`), or None
+    when it is not that plain form (CONSTRUCT WHERE, a solution modifier after it, a FROM
+    clause)."""
     import re
 
     head = re.search(r"\bCONSTRUCT\s*\{", construct, re.IGNORECASE)
@@ -528,10 +619,28 @@ def as_insert(construct: str) -> str | None:
     if not re.match(r"\s*WHERE\s*\{", rest, re.IGNORECASE) or \
             re.search(r"\b(LIMIT|OFFSET|ORDER\s+BY)\b", rest, re.IGNORECASE):
         return None
-    body = text[head.end():i].replace("{", "{{").replace("}", "}}")
-    where = rest.replace("{", "{{").replace("}", "}}")
-    return (text[:head.start()].replace("{", "{{").replace("}", "}}") + "INSERT {{ {into} {{ "
-            + body + " }} }} {using}" + where)
+    return text[:head.start()], text[head.end():i], rest
+
+
+def as_insert(construct: str) -> str | None:
+    """A rule's `CONSTRUCT { T } WHERE { W }` as the template of the update
+    `INSERT { {into} { T } } {using} WHERE { W }` (str.format fills in a GRAPH and the USING
+    clauses; its PREFIX lines kept), or None when it is not that plain form (CONSTRUCT
+    WHERE, a solution modifier after it, a FROM clause)."""
+    parts = _construct_parts(construct)
+    if parts is None:
+        return None
+    head, body, where = (x.replace("{", "{{").replace("}", "}}") for x in parts)
+    return head + "INSERT {{ {into} {{ " + body + " }} }} {using}" + where
+
+
+def construct_from(construct: str, dataset: str) -> str | None:
+    """The same CONSTRUCT with `dataset` (FROM clauses) before its WHERE; None as as_insert."""
+    parts = _construct_parts(construct)
+    if parts is None:
+        return None
+    head, body, where = parts
+    return f"{head}CONSTRUCT {{{body}}} {dataset} {where}"
 
 
 def defined_names(ttl: str) -> list[str]:

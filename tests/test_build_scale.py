@@ -102,12 +102,22 @@ def test_an_empty_subject_cell_is_the_packs_error(tmp_path) -> None:
                               {tmp_path / "o.nt": rdfmap.NtTarget()}, tmp_path)
 
 
-def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_path) -> None:
+@pytest.mark.parametrize("defer", [False, True], ids=["in-turn", "last-rules-apart"])
+def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_path,
+                                                               defer) -> None:
+    """pyshacl is the reference: every rule inserted in turn, and the rules no later rule
+    reads run last, side by side, as CONSTRUCT queries (what a big build does), give its
+    triples byte for byte."""
+    from pytest_kgbench.ontology import deferred_rules, rule_io
+
     shapes = (REPO / "ontology" / "credit" / "shapes.ttl").read_text(encoding="utf-8")
+    io = rule_io(shapes)
+    assert io is not None and len(deferred_rules(io)) == 3  # the two periods, the parent
     source = tmp_path / "g.nt"
     source.write_text(to_sorted_ntriples(credit_base.graph), encoding="utf-8")
     out = tmp_path / "derived.nt"
-    n = derive_file(source, shapes, out)
+    n = derive_file(source, shapes, out, tmp_path, defer=defer)
+    assert not list(tmp_path.glob("derived.nt.*"))  # the dumps removed
     expected = to_sorted_ntriples(run_rules(credit_base.graph, shapes, store="Oxigraph"))
     assert n == expected.count("\n") > 500
     assert out.read_text(encoding="utf-8") == expected
@@ -332,10 +342,14 @@ def test_dropping_predicates_a_block_at_a_time_drops_what_a_line_at_a_time_drops
         assert (tmp_path / "c.nt").read_bytes() == line_at_a_time({"email"})
 
 
-def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_path) -> None:
+@pytest.mark.parametrize("defer", [False, True], ids=["in-turn", "last-rules-apart"])
+def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_path,
+                                                                            defer) -> None:
     """derive_file leaves out what the raw graph already holds, compared as pyoxigraph spells
     it: a raw triple written with escapes (`\\u0041` for `A`) or another spelling of a
-    datatype is still the triple a rule derives again, and is not in the output."""
+    datatype is still the triple a rule derives again, and is not in the output — also when
+    the rule is one no later rule reads (it writes a predicate of the raw graph: inserted in
+    turn, not run apart)."""
     from test_rules import SHAPES
 
     source = tmp_path / "g.nt"
@@ -350,7 +364,7 @@ def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_p
         ' . ?y ex:parentOf ?z }"')
     assert shapes != SHAPES
     out = tmp_path / "d.nt"
-    assert derive_file(source, shapes, out, tmp_path) == 1
+    assert derive_file(source, shapes, out, tmp_path, defer=defer) == 1
     assert out.read_text(encoding="utf-8") == (
         "<http://example.org/b> <http://example.org/parentOf> <http://example.org/c> .\n")
     assert not list(tmp_path.glob("d.nt.*"))  # the dump is gone
@@ -528,3 +542,24 @@ def test_integrity_hashes_a_file_once_and_again_when_it_changes(tmp_path, monkey
     third = build_mod.integrity(tmp_path, known)
     assert third["c.nt"] == [14, hashlib.sha256(b"<y> <p> <o> .\n").hexdigest()]
     assert third == build_mod.integrity(tmp_path)  # as with nothing known
+
+
+def test_a_rule_is_deferred_only_when_nothing_after_it_depends_on_it() -> None:
+    """deferred_rules: a rule runs last, apart, only when no later rule reads what it writes
+    and no later rule run in turn writes what it reads."""
+    from pytest_kgbench.ontology import deferred_rules
+
+    def rule(reads: str, writes: str) -> tuple[frozenset[str], frozenset[str]]:
+        return frozenset(reads.split()), frozenset(writes.split())
+
+    # 0 feeds 1; 2 reads what nobody writes later; 3 reads 1's output, and is last
+    assert deferred_rules([rule("a", "b"), rule("b", "c"), rule("a", "d"),
+                           rule("c", "e")]) == {2, 3}
+    # 1's output is read by 2, so 1 runs in turn; 0 reads what 1 writes: not deferred
+    assert deferred_rules([rule("c", "x"), rule("a", "c"), rule("c", "y")]) == {2}
+    # 0 reads what 2 writes; 2 is kept in turn (3 reads it), so 0 must run before it
+    assert deferred_rules([rule("k", "x"), rule("a", "y"), rule("a", "k"),
+                           rule("k", "z")]) == {1, 3}
+    # 1 is dropped (2, run in turn, writes what it reads); then 0, which reads 1's output
+    assert deferred_rules([rule("m", "x"), rule("k", "m"), rule("a", "k"),
+                           rule("k", "z")]) == {3}
