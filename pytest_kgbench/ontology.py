@@ -245,16 +245,18 @@ def rule_predicates(shapes_ttl: str) -> frozenset[str] | None:
 def rule_io(shapes_ttl: str) -> list[tuple[frozenset[str], frozenset[str]]] | None:
     """For each query of rule_plan, in its order: the predicate IRIs it reads (its WHERE
     clause) and those it writes (its template); None as rule_predicates says."""
-    plan = rule_plan(shapes_ttl)
-    if plan is None:
-        return None
+    return plan_io(rule_plan(shapes_ttl))
+
+
+def plan_io(plan: list[str] | None) -> list[tuple[frozenset[str], frozenset[str]]] | None:
+    """rule_io of a plan already made (rule_plan)."""
     out = []
-    for query in plan:
+    for query in plan or []:
         found = _query_io(query)
         if found is None:
             return None
         out.append(found)
-    return out
+    return out if plan is not None else None
 
 
 def _query_io(query: str) -> tuple[frozenset[str], frozenset[str]] | None:
@@ -422,8 +424,6 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
 
     import pyoxigraph as ox
 
-    from pytest_kgbench.errors import InputError
-
     plan = rule_plan(shapes_ttl)
     updates = [as_insert(q) for q in plan] if plan is not None else []
     if plan is None or any(u is None for u in updates):
@@ -448,7 +448,7 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     in_raw = predicates(raw)
     if defer is None:
         defer = ntriples.stat().st_size >= DEFER_FROM
-    io = rule_io(shapes_ttl) if defer else None
+    io = plan_io(plan) if defer else None
     later = deferred_rules(io) if io is not None else set()
     if io is not None and any(f"<{p}>" in in_raw for i in later for p in io[i][1]):
         later = set()
@@ -464,15 +464,14 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
         store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
                      f"{{ {' '.join(sorted(shared))} }} GRAPH {mine} {{ ?s ?p ?o }} "
                      f"GRAPH {raw} {{ ?s ?p ?o }} }}")
-    stem = work / f"{out.name}.{os.getpid()}"
-    dumps = [stem.with_name(stem.name + ".all")]
+    stem = f"{out.name}.{os.getpid()}"
+    dumps = [work / f"{stem}.all"]
     failed: list[BaseException] = []
 
     def construct(query: str, path: Path) -> None:
         try:
             triples = store.query(query)
-            if not isinstance(triples, ox.QueryTriples):
-                raise InputError("shapes.ttl", f"a rule is not a CONSTRUCT: {query[:200]}")
+            assert isinstance(triples, ox.QueryTriples)  # as_insert read a CONSTRUCT
             with path.open("wb") as fh:
                 ox.serialize(triples, fh, ox.RdfFormat.N_TRIPLES)
         except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
@@ -482,7 +481,7 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     for k in sorted(later):
         query = construct_from(plan[k], f"FROM {raw} FROM {mine}")
         assert query is not None  # as_insert read it
-        dumps.append(stem.with_name(f"{stem.name}.{k}"))
+        dumps.append(work / f"{stem}.{k}")
         threads.append(threading.Thread(target=construct, args=(query, dumps[-1]),
                                         name=f"kgbench-rule-{k}", daemon=True))
         threads[-1].start()
