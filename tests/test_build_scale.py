@@ -102,6 +102,39 @@ def test_an_empty_subject_cell_is_the_packs_error(tmp_path) -> None:
                               {tmp_path / "o.nt": rdfmap.NtTarget()}, tmp_path)
 
 
+@pytest.mark.parametrize("field,mapping", [
+    ("rdf.tables.t.subject", {"subject": "ex:a b/{id}"}),             # a space
+    ("rdf.tables.t.subject", {"subject": "{id}"}),                    # the cell is the IRI
+    ("rdf.tables.t.subject", {"subject": "rel:{id}"}),                # a relative IRI
+    ("rdf.tables.t.class", {"class": "ex:<T>"}),
+    ("rdf.tables.t.columns.v", {"columns": {"v": "ex:v alue"}}),
+    ("rdf.tables.t.columns.v", {"columns": {"v": {"predicate": "ex:v",
+                                                  "ref": "ex:x|{v}"}}}),
+])
+def test_a_template_that_makes_no_iri_is_the_packs_error(tmp_path, field, mapping) -> None:
+    """The Turtle is laid out from a lenient parse of the mapping's N-Triples: a template,
+    class or predicate that cannot make a valid absolute IRI is refused when the mapping is
+    read, naming its field (before any file is written), not passed on to data.ttl."""
+    spec = TableSpec(name="t", columns=(("id", "VARCHAR"), ("v", "INTEGER")), primary_key="id")
+    csv_dir = tmp_path / "csv"
+    csv_dir.mkdir()
+    write_csv(csv_dir / "t.csv", spec, [{"id": "a", "v": 1}])
+    create_database(tmp_path / "raw.duckdb", {"t": spec}, csv_dir)
+    table = {"class": "ex:T", "subject": "ex:{id}", **mapping}
+    out = tmp_path / "o.nt"
+    with pytest.raises(InputError, match="does not make an IRI|starts with no known") as caught:
+        rdfmap.write_ntriples(tmp_path / "raw.duckdb", {"t": spec},
+                              {"vocab": "ex", "prefixes": {"ex": "http://example.org/",
+                                                           "rel": "nope/"},
+                               "tables": {"t": table}}, {out: rdfmap.NtTarget()}, tmp_path)
+    assert caught.value.field == field and not out.exists()
+    rdfmap.write_ntriples(tmp_path / "raw.duckdb", {"t": spec},  # the same table, good IRIs
+                          {"vocab": "ex", "prefixes": {"ex": "http://example.org/"},
+                           "tables": {"t": {"class": "ex:T", "subject": "ex:{id}"}}},
+                          {out: rdfmap.NtTarget()}, tmp_path)
+    assert out.read_text(encoding="utf-8").count("\n") == 3  # the type, id and v
+
+
 @pytest.mark.parametrize("defer", [False, True], ids=["in-turn", "last-rules-apart"])
 def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_path,
                                                                defer) -> None:
