@@ -596,3 +596,40 @@ def test_a_rule_is_deferred_only_when_nothing_after_it_depends_on_it() -> None:
     # 1 is dropped (2, run in turn, writes what it reads); then 0, which reads 1's output
     assert deferred_rules([rule("m", "x"), rule("k", "m"), rule("a", "k"),
                            rule("k", "z")]) == {3}
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.text(max_size=8), calls=st.lists(st.tuples(
+    st.sampled_from(["choice", "randrange", "randrange1", "randint", "choices", "random",
+                     "choices_k", "choices_list"]),
+    st.integers(min_value=-40, max_value=10 ** 12), st.integers(min_value=1, max_value=70)),
+    max_size=60))
+def test_draws_are_random_randoms_draws(seed, calls) -> None:
+    """packs.Draws, the generators' faster random.Random, draws what random.Random draws for
+    the same seed, call after call (and raises where it raises)."""
+    import random
+
+    from pytest_kgbench.packs import Draws
+
+    ours, theirs = Draws(seed), random.Random(seed)
+    for name, a, n in calls:
+        seq = tuple(range(a, a + n))
+        weights = tuple((i % 5) + 0.5 for i in range(n))
+        call = {
+            "choice": lambda r: r.choice(seq),
+            "randrange": lambda r: r.randrange(a, a + n),
+            "randrange1": lambda r: r.randrange(n),
+            "randint": lambda r: r.randint(a, a + n - 1),
+            "choices": lambda r: r.choices(seq, weights),
+            "random": lambda r: r.random(),
+            "choices_k": lambda r: r.choices(seq, weights, k=3),
+            "choices_list": lambda r: r.choices(seq, list(weights)),
+        }[name]
+        assert call(ours) == call(theirs)
+    for bad in (lambda r: r.choice(()), lambda r: r.randrange(5, 5),
+                lambda r: r.choices((1, 2), (0, 0)), lambda r: r.choices((1, 2), (1,))):
+        with pytest.raises((IndexError, ValueError)) as mine:
+            bad(ours)
+        with pytest.raises(type(mine.value)):
+            bad(theirs)
+    assert ours.getstate() == theirs.getstate()

@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from pytest_kgbench.packs import Draws
+
 Row = dict[str, Any]
 
 FIRST_YEAR, LAST_YEAR = 2018, 2024
@@ -253,7 +255,7 @@ class World:
 
 def generate(*, variant: str, seed: int, works: int = 120, **_: Any) -> dict[str, list[Row]]:
     """Every table of one variant; `works` is the number of work records."""
-    rng = random.Random(f"research/{seed}")
+    rng = Draws(f"research/{seed}")  # random.Random's draws, faster
     w = World(rng)
     cast = cast_institutions(w)
     filler_institutions(w, works)
