@@ -287,6 +287,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     work = out.with_name(out.name + ".work")  # scratch: DuckDB's spill, the unsorted RDF
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
+    beside = Beside()  # joined before the restricted view's last steps
     try:
         restrict = any(pack.personal.values())
         predicates = personal_predicates(pack) if restrict else frozenset()
@@ -323,6 +324,11 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
                 ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
                 encoding="utf-8")
         values = personal_values(pack, typed) if restrict else set()
+        withheld = withheld_columns(pack)
+        if restrict:  # the graph's leak check (numpy) and a database (DuckDB), off this thread
+            beside.start(_check_file, pack, values, out / RESTRICTED / "data.nt")
+            beside.start(create_database, out / RESTRICTED / "raw.duckdb", pack.tables, csv_dir,
+                         withheld=withheld)
         rows: Tables = {}
         if pack.executed_tables:
             started = time.perf_counter()
@@ -338,6 +344,9 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
                 write_csv(out / "executed" / f"{name}.csv", spec, rows.pop(name))
             ontology.trim_heap()  # the executed rows too: the leak check reads the database
             create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
+            if restrict:
+                beside.start(create_database, out / RESTRICTED / "executed.duckdb",
+                             pack.executed_tables, out / "executed", withheld=withheld)
             seconds["executed"] = round(time.perf_counter() - started, 3)
             peak["executed"] = peak_rss_mib()
 
@@ -361,21 +370,25 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
 
         if not restrict:
             rules_done()
-        if restrict:
-            check_personal(pack, out, values, out / "executed.duckdb"
-                           if pack.executed_tables else None)
+        try:  # data.nt's check is beside: its failure, if any, is the one raised
+            if restrict:
+                check_personal(pack, out, values, out / "executed.duckdb"
+                               if pack.executed_tables else None, graph=False)
+        finally:
+            beside.join()
         del typed, rows
         views: dict[str, Any] = {}
         if restrict:
             started = time.perf_counter()
             views[RESTRICTED] = write_restricted(pack, out, {}, graph, rules_done,
-                                                 values=values)
+                                                 values=values, databases=False)
             seconds["restricted"] = round(time.perf_counter() - started, 3)
             if "shacl_rules_waited" in seconds:  # the view's own time, not the wait for rules
                 seconds["restricted"] = round(seconds["restricted"]
                                               - seconds["shacl_rules_waited"], 3)
             peak["restricted"] = peak_rss_mib()
     finally:
+        beside.settle()  # on a failure, nothing left writing into a folder about to go
         shutil.rmtree(work, ignore_errors=True)
     checked = integrity(out, hashed)  # each file read once, a block at a time
     manifest = {
@@ -393,6 +406,45 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
                                        encoding="utf-8")
+
+
+class Beside:
+    """Work a build runs on threads beside its own, where it holds no Python lock for long
+    (numpy's leak check, DuckDB writing a file): started now, joined before what reads it.
+    join() raises the failure of the first work started that failed, once every thread is
+    done (none is left writing): the same error whichever thread ends first."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._threading = threading
+        self._threads: list[Any] = []
+        self._failed: dict[int, BaseException] = {}
+        self._started = 0
+
+    def start(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        index = self._started
+        self._started += 1
+
+        def run() -> None:
+            try:
+                fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - raised by join, on the build's thread
+                self._failed[index] = exc
+
+        thread = self._threading.Thread(target=run, name=f"kgbench-{fn.__name__}", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def join(self) -> None:
+        self.settle()
+        if self._failed:
+            raise self._failed.pop(min(self._failed))
+
+    def settle(self) -> None:
+        """Wait for every thread, raising nothing (a failure stays for join)."""
+        while self._threads:
+            self._threads.pop(0).join()
 
 
 def peak_rss_mib() -> float | None:
@@ -425,11 +477,16 @@ class GraphFiles:
         return path
 
 
+def withheld_columns(pack: Pack) -> dict[str, frozenset[str]]:
+    """Table -> the personal columns the restricted view leaves out (tables with any)."""
+    return {t: frozenset(c) for t, c in pack.personal.items() if c}
+
+
 def personal_predicates(pack: Pack) -> frozenset[str]:
     """The IRIs of the predicates the restricted view leaves out."""
     from pytest_kgbench import rdfmap
 
-    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    withheld = withheld_columns(pack)
     return frozenset(p for p, _, _, _ in rdfmap.personal_properties(withheld, pack.rdf))
 
 
@@ -534,19 +591,20 @@ def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
 def personal_values(pack: Pack, typed: Tables) -> set[str]:
     """The values of the personal columns (those of at least GRAM characters): what the
     restricted view must not hold anywhere."""
-    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    withheld = withheld_columns(pack)
     return {str(row[c]) for t, cols in withheld.items() for row in typed.get(t, [])
             for c in cols if row.get(c) is not None and len(str(row[c])) >= GRAM}
 
 
 def check_personal(pack: Pack, out: Path, values: set[str],
-                   executed: Tables | Path | None) -> None:
-    """Raise if a personal value appears in the restricted view's graph (`data.nt`, written)
-    or in an executed table's other columns: `executed` its rows, or the DuckDB file holding
-    them (a build's executed.duckdb: its rows freed before, and each column's distinct
-    strings counted by DuckDB)."""
-    _check_file(pack, values, out / RESTRICTED / "data.nt")
-    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+                   executed: Tables | Path | None, *, graph: bool = True) -> None:
+    """Raise if a personal value appears in the restricted view's graph (`data.nt`, written;
+    not with graph=False: a build checks it beside) or in an executed table's other columns:
+    `executed` its rows, or the DuckDB file holding them (a build's executed.duckdb: its rows
+    freed before, and each column's distinct strings counted by DuckDB)."""
+    if graph:
+        _check_file(pack, values, out / RESTRICTED / "data.nt")
+    withheld = withheld_columns(pack)
     texts = _database_strings(executed, pack.executed_tables, withheld) \
         if isinstance(executed, Path) else (
             (table, {v for row in table_rows for c, v in row.items()
@@ -592,7 +650,8 @@ def _check_file(pack: Pack, values: set[str], path: Path) -> None:
 def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                      derived: Path | Callable[[], Path | None] | None,
                      executed: Tables | None = None, *,
-                     values: set[str] | None = None) -> dict[str, Any]:
+                     values: set[str] | None = None, databases: bool = True
+                     ) -> dict[str, Any]:
     """Write the restricted view into `out/restricted`: the databases without the personal
     columns, the graph (written by write_graph) and the rule-derived triples without their
     predicates. The rules are run again on the restricted graph when they mention a personal
@@ -602,11 +661,12 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
     table's other columns (a rule that copied it under another name). `derived` may be a
     function giving derived.nt once the rules are done: it is called last. Given `values`
     (personal_values; data.nt and the executed tables then checked already,
-    check_personal), `typed` and `executed` are not read: a build frees them first."""
+    check_personal), `typed` and `executed` are not read: a build frees them first. With
+    databases=False the restricted DuckDB files are not written here: a build wrote them."""
     from pytest_kgbench import ontology, rdfmap
     from pytest_kgbench.executors.sql import create_database
 
-    withheld = {t: frozenset(c) for t, c in pack.personal.items() if c}
+    withheld = withheld_columns(pack)
     for table, tmap in (pack.rdf.get("tables") or {}).items():
         templates = [str(tmap.get("subject") or "")] + [
             str(e.get("ref")) for e in (tmap.get("columns") or {}).values()
@@ -620,10 +680,11 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
     predicates = set(personal_predicates(pack))
     folder = out / RESTRICTED
     folder.mkdir(exist_ok=True)
-    create_database(folder / "raw.duckdb", pack.tables, out / "csv", withheld=withheld)
-    if pack.executed_tables:
-        create_database(folder / "executed.duckdb", pack.executed_tables, out / "executed",
-                        withheld=withheld)
+    if databases:
+        create_database(folder / "raw.duckdb", pack.tables, out / "csv", withheld=withheld)
+        if pack.executed_tables:
+            create_database(folder / "executed.duckdb", pack.executed_tables, out / "executed",
+                            withheld=withheld)
     data_nt = folder / "data.nt"
     if graph.restricted_nt != data_nt:  # N-Triples, a triple a line: the personal lines left out
         assert graph.sorted_nt is not None, "write_graph wrote the restricted graph itself"

@@ -633,3 +633,44 @@ def test_draws_are_random_randoms_draws(seed, calls) -> None:
         with pytest.raises(type(mine.value)):
             bad(theirs)
     assert ours.getstate() == theirs.getstate()
+
+
+def test_work_beside_the_build_raises_the_first_started_failure_once_all_is_done() -> None:
+    """build.Beside: join waits for every thread and raises the failure of the work started
+    first, even when a later one fails sooner; settle waits and raises nothing."""
+    import threading
+    import time
+
+    from pytest_kgbench.build import Beside
+
+    done: list[str] = []
+    release = threading.Event()
+
+    def slow_failure() -> None:
+        release.wait(5)
+        done.append("slow")
+        raise ValueError("first started")
+
+    def quick_failure() -> None:
+        done.append("quick")
+        release.set()
+        raise KeyError("second started")
+
+    def last() -> None:
+        time.sleep(0.05)
+        done.append("last")
+
+    beside = Beside()
+    beside.start(slow_failure)
+    beside.start(quick_failure)
+    beside.start(last)
+    with pytest.raises(ValueError, match="first started"):
+        beside.join()
+    assert sorted(done) == ["last", "quick", "slow"]
+    with pytest.raises(KeyError):  # the other failure is still there, raised next
+        beside.join()
+    beside.join()  # nothing left
+    quiet = Beside()
+    quiet.start(slow_failure)
+    quiet.settle()
+    assert done.count("slow") == 2
