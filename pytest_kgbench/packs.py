@@ -519,8 +519,9 @@ def once_per_tables(build: Callable[[Tables], T], size: int = 8) -> Callable[[Ta
 class Draws(random.Random):
     """For pack generators: random.Random with the same draws, made faster — choice,
     randrange, randint and a weighted choices(k=1) without the layers of calls between them
-    and getrandbits (a big variant's generator makes millions). Same seed, same values, as a
-    test checks against random.Random itself; any other method is random.Random's."""
+    and getrandbits (a big variant's generator makes millions), and string(), a choice a
+    character. Same seed, same values, as a test checks against random.Random itself; any
+    other method is random.Random's."""
 
     def choice(self, seq: Any) -> Any:
         n = len(seq)
@@ -532,7 +533,23 @@ class Draws(random.Random):
             r = getrandbits(k)
         return seq[r]
 
+    def string(self, alphabet: str, n: int) -> str:
+        """`n` choices from `alphabet`, joined: "".join(choice(alphabet) for each)."""
+        size = len(alphabet)
+        if not size or n <= 0:
+            return "".join(self.choice(alphabet) for _ in range(n))
+        getrandbits, k = self.getrandbits, size.bit_length()
+        out = []
+        for _ in range(n):
+            r = getrandbits(k)
+            while r >= size:
+                r = getrandbits(k)
+            out.append(alphabet[r])
+        return "".join(out)
+
     def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
+        if stop is None and step == 1 and type(start) is int and start > 0:
+            start, stop = 0, start
         if stop is None or step != 1 or type(start) is not int or type(stop) is not int \
                 or stop <= start:
             return super().randrange(start, stop, step)  # what random.Random checks

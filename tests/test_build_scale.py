@@ -601,7 +601,7 @@ def test_a_rule_is_deferred_only_when_nothing_after_it_depends_on_it() -> None:
 @settings(max_examples=60, deadline=None)
 @given(seed=st.text(max_size=8), calls=st.lists(st.tuples(
     st.sampled_from(["choice", "randrange", "randrange1", "randint", "choices", "random",
-                     "choices_k", "choices_list"]),
+                     "choices_k", "choices_list", "string"]),
     st.integers(min_value=-40, max_value=10 ** 12), st.integers(min_value=1, max_value=70)),
     max_size=60))
 def test_draws_are_random_randoms_draws(seed, calls) -> None:
@@ -615,6 +615,7 @@ def test_draws_are_random_randoms_draws(seed, calls) -> None:
     for name, a, n in calls:
         seq = tuple(range(a, a + n))
         weights = tuple((i % 5) + 0.5 for i in range(n))
+        alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[:max(n // 2, 1)]
         call = {
             "choice": lambda r: r.choice(seq),
             "randrange": lambda r: r.randrange(a, a + n),
@@ -624,6 +625,8 @@ def test_draws_are_random_randoms_draws(seed, calls) -> None:
             "random": lambda r: r.random(),
             "choices_k": lambda r: r.choices(seq, weights, k=3),
             "choices_list": lambda r: r.choices(seq, list(weights)),
+            "string": lambda r: r.string(alphabet, n) if isinstance(r, Draws) else
+            "".join(r.choice(alphabet) for _ in range(n)),
         }[name]
         assert call(ours) == call(theirs)
     for bad in (lambda r: r.choice(()), lambda r: r.randrange(5, 5),

@@ -82,6 +82,8 @@ def isin_check(base11: str) -> str:
 
 
 def _chars(source: str | random.Random, n: int) -> str:
+    if isinstance(source, Draws):
+        return source.string(_ALNUM, n)
     if isinstance(source, random.Random):
         choice = source.choice
         return "".join([choice(_ALNUM) for _ in range(n)])
