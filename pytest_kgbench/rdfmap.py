@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 from urllib.parse import quote
 
 from pytest_kgbench.errors import InputError
@@ -232,28 +232,49 @@ def _turtle_layout(bound: list[tuple[str, str]], lines: Any) -> Any:
 
 def turtle_file(ntriples: Path, bound: list[tuple[str, str]], out: Path, work: Path) -> None:
     """Write `ntriples` (a file in to_turtle's order, write_ntriples) as to_turtle's Turtle
-    into `out`, streaming: pyoxigraph parses and serialises file to file (`work` holds its
-    Turtle before the layout), so no graph is held in memory."""
+    into `out`, streaming: pyoxigraph parses and serialises into a writer that lays its
+    Turtle out a block of whole lines at a time (_LaidOut), so no graph is held in memory and
+    no Turtle but the laid-out one is written (`work` is not used)."""
     import pyoxigraph as ox
 
-    raw = work / (out.name + ".ox")
-    # lenient: the file is write_ntriples' own, each IRI checked when its template was read
-    # (_sql_template) and each literal escaped as pyoxigraph escapes it (_nt_string): the
-    # checks a strict parse repeats for every term cost 12 s of 21 at 100,000 issuers
-    ox.serialize(ox.parse(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES, lenient=True),
-                 str(raw), ox.RdfFormat.TURTLE, prefixes=dict(bound))
-    with raw.open("rb") as src, out.open("wb") as dst:
+    with out.open("wb") as dst:
         dst.write("".join(_turtle_layout(bound, [])).encode("utf-8"))
-        tail = b""
-        for block in iter(lambda: src.read(1 << 24), b""):
-            data = tail + block
-            cut = data.rfind(b"\n") + 1  # whole lines only
-            data, tail = data[:cut], data[cut:]
-            if data:
-                dst.write(_layout_block(data))
-        if tail:
-            dst.write(_layout_block(tail))
-    raw.unlink()
+        laid = _LaidOut(dst)
+        # lenient: the file is write_ntriples' own, each IRI checked when its template was
+        # read (_sql_template) and each literal escaped as pyoxigraph escapes it (_nt_string):
+        # the checks a strict parse repeats for every term cost 12 s of 21 at 100,000 issuers
+        ox.serialize(ox.parse(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES, lenient=True),
+                     cast("IO[bytes]", laid), ox.RdfFormat.TURTLE, prefixes=dict(bound))
+        laid.close()
+
+
+class _LaidOut:
+    """The binary file pyoxigraph's Turtle serializer writes into: whole lines passed on to
+    `dst` through _layout_block, CHUNK bytes or more at a time, the rest at close()."""
+
+    def __init__(self, dst: Any) -> None:
+        self.dst = dst
+        self.pending = bytearray()
+
+    def write(self, data: bytes) -> int:
+        self.pending += data
+        if len(self.pending) >= _LAYOUT_CHUNK:
+            cut = self.pending.rfind(b"\n") + 1  # whole lines only
+            if cut:
+                self.dst.write(_layout_block(bytes(self.pending[:cut])))
+                del self.pending[:cut]
+        return len(data)
+
+    def flush(self) -> None:
+        """Nothing: a line is laid out whole, once it has ended (or at close)."""
+
+    def close(self) -> None:
+        if self.pending:
+            self.dst.write(_layout_block(bytes(self.pending)))
+            self.pending.clear()
+
+
+_LAYOUT_CHUNK = 1 << 24  # bytes of Turtle laid out at a time
 
 
 def _layout_block(data: bytes) -> bytes:

@@ -677,3 +677,18 @@ def test_work_beside_the_build_raises_the_first_started_failure_once_all_is_done
     quiet.start(slow_failure)
     quiet.settle()
     assert done.count("slow") == 2
+
+
+def test_a_generated_row_with_other_columns_names_its_row_and_table(credit_pack) -> None:
+    """check_tables: a row lacking a column, or holding one the manifest does not declare,
+    is refused with its index and its table's field (a dict's keys compared as they are)."""
+    from pytest_kgbench.packs import check_tables
+
+    tables = credit_pack.generate("base", credit_pack.seed)
+    check_tables(credit_pack, tables)
+    for k, broken in ((3, lambda r: r.pop("lei")), (0, lambda r: r.update(extra=1))):
+        bad = {name: [dict(r) for r in rows] for name, rows in tables.items()}
+        broken(bad["issuers"][k])
+        with pytest.raises(InputError, match=f"row {k} has columns") as caught:
+            check_tables(credit_pack, bad)
+        assert caught.value.field == "tables.issuers"
