@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from sentinel_http import SentinelServer
 
@@ -38,6 +38,8 @@ from pytest_kgbench.tools import call_tool
 EXAMPLES = int(os.environ.get("KGBENCH_FUZZ_EXAMPLES", "2000"))
 TIMEOUT = 5.0
 PROBE = "\u00a7GUESS\u00a7"  # where a probe puts its guess of a withheld value
+ECHO = f"SELECT * FROM contacts c NATURAL JOIN (SELECT '{PROBE}' AS email) g"  # found by the
+#      fuzz on PostgreSQL: the guess echoed in a cell, which tells nothing about the data
 N = 6
 EMAILS = [f"sntnl{i:03d}.qx@leak.invalid" for i in range(N)]
 PHONES = [f"+999 {i:03d} 7337 sntnl" for i in range(N)]
@@ -303,9 +305,17 @@ class Harness:
         self.refused += bool(result.refused)
         said = [EMAILS[guess], PHONES[guess]] if guess is not None and guess < N else DECOYS
         error = (result.error or "").split("\nLINE ")[0]  # DuckDB quoting the query back
-        for word in said:
-            error = error.replace(word, "§").replace(word[:12], "§")
-        return (result.columns, result.rows, result.refused, error, result.timed_out)
+
+        def own_words(text: str) -> str:  # the guess the query itself spelt, as "§"
+            for word in said:
+                text = text.replace(word, "§").replace(word[:12], "§")
+            return text
+
+        # a cell may echo the guess too (SELECT '<guess>' AS email): the query's own words,
+        # not an answer to it; every other cell, the row count and the columns are compared
+        rows = [[own_words(v) if isinstance(v, str) else v for v in row]
+                for row in result.rows or []]
+        return (result.columns, rows, result.refused, own_words(error), result.timed_out)
 
     def check(self, template: str) -> None:
         self.examples += 1
@@ -356,6 +366,7 @@ def graph(request, sentinel_built, sentinel):
 
 @FUZZ
 @given(template=SQL_QUERIES)
+@example(template=ECHO)
 def test_fuzz_duckdb(duckdb_raw, template: str) -> None:
     duckdb_raw.check(template)
 
@@ -386,6 +397,8 @@ def postgres_raw(sentinel_built, sentinel, pg_server):
 
 @settings(FUZZ, max_examples=300)
 @given(template=SQL_QUERIES)
+@example(template=ECHO)
+@example(template=f"SELECT count(*) FROM contacts WHERE email = '{PROBE}'")
 def test_fuzz_postgres(postgres_raw, template: str) -> None:
     postgres_raw.check(template)
 
