@@ -288,6 +288,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     beside = Beside()  # joined before the restricted view's last steps
+    checks = Beside()  # joined once the rules are done
     try:
         restrict = any(pack.personal.values())
         predicates = personal_predicates(pack) if restrict else frozenset()
@@ -370,17 +371,22 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
 
         if not restrict:
             rules_done()
-        try:  # data.nt's check is beside: its failure, if any, is the one raised
-            if restrict:
-                check_personal(pack, out, values, out / "executed.duckdb"
-                               if pack.executed_tables else None, graph=False)
-        finally:
-            beside.join()
+        beside.join()  # the databases, and data.nt's check: its failure is raised first
+        if restrict:  # the executed tables' check, beside the wait for the rules
+            checks.start(check_personal, pack, out, values, out / "executed.duckdb"
+                         if pack.executed_tables else None, graph=False)
+
+        def rules_then_checks() -> Path | None:
+            """rules_done, and then the executed tables' check done (its failure raised)."""
+            done = rules_done()
+            checks.join()
+            return done
+
         del typed, rows
         views: dict[str, Any] = {}
         if restrict:
             started = time.perf_counter()
-            views[RESTRICTED] = write_restricted(pack, out, {}, graph, rules_done,
+            views[RESTRICTED] = write_restricted(pack, out, {}, graph, rules_then_checks,
                                                  values=values, databases=False)
             seconds["restricted"] = round(time.perf_counter() - started, 3)
             if "shacl_rules_waited" in seconds:  # the view's own time, not the wait for rules
@@ -389,6 +395,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
             peak["restricted"] = peak_rss_mib()
     finally:
         beside.settle()  # on a failure, nothing left writing into a folder about to go
+        checks.settle()
         shutil.rmtree(work, ignore_errors=True)
     checked = integrity(out, hashed)  # each file read once, a block at a time
     manifest = {
@@ -526,8 +533,7 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
             spaces = {ns for _, ns in ours}
             bound = {p: n for p, n in bound.items() if n not in spaces}  # rdflib's replace=True
             bound.update(ours)
-            rdfmap.turtle_file(ntriples, rdfmap.used_prefixes(bound, heads), out / "data.ttl",
-                               work)
+            rdfmap.turtle_file(ntriples, rdfmap.used_prefixes(bound, heads), out / "data.ttl")
 
         targets = {in_order: rdfmap.NtTarget(order="turtle", consume=lay_out)}
         if rules_nt is not None:
@@ -694,7 +700,7 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
         check_personal(pack, out, values, executed)
     if callable(derived):  # the rules may still be running: what needs them comes last
         derived = derived()
-    rerun = False
+    rerun = checked = False
     if derived is not None:
         shapes = pack.ontology_file("shapes.ttl")
         text = shapes.read_text(encoding="utf-8") if shapes else ""
@@ -705,9 +711,16 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
             ontology.derive_file(data_nt, text, again, graph.rules_input.parent)
             _drop_file(again, folder / "derived.nt", predicates)
             again.unlink()
-        else:
+        else:  # checked while the view's copy is made: most often a second name of it
+            early = Beside()
+            early.start(_check_file, pack, values, derived)
             _drop_file(derived, folder / "derived.nt", predicates)
-    _check_file(pack, values, folder / "derived.nt")
+            early.settle()
+            if os.path.samefile(derived, folder / "derived.nt"):
+                early.join()  # the view's own file was checked: its failure, if any
+                checked = True
+    if not checked:
+        _check_file(pack, values, folder / "derived.nt")
     return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
             "predicates": sorted(predicates), "rules_rerun": rerun}
 

@@ -230,11 +230,11 @@ def _turtle_layout(bound: list[tuple[str, str]], lines: Any) -> Any:
             yield "\n" + line  # a new subject
 
 
-def turtle_file(ntriples: Path, bound: list[tuple[str, str]], out: Path, work: Path) -> None:
+def turtle_file(ntriples: Path, bound: list[tuple[str, str]], out: Path) -> None:
     """Write `ntriples` (a file in to_turtle's order, write_ntriples) as to_turtle's Turtle
     into `out`, streaming: pyoxigraph parses and serialises into a writer that lays its
     Turtle out a block of whole lines at a time (_LaidOut), so no graph is held in memory and
-    no Turtle but the laid-out one is written (`work` is not used)."""
+    no Turtle but the laid-out one is written."""
     import pyoxigraph as ox
 
     with out.open("wb") as dst:

@@ -85,7 +85,7 @@ def test_odd_values_are_spelt_as_the_reference_spells_them(tmp_path) -> None:
     assert rdfmap.id_prefixes(ids, ODD_MAP, {"ex"}) == [("thing", "http://example.org/id/thing/")]
     bound = {str(p): str(ns) for p, ns in reference.namespace_manager.namespaces()}
     ttl = tmp_path / "data.ttl"
-    rdfmap.turtle_file(turtle_order, rdfmap.used_prefixes(bound, heads), ttl, tmp_path)
+    rdfmap.turtle_file(turtle_order, rdfmap.used_prefixes(bound, heads), ttl)
     assert ttl.read_text(encoding="utf-8") == rdfmap.to_turtle(reference)
 
 
@@ -189,6 +189,35 @@ def test_a_personal_value_in_the_graph_fails_the_build(credit_pack, tmp_path) ->
     assert any(r["role"].startswith("+") for r in pack.generate("base", pack.seed)["contacts"])
     with pytest.raises(InputError, match="personal value appears in the restricted data.nt"):
         build_variant(pack, "base", tmp_path / "cache")
+
+
+def test_a_personal_value_a_rule_writes_fails_the_build(credit_pack, tmp_path) -> None:
+    """A rule naming no personal predicate that still writes a personal value (here a
+    contact's phone number as a constant) reaches the restricted derived.nt, a second name of
+    the full one: the build refuses, naming the file — the check made beside its copy."""
+    import shutil
+
+    from pytest_kgbench.packs import load_pack
+
+    pack_dir, onto = tmp_path / "credit", tmp_path / "ontology"
+    shutil.copytree(credit_pack.dir, pack_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(credit_pack.ontology_dir, onto)
+    shapes = onto / "shapes.ttl"
+    shapes.write_text(shapes.read_text(encoding="utf-8") + '''
+cr:Noted a sh:NodeShape ; sh:targetNode cr:shapes ;
+    sh:rule [ a sh:SPARQLRule ; sh:order 5 ; sh:prefixes cr:shapes ;
+              sh:construct """CONSTRUCT { ?x cr:note "+882 555 0142" } WHERE { ?x a cr:Country }""" ] .
+''', encoding="utf-8")
+    pack = load_pack(pack_dir, name="credit_noted", ontology_dir=onto)
+    assert "+882 555 0142" in {r["phone"] for r in pack.generate("base", pack.seed)["contacts"]}
+    with pytest.raises(InputError, match="personal value appears in the restricted derived.nt"):
+        build_variant(pack, "base", tmp_path / "cache")
+    shapes.write_text(shapes.read_text(encoding="utf-8").replace('"+882 555 0142"', '"noted"'),
+                      encoding="utf-8")
+    built = build_variant(load_pack(pack_dir, name="credit_noted", ontology_dir=onto), "base",
+                          tmp_path / "cache")  # the same rule with a harmless constant
+    restricted = built.dir / "restricted" / "derived.nt"
+    assert restricted.samefile(built.derived_nt) and '"noted"' in restricted.read_text("utf-8")
 
 
 def test_a_scaled_variant_is_the_named_one_with_its_size(credit_pack, research_pack) -> None:
