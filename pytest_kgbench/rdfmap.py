@@ -250,7 +250,7 @@ def turtle_file(ntriples: Path, bound: list[tuple[str, str]], out: Path) -> None
 
 class _LaidOut:
     """The binary file pyoxigraph's Turtle serializer writes into: whole lines passed on to
-    `dst` through _layout_block, CHUNK bytes or more at a time, the rest at close()."""
+    `dst` through _layout_block, _LAYOUT_CHUNK bytes or more at a time, the rest at close()."""
 
     def __init__(self, dst: Any) -> None:
         self.dst = dst
