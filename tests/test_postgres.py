@@ -267,7 +267,10 @@ def test_two_processes_loading_at_once_load_once(pg_server, credit_base, kg_cach
     from pytest_kgbench.executors import postgres
 
     dsn = pg_server.database()
-    ctx = multiprocessing.get_context("fork")
+    # spawn, not fork: this process has DuckDB's and pyoxigraph's threads running, and a
+    # forked child inherits their locks held and their objects half-made (it crashed in the
+    # garbage collector on CI); a fresh interpreter is what an xdist worker is anyway
+    ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(2)
     procs = [ctx.Process(target=_load, args=(dsn, str(kg_cache), barrier)) for _ in range(2)]
     for p in procs:
