@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
+
+# Bytecode is written, whatever the environment says (PYTHONDONTWRITEBYTECODE): the suite starts
+# a hundred Python processes (pytester's subprocess runs, xdist workers, the stores' workers),
+# and pytest does not cache its assertion rewriting of the plugins' own modules without it, so
+# each process would compile some 180 modules again (about 2 s each).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Native modules are imported here, before any pytester run: pytester's inline runs drop the
 # modules first imported inside them, and a native module imported a second time aborts (duckdb)
@@ -28,6 +37,7 @@ import pytest_kgbench.registry  # noqa: F401,E402
 import pytest_kgbench.html_report  # noqa: F401,E402
 import pytest_kgbench.plugin  # noqa: F401,E402
 import pytest_kgbench.runtime  # noqa: F401,E402
+import hypothesis  # noqa: F401,E402 - its pytest plugin imports it at every run's end
 
 pytest_plugins = ["pytester"]
 
