@@ -50,3 +50,7 @@ class Cancelled(HarnessBroken):
     """The run is stopping (a halt, Ctrl-C, the end of the session): a model request, round
     or retry not yet started is not started (pacing.Pace.cancel). Never a grade: an item that
     meets it halts as a broken harness does."""
+
+
+class QueryTimeout(Exception):
+    """Raised inside a query thread when its time is up."""

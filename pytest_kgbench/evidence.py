@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from pytest_kgbench.errors import QueryTimeout
+
 PATTERNS = ("recursive", "exists", "not_exists", "except", "minus", "optional",
             "count_distinct", "division")
 TESTS = ("column", "table", "iri", "strings", "function", "pattern", "compare", "any", "all")
@@ -161,20 +163,111 @@ _SPARQL_PATTERNS = {"Builtin_NOTEXISTS": "not_exists", "Builtin_EXISTS": "exists
                     "Minus": "minus", "LeftJoin": "optional"}
 
 
+@dataclass(frozen=True)
+class SparqlReading:
+    """What rdflib's parser and algebra make of one text, whoever asks: the translated query
+    (rdflib evaluates it as often as asked: its evaluation never changes it), its form, whether
+    it names datasets, its algebra's node names and its IRIs; or that it is an update, or why
+    it could not be read."""
+
+    query: Any = None
+    form: str = ""
+    datasets: bool = False
+    names: frozenset[str] = frozenset()
+    iris: frozenset[str] = frozenset()
+    update: bool = False
+    error: str | None = None
+
+
+@lru_cache(maxsize=2048)
+def read_sparql(statement: str, namespaces: tuple[tuple[str, str], ...] = ()) -> SparqlReading:
+    """rdflib's reading of `statement` with `namespaces` bound, once per process: its parser is
+    pure Python (about 40 ms for a reference query), and the same texts come back for every
+    store, persona, repeat and metric. A deadline (QueryTimeout) is raised, never cached."""
+    from pyparsing import ParseException
+    from rdflib.plugins.sparql.algebra import translateQuery
+    from rdflib.plugins.sparql.parser import parseQuery
+
+    try:
+        parsed = parseQuery(statement)
+    except ParseException as exc:
+        if is_sparql_update(statement):
+            return SparqlReading(update=True)
+        return SparqlReading(error=f"the query does not parse: {exc}")
+    except RecursionError:
+        return SparqlReading(error="the query is nested too deeply to parse; it was not run")
+    except QueryTimeout:
+        raise  # the deadline, not the query's text: never a verdict (nor cached as one)
+    except Exception as exc:  # noqa: BLE001 - the parser's own failures are the query's
+        return SparqlReading(error=f"the query does not parse: {type(exc).__name__}: {exc}")
+    try:
+        query = translateQuery(parsed, initNs=dict(namespaces))
+        names, iris = _algebra(query.algebra)
+        return SparqlReading(query=query, form=query.algebra.name,
+                             datasets=bool(query.algebra.get("datasetClause")),
+                             names=frozenset(names), iris=frozenset(iris))
+    except RecursionError:
+        return SparqlReading(error="the query is nested too deeply to read; it was not run")
+    except QueryTimeout:
+        raise
+    except Exception as exc:  # noqa: BLE001 - e.g. an unknown prefix
+        return SparqlReading(error=f"the query cannot be read: {type(exc).__name__}: {exc}")
+
+
+def _algebra(root: Any) -> tuple[set[str], set[str]]:
+    """The names of every algebra node and every IRI of a translated query, without recursion
+    (property paths hide their IRIs in attributes)."""
+    from rdflib import URIRef
+    from rdflib.paths import Path
+
+    names: set[str] = set()
+    iris: set[str] = set()
+    stack = [root]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, URIRef):
+            iris.add(str(node))
+        elif isinstance(node, dict):
+            name = getattr(node, "name", None)
+            if isinstance(name, str):
+                names.add(name)
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple, set, frozenset)):
+            stack.extend(node)
+        elif isinstance(node, Path):
+            for attr in ("args", "arg", "path"):
+                if hasattr(node, attr):
+                    stack.append(getattr(node, attr))
+    return names, iris
+
+
+def is_sparql_update(statement: str) -> bool:
+    """Whether rdflib reads `statement` as a SPARQL update (never raises)."""
+    from rdflib.plugins.sparql.parser import parseUpdate
+
+    try:
+        parseUpdate(statement)
+    except Exception:  # noqa: BLE001 - anything but a parse (RecursionError too): not an update
+        return False
+    return True
+
+
 @lru_cache(maxsize=2048)
 def sparql_facts(statement: str) -> Facts | None:
     """The facts of a SPARQL query by rdflib's parser and algebra; None when it does not
     parse."""
     from rdflib import Literal, URIRef, Variable
     from rdflib.paths import Path
-    from rdflib.plugins.sparql.algebra import translateQuery
-    from rdflib.plugins.sparql.parser import parseQuery
     from rdflib.plugins.sparql.parserutils import CompValue
 
-    try:
-        algebra = translateQuery(parseQuery(statement)).algebra
-    except Exception:  # noqa: BLE001 - any failure to parse means no facts
+    query = read_sparql(statement).query
+    if query is None:  # any failure to parse or read means no facts
         return None
+    algebra = query.algebra
     facts = Facts()
 
     def side(node: Any) -> tuple[str, str] | None:

@@ -232,6 +232,36 @@ def test_the_classifiers_never_raise(text: str) -> None:
     con.close()
 
 
+def test_one_reading_of_a_text_serves_every_persona_and_store(credit_base) -> None:
+    """rdflib's reading of a text is made once per process (evidence.read_sparql) and shared:
+    each persona still gets its own verdict, whichever asked first, and bindings the text does
+    not use do not change it."""
+    from pytest_kgbench.evidence import read_sparql
+
+    read_sparql.cache_clear()
+    ns = {"cr": "https://kgbench.example/credit/def#"}
+    more = {**ns, "skos": "http://www.w3.org/2004/02/skos/core#", "owl": "http://x.invalid/#"}
+    text = "SELECT ?o WHERE { ?c cr:email ?o }"
+    analyst, officer = guard_for(credit_base, "analyst"), guard_for(credit_base, "privacy_officer")
+    for order in ((analyst, officer), (officer, analyst)):
+        verdicts = {g.persona: classify_sparql(text, g, ns if g is analyst else more)
+                    for g in order}
+        assert "Access Denied" in (verdicts["analyst"].refused or ""), verdicts
+        assert verdicts["privacy_officer"].runs, verdicts
+        assert verdicts["analyst"].iris == verdicts["privacy_officer"].iris
+    assert read_sparql.cache_info().misses == 1  # one parse for all four verdicts
+
+
+def test_a_store_prefix_spelt_with_escapes_is_bound_as_the_engine_binds_it(credit_base) -> None:
+    """rdflib expands \\u escapes before it parses, so `\\u0063r:email` is `cr:email`: the
+    reading is made with the store's `cr` bound, and the analyst is refused by name, not told
+    the query cannot be read."""
+    ns = {"cr": "https://kgbench.example/credit/def#", "x": "http://x.invalid/#"}
+    verdict = classify_sparql("SELECT ?o WHERE { ?c \\u0063r:email ?o }",
+                              guard_for(credit_base, "analyst"), ns)
+    assert verdict.error is None and "Access Denied" in (verdict.refused or ""), verdict
+
+
 def test_a_privacy_officers_store_holds_the_personal_data(credit_base, withheld) -> None:
     assert guard_for(credit_base, "privacy_officer").view == "full"
     assert guard_for(credit_base, "analyst").view == "restricted"

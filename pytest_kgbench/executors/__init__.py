@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any, Protocol, TypeVar
 
+from pytest_kgbench.errors import QueryTimeout as QueryTimeout  # raised here; below evidence
+
 T = TypeVar("T")
 
 
@@ -196,10 +198,6 @@ class Executor(Protocol):
     def close(self) -> None:
         """Release the store's connection."""
         ...
-
-
-class QueryTimeout(Exception):
-    """Raised inside a query thread when its time is up."""
 
 
 def jsonable(value: Any) -> Any:

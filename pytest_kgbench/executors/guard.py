@@ -16,11 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
-from pytest_kgbench.evidence import walk
-from pytest_kgbench.executors import CAPS, Caps, QueryTimeout
+from pytest_kgbench.evidence import read_sparql, walk
+from pytest_kgbench.executors import CAPS, Caps
 
 FULL, RESTRICTED = "full", "restricted"  # the views of a variant a store is built in
 
@@ -274,41 +273,19 @@ def classify_sparql(statement: str, guard: Guard, namespaces: Mapping[str, str] 
     if len(statement) > caps.query_chars:
         return Verdict(refused=f"the query is {len(statement):,} characters long; at most "
                                f"{caps.query_chars:,} are accepted")
-    from pyparsing import ParseException
-    from rdflib.plugins.sparql.algebra import translateQuery
-    from rdflib.plugins.sparql.parser import parseQuery
-
-    try:
-        parsed = parseQuery(statement)
-    except ParseException as exc:
-        if is_sparql_update(statement):
-            return Verdict(refused=f"SPARQL updates are not allowed: the store is read-only for "
-                                   f"persona '{guard.persona}' (one SELECT or ASK per query)")
-        return Verdict(error=f"the query does not parse: {exc}")
-    except RecursionError:
-        return Verdict(error="the query is nested too deeply to parse; it was not run")
-    except QueryTimeout:
-        raise  # the deadline, not the query's text: never a verdict (nor cached as one)
-    except Exception as exc:  # noqa: BLE001 - the parser's own failures are the query's
-        return Verdict(error=f"the query does not parse: {type(exc).__name__}: {exc}")
-    try:
-        query = translateQuery(parsed, initNs=dict(namespaces or {}))
-        form = query.algebra.name
-        datasets = query.algebra.get("datasetClause")
-        names, iris = _algebra(query.algebra)
-    except RecursionError:
-        return Verdict(error="the query is nested too deeply to read; it was not run")
-    except QueryTimeout:
-        raise
-    except Exception as exc:  # noqa: BLE001 - e.g. an unknown prefix
-        return Verdict(error=f"the query cannot be read: {type(exc).__name__}: {exc}")
-    verdict = Verdict(iris=frozenset(iris), query=query)
-    if form not in SPARQL_FORMS:
-        verdict.refused = (f"{form.removesuffix('Query').upper()} queries are not offered: use "
-                           f"SELECT or ASK")
-    elif "ServiceGraphPattern" in names:
+    reading = read_sparql(statement, _prefixes_named(statement, namespaces))
+    if reading.update:
+        return Verdict(refused=f"SPARQL updates are not allowed: the store is read-only for "
+                               f"persona '{guard.persona}' (one SELECT or ASK per query)")
+    if reading.error:
+        return Verdict(error=reading.error)
+    verdict = Verdict(iris=reading.iris, query=reading.query)
+    if reading.form not in SPARQL_FORMS:
+        verdict.refused = (f"{reading.form.removesuffix('Query').upper()} queries are not "
+                           f"offered: use SELECT or ASK")
+    elif "ServiceGraphPattern" in reading.names:
         verdict.refused = "SERVICE (a federated query) is not allowed: the store has no network"
-    elif datasets:
+    elif reading.datasets:
         verdict.refused = ("FROM and FROM NAMED are not allowed: a query reads the store's own "
                            "graph")
     else:
@@ -323,22 +300,21 @@ def classify_sparql(statement: str, guard: Guard, namespaces: Mapping[str, str] 
     return verdict
 
 
-@lru_cache(maxsize=4096)
-def _classified(statement: str, guard: str, namespaces: tuple[tuple[str, str], ...],
-                caps: Caps) -> tuple[str | None, str | None, frozenset[str]]:
-    verdict = classify_sparql(statement, Guard.from_json(json.loads(guard)), dict(namespaces),
-                              caps)
-    return verdict.refused, verdict.error, verdict.iris
+def _prefixes_named(statement: str, namespaces: Mapping[str, str] | None
+                    ) -> tuple[tuple[str, str], ...]:
+    """The store prefixes `statement` can use: those whose `prefix:` its text holds once its
+    \\u escapes are expanded, as rdflib's parser expands them (a prefixed name is spelt
+    so; every other binding cannot change how the query reads). Keying the reading by these
+    alone lets one reading serve every store and persona."""
+    if not namespaces:
+        return ()
+    from rdflib.plugins.sparql.parser import expandUnicodeEscapes
 
-
-def classify_sparql_cached(statement: str, guard: str, namespaces: Mapping[str, str],
-                           caps: Caps = CAPS) -> Verdict:
-    """`classify_sparql` without the translated query, once per text, guard (`Guard.to_json`
-    as JSON) and store prefixes in a process: rdflib's parser is slow, and the same
-    reference queries come back for every variant and seed."""
-    refused, error, iris = _classified(statement, guard, tuple(sorted(namespaces.items())),
-                                       caps)
-    return Verdict(refused=refused, error=error, iris=iris)
+    try:
+        text = expandUnicodeEscapes(statement)
+    except Exception:  # noqa: BLE001 - an escape rdflib cannot expand: every binding counts
+        return tuple(sorted(namespaces.items()))
+    return tuple(sorted((p, ns) for p, ns in namespaces.items() if f"{p}:" in text))
 
 
 def _curie(iri: str, namespaces: Mapping[str, str] | None) -> str:
@@ -346,48 +322,6 @@ def _curie(iri: str, namespaces: Mapping[str, str] | None) -> str:
         if prefix and iri.startswith(ns) and len(iri) > len(ns):
             return f"{prefix}:{iri[len(ns):]}"
     return f"<{iri}>"
-
-
-def _algebra(root: Any) -> tuple[set[str], set[str]]:
-    """The names of every algebra node and every IRI of a translated query, without recursion
-    (property paths hide their IRIs in attributes)."""
-    from rdflib import URIRef
-    from rdflib.paths import Path
-
-    names: set[str] = set()
-    iris: set[str] = set()
-    stack = [root]
-    seen: set[int] = set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, URIRef):
-            iris.add(str(node))
-        elif isinstance(node, dict):
-            name = getattr(node, "name", None)
-            if isinstance(name, str):
-                names.add(name)
-            stack.extend(node.values())
-        elif isinstance(node, (list, tuple, set, frozenset)):
-            stack.extend(node)
-        elif isinstance(node, Path):
-            for attr in ("args", "arg", "path"):
-                if hasattr(node, attr):
-                    stack.append(getattr(node, attr))
-    return names, iris
-
-
-def is_sparql_update(statement: str) -> bool:
-    """Whether rdflib reads `statement` as a SPARQL update (never raises)."""
-    from rdflib.plugins.sparql.parser import parseUpdate
-
-    try:
-        parseUpdate(statement)
-    except Exception:  # noqa: BLE001 - anything but a parse (RecursionError too): not an update
-        return False
-    return True
 
 
 def query_iris(statement: str, namespaces: Mapping[str, str] | None = None) -> frozenset[str]:

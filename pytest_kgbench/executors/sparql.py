@@ -8,7 +8,6 @@ server hold: it sends one query at a time and turns the reply into a `QueryResul
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import tempfile
@@ -27,7 +26,7 @@ from pytest_kgbench.executors import (
     TableInfo,
     run_with_timeout,
 )
-from pytest_kgbench.executors.guard import Guard, Verdict, classify_sparql, classify_sparql_cached
+from pytest_kgbench.executors.guard import Guard, Verdict, classify_sparql
 from pytest_kgbench.executors.worker import Worker, WorkerDied
 from pytest_kgbench.rdfmap import per_id_namespaces
 
@@ -55,7 +54,6 @@ class SparqlExecutor:
         self.timeout = timeout
         self.caps = caps
         self._owned = owned  # temporary files the worker loads, removed on close
-        self._guard_json = json.dumps(guard.to_json(), sort_keys=True)
 
     @classmethod
     def over(cls, plugin: str, files: list[tuple[Path, str]], guard: Guard, *,
@@ -92,7 +90,7 @@ class SparqlExecutor:
         namespaces = self.info["namespaces"]
         _warm_parser()
         return run_with_timeout(
-            lambda: classify_sparql_cached(statement, self._guard_json, namespaces, self.caps),
+            lambda: classify_sparql(statement, self.guard, namespaces, self.caps),
             self.timeout if timeout is None else timeout)
 
     def reads(self, statement: str) -> list[str]:
