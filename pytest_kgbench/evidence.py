@@ -179,7 +179,8 @@ class SparqlReading:
     error: str | None = None
 
 
-@lru_cache(maxsize=2048)
+@lru_cache(maxsize=512)  # a pack's reference queries under a few stores' prefixes; not more:
+#                         every tree held here is walked by each full garbage collection
 def read_sparql(statement: str, namespaces: tuple[tuple[str, str], ...] = ()) -> SparqlReading:
     """rdflib's reading of `statement` with `namespaces` bound, once per process: its parser is
     pure Python (about 40 ms for a reference query), and the same texts come back for every
