@@ -180,10 +180,9 @@ def f1(expected: list[Any], got: list[Any]) -> float:
 
 # --- the kinds ---------------------------------------------------------------------------------
 
-class ScalarKind:
-    """A single value compared after normalising both sides the same way."""
-
-    is_list = False
+class _Normalised:
+    """A kind whose values are normalised (with the entity's aliases) before they are compared;
+    `what` describes a value to the model, naming the field's entity."""
 
     def __init__(self, name: str, what: str,
                  normalise: Callable[[Any, Mapping[str, str]], Any]) -> None:
@@ -193,6 +192,12 @@ class ScalarKind:
 
     def describe(self, spec: FieldSpec) -> str:
         return self.what.format(entity=spec.entity or "entity")
+
+
+class ScalarKind(_Normalised):
+    """A single value compared after normalising both sides the same way."""
+
+    is_list = False
 
     def compare(self, spec: FieldSpec, expected: Any, got: Any,
                 aliases: Aliases) -> tuple[bool, float | None]:
@@ -223,20 +228,11 @@ class NumberKind:
         return abs(e - g) <= max(spec.abs_tol, spec.rel_tol * abs(e)), None
 
 
-class ListKind:
+class ListKind(_Normalised):
     """A list of values: as a set (one value listed twice is the identity mistake), or in
     order when the field is `ordered`; F1 beside the verdict."""
 
     is_list = True
-
-    def __init__(self, name: str, what: str,
-                 normalise: Callable[[Any, Mapping[str, str]], Any]) -> None:
-        self.name = name
-        self.what = what
-        self.normalise = normalise
-
-    def describe(self, spec: FieldSpec) -> str:
-        return self.what.format(entity=spec.entity or "entity")
 
     def compare(self, spec: FieldSpec, expected: Any, got: Any,
                 aliases: Aliases) -> tuple[bool, float | None]:
