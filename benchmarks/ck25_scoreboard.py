@@ -159,9 +159,10 @@ def main() -> int:
                             kind = ("same set, other score" if set(got.get(q, {}))
                                     == set(sys_sets.get(q, {})) else "result set differs")
                         why[kind] += 1
+                        failed = kind != "ok" and res is not None and not res.ok
                         details.append(f"  {team} {q}: published {reference[q]['set_F']:.3f}, "
                                        f"ours {ours[q]['set_F']:.3f} ({kind}"
-                                       f"{': ' + _first(res) if kind not in ('ok',) and res is not None and not res.ok else ''})")
+                                       f"{': ' + _first(res) if failed else ''})")
                 row["diffs"] = sum(why.values())
                 row["why"] = ", ".join(f"{k} {n}" for k, n in sorted(why.items()))
         rows.append(row)

@@ -20,8 +20,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from machine import load, machine  # noqa: E402 - beside this script
 
