@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_kgbench.fieldkinds import norm_number
+from pytest_kgbench.fieldkinds import grouped, max_matching, norm_number
 from pytest_kgbench.metrics.base import MetricInput, RateMetric
 
 # --- cells ---------------------------------------------------------------------------------------
@@ -61,8 +60,9 @@ def rows_carried(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
     """Each gold row is carried by a distinct returned row (extra rows allowed; see
     `too_many_rows`); with `ordered`, the carrying rows appear in the gold order.
 
-    Unordered, it is a maximum flow (scipy): identical rows are grouped with their counts, so
-    1,200 identical rows are one pair of nodes, and nothing recurses."""
+    Unordered, it is a maximum matching (`fieldkinds.max_matching`, the `rows` kind's too):
+    identical rows are grouped with their counts, so 1,200 identical rows are one pair of
+    nodes, and nothing recurses."""
     if ordered:
         i = 0
         for row in got:
@@ -73,28 +73,11 @@ def rows_carried(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
         return True
     if len(got) < len(gold):
         return False
-    gold_groups = Counter(_row_key(r) for r in gold)
-    got_groups = Counter(_row_key(r) for r in got)
-    gold_rows = {_row_key(r): r for r in gold}
-    got_rows = {_row_key(r): r for r in got}
-    gkeys, rkeys = list(gold_groups), list(got_groups)
-    sink = 1 + len(gkeys) + len(rkeys)
-    edges: list[tuple[int, int, int]] = []
-    for i, gk in enumerate(gkeys):
-        edges.append((0, 1 + i, gold_groups[gk]))
-        for j, rk in enumerate(rkeys):
-            if carries(gold_rows[gk], got_rows[rk], rel=rel, abs_tol=abs_tol):
-                edges.append((1 + i, 1 + len(gkeys) + j, len(gold)))
-    for j, rk in enumerate(rkeys):
-        edges.append((1 + len(gkeys) + j, sink, got_groups[rk]))
-    import numpy as np
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import maximum_flow
-
-    tails, heads, caps = zip(*edges)
-    graph = csr_matrix((np.asarray(caps, dtype=np.int32), (tails, heads)),
-                       shape=(sink + 1, sink + 1))
-    return bool(maximum_flow(graph, 0, sink).flow_value == len(gold))
+    gold_rows, gold_counts = grouped(list(gold), _row_key)
+    got_rows, got_counts = grouped(list(got), _row_key)
+    pairs = [(i, j) for i, g in enumerate(gold_rows) for j, r in enumerate(got_rows)
+             if carries(g, r, rel=rel, abs_tol=abs_tol)]
+    return max_matching(gold_counts, got_counts, pairs) == len(gold)
 
 
 def too_many_rows(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]]) -> bool:
