@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.packs import normalise_id
+from pytest_kgbench.packs import id_candidates, normalise_id
 
 if TYPE_CHECKING:
     from pytest_kgbench.questions import FieldSpec
@@ -131,30 +131,39 @@ def norm_string(value: Any) -> str | None:
     return re.sub(r"\s+", " ", norm_text(value)).strip().strip(".,;:").casefold()
 
 
-def _iri_tails(text: str) -> list[str]:
-    """The ids an IRI (or a CURIE) may stand for: its last path segment, then its last two
-    (a DOI's prefix and suffix), ... — an id given as the graph conditions return it."""
-    body = text.strip().strip("<>")
-    if not re.match(r"^[A-Za-z][\w+.-]*:", body):
-        return []
-    parts = [p for p in re.split(r"[/#]", body.split(":", 1)[1]) if p]
-    return ["/".join(parts[-n:]) for n in range(1, len(parts))]
+def _entity_of(text: str, aliases: Mapping[str, str]) -> str | None:
+    """The canonical id `text` names through the aliases (`packs.id_candidates`: the text
+    itself, else the id its IRI or prefixed name ends with), or None."""
+    for candidate in id_candidates(text):
+        key = normalise_id(candidate)
+        if key in aliases:
+            return normalise_id(aliases[key])
+    return None
+
+
+_NAMED = re.compile(r"(.*?)\s*\(([^()]*)\)")  # "ISS-1 (Norvik Holdings plc)"
 
 
 def norm_entity(value: Any, aliases: Mapping[str, str]) -> str | None:
     """An entity's canonical id: the value itself, an alias of it (issuer_id for an LEI, a
-    DOI for a work), or either as the IRI a graph returns."""
+    DOI for a work), either as an IRI or a prefixed name ('issuer:ISS-18263',
+    '<https://.../issuer/ISS-18263>', Turtle's escapes undone), or an id with a name beside it
+    in parentheses when only one entity is named. Anything else is kept (normalised), so it
+    matches only itself."""
     if is_none(value):
         return None
     text = norm_text(value)
-    key = normalise_id(text)
-    if key in aliases:
-        return normalise_id(aliases[key])
-    for tail in _iri_tails(text):
-        tail_key = normalise_id(tail)
-        if tail_key in aliases:
-            return normalise_id(aliases[tail_key])
-    return key
+    found = _entity_of(text, aliases)
+    if found is not None:
+        return found
+    named = _NAMED.fullmatch(text.strip())
+    if named:
+        hits = {h for h in (_entity_of(named.group(1), aliases),
+                            _entity_of(named.group(2), aliases)) if h is not None}
+        if len(hits) == 1:
+            return hits.pop()
+    literal = id_candidates(text)
+    return normalise_id(literal[0] if literal else text)
 
 
 def as_list(value: Any) -> list[Any]:

@@ -18,6 +18,7 @@ import importlib.util
 import itertools
 import math
 import random
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -685,3 +686,34 @@ def check_tables(pack: Pack, tables: Tables, specs: Mapping[str, TableSpec] | No
 def normalise_id(text: str) -> str:
     """Identifiers compare case-insensitively, ignoring surrounding space and inner blanks."""
     return "".join(str(text).split()).casefold()
+
+
+# a prefixed name's prefix or an IRI's scheme ("issuer:", "https:", ":" the empty prefix)
+_PREFIX = re.compile(r"(?:[A-Za-z][\w.+-]*)?:")
+# Turtle's escapes in a local name (`rsi:issuer\/ISS-1`)
+_LOCAL_ESCAPE = re.compile(r"\\([_~.\-!$&'()*+,;=/?#@%])")
+_SEGMENTS = 8  # the most trailing segments tried (a DOI is two; a long path is no id)
+_WRAPS = {("<", ">"), ('"', '"'), ("'", "'"), ("`", "`")}
+
+
+def id_candidates(text: str) -> list[str]:
+    """The ids a written identifier may stand for, the text itself first: without surrounding
+    angle brackets or quotes, a final full stop, comma or semicolon, or Turtle's escapes; then,
+    for an IRI or a prefixed name (and for a path), what follows its last '/' or '#', its last
+    two segments, and so on ('issuer:ISS-1' -> 'ISS-1'; 'https://doi.org/10.5/x' -> 'x',
+    '10.5/x', 'doi.org/10.5/x'). Which of them is an id is the aliases' to say."""
+    body = str(text).strip()
+    while True:
+        before = body
+        body = body.rstrip(".,;").strip()
+        if len(body) >= 2 and (body[0], body[-1]) in _WRAPS:
+            body = body[1:-1].strip()
+        if body == before:
+            break
+    body = _LOCAL_ESCAPE.sub(r"\1", body)
+    out = [body]
+    prefix = _PREFIX.match(body)
+    rest = body[prefix.end():] if prefix else body
+    parts = [p for p in re.split(r"[/#]", rest) if p]
+    out += ["/".join(parts[-n:]) for n in range(1, min(len(parts), _SEGMENTS) + 1)]
+    return list(dict.fromkeys(c for c in out if c))
