@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.packs import id_candidates, normalise_id
+from pytest_kgbench.packs import id_candidates, normalise_id, scheme_id
 
 if TYPE_CHECKING:
     from pytest_kgbench.questions import FieldSpec
@@ -28,12 +28,24 @@ _NONE_WORDS = {"", "null", "none", "n/a", "na", "unknown"}
 # every dash a model may type for the minus of a rating or a number
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff0d"), "-")
 UNRATED = "UNRATED"
-_UNRATED_WORDS = {"unrated", "not rated", "nr", "n.r.", "withdrawn", "wr", "no rating"}
-_RATING = re.compile(r"(AAA|AA|A|BBB|BB|B|CCC|CC|C|D)([+-]?)")
-# what may follow a rating and be ignored: its outlook or watch, never a second rating
+_GRADE = r"(?:AAA|AA|A|BBB|BB|B|CCC|CC|C|D)"
+_RATING = re.compile(rf"({_GRADE})([+-]?)")
+_SPACED = re.compile(rf"({_GRADE}) ([+-])")  # "A +": the modifier typed apart, ending the value
+# what may follow a rating and be ignored: its outlook or watch, never a second rating and
+# never a second modifier ("A++", "A+-"); a dash between spaces is a separator ("A - stable")
 _ANNOTATION = re.compile(
-    r"(?:[\s/,;:()\[\]*+-]|outlook|watch|credit|rating|cw|rw|on|with|positive|negative|"
-    r"stable|developing|evolving|pos|neg|sta|dev)*", re.IGNORECASE)
+    r"(?:[\s/,;:()\[\]]| - |\*[+-]?|\b(?:outlook|watch|credit|rating|cw|rw|on|with|for|"
+    r"under|review|possible|upgrade|downgrade|positive|negative|stable|developing|evolving|"
+    r"pos|neg|sta|dev)\b)*", re.IGNORECASE)
+# "no rating", in the words a model may use, and what may stand beside them: more such words,
+# a date, the rating it had before ("unrated (rating withdrawn)", "NR (previously A+)")
+_UNRATED_PHRASE = (r"(?:unrated|not (?:currently )?rated|no longer rated|no rating|"
+                   r"rating (?:was )?withdrawn|withdrawn|n\.?r\.?|wr|wd)")
+_UNRATED_CONTEXT = (rf"(?:(?:(?:since|on|as of|effective|after) )?\d{{4}}-\d{{2}}-\d{{2}}|"
+                    rf"(?:previously|formerly|was|last|from) (?:rated )?{_GRADE}[+-]?)")
+_UNRATED = re.compile(rf"{_UNRATED_PHRASE}(?:[\s,;:()\[\]/-]+(?:{_UNRATED_PHRASE}|"
+                      rf"{_UNRATED_CONTEXT}))*[\s)\]]*", re.IGNORECASE)
+_MAX_RATING_CHARS = 200  # a rating with its annotation is short; past this it is not read
 
 
 def is_none(value: Any) -> bool:
@@ -47,19 +59,26 @@ def norm_text(value: Any) -> str:
 
 
 def norm_rating(value: Any) -> str | None:
-    """A rating on the scale, upper case ("aa−" -> "AA-"); "unrated", "withdrawn", "NR" and
-    the like are the explicit UNRATED. An outlook or watch after the rating is ignored
-    ("AA- (negative outlook)", "BBB+/Stable", "A *-" -> the rating); anything else after it is
-    kept, so it cannot match."""
+    """A rating on the scale, upper case ("aa−" -> "AA-", "A +" -> "A+", "A+." -> "A+");
+    "unrated", "not rated (withdrawn)", "NR" and the like are the explicit UNRATED. An outlook
+    or watch after the rating is ignored ("AA- (negative outlook)", "BBB+/Stable", "A *-" ->
+    the rating); anything else after it ("A++", "A+-", "AA or A+") makes it unreadable: a
+    value that matches no key."""
     if is_none(value):
         return None
-    text = re.sub(r"\s+", " ", norm_text(value)).strip()
-    if text.casefold() in _UNRATED_WORDS:
+    text = re.sub(r"\s+", " ", norm_text(value)).strip().rstrip(".!;,").strip()
+    unread = "?" + text.upper()
+    if len(text) > _MAX_RATING_CHARS:
+        return unread
+    if _UNRATED.fullmatch(text):
         return UNRATED
+    spaced = _SPACED.fullmatch(text.upper())
+    if spaced:
+        return spaced.group(1) + spaced.group(2)
     m = _RATING.match(text.upper())
     if m and _ANNOTATION.fullmatch(text[m.end():]):
         return m.group(1) + m.group(2)
-    return text.upper().replace(" ", "")
+    return unread
 
 
 _THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
@@ -93,11 +112,13 @@ def norm_number(value: Any) -> float | None:
 
 
 def norm_yesno(value: Any) -> bool | None:
+    """A boolean: true/false, yes/no, y/n, 1/0 in any case, with a final full stop or
+    exclamation mark ("No." is false); anything more ("no, it does not") is not read."""
     if isinstance(value, bool):
         return value
     if is_none(value):
         return None
-    text = str(value).strip().casefold()
+    text = str(value).strip().rstrip(".!").strip().casefold()
     if text in ("yes", "true", "y", "1"):
         return True
     if text in ("no", "false", "n", "0"):
@@ -164,6 +185,19 @@ def norm_entity(value: Any, aliases: Mapping[str, str]) -> str | None:
             return hits.pop()
     literal = id_candidates(text)
     return normalise_id(literal[0] if literal else text)
+
+
+def norm_identifier(value: Any) -> str | None:
+    """An identifier with no alias table (a DOI, an ORCID iD, a code): a DOI or ORCID iD in
+    any form it is cited in as its bare id (`packs.scheme_id`); anything else without
+    surrounding brackets or quotes, a final full stop, inner blanks or case ('IE.' is 'ie')."""
+    if is_none(value):
+        return None
+    text = norm_text(value)
+    literal = id_candidates(text)
+    body = literal[0] if literal else text
+    cited = scheme_id(body)
+    return cited if cited is not None else normalise_id(body)
 
 
 def as_list(value: Any) -> list[Any]:
@@ -462,6 +496,8 @@ FIELD_KINDS = (
     ScalarKind("yesno", "true or false", _plain(norm_yesno)),
     ScalarKind("date", "a date, YYYY-MM-DD", _plain(norm_date)),
     ScalarKind("string", "a string", _plain(norm_string)),
+    ScalarKind("identifier", "an identifier (a DOI, an ORCID iD or a code)",
+               _plain(norm_identifier)),
     ScalarKind("entity", "one {entity} identifier", norm_entity),
     ListKind("entity_list", "a list of {entity} identifiers", norm_entity),
     ListKind("string_list", "a list of strings", _plain(norm_string)),

@@ -696,12 +696,40 @@ _SEGMENTS = 8  # the most trailing segments tried (a DOI is two; a long path is 
 _WRAPS = {("<", ">"), ('"', '"'), ("'", "'"), ("`", "`")}
 
 
+# a DOI (10.<registrant>/<suffix>) or an ORCID iD, bare or in the forms they are cited in
+_DOI = re.compile(r"(?:(?:https?://)?(?:dx\.)?doi\.org/|doi:\s*|doi\s+)?(10\.\d{4,9}/\S+)",
+                  re.IGNORECASE)
+_RESOLVER = re.compile(r"(?:https?://)?(?:dx\.)?doi\.org/", re.IGNORECASE)
+_ORCID = re.compile(r"(?:(?:https?://)?(?:www\.)?orcid\.org/|orcid:\s*|orcid\s+)?"
+                    r"(\d{4})-?(\d{4})-?(\d{4})-?(\d{3}[\dX])", re.IGNORECASE)
+
+
+def scheme_id(text: str) -> str | None:
+    """A DOI or an ORCID iD as it is cited, reduced to the bare id: 'https://doi.org/10.5/X',
+    'doi:10.5/X', 'DOI 10.5/X' -> '10.5/x' (DOIs ignore case; a percent-escape of the
+    resolver's URL undone); 'https://orcid.org/0000-0003-1898-586x', '0000000318985867X' ->
+    '0000-0003-1898-586X'. None for anything else."""
+    from urllib.parse import unquote
+
+    body = text.strip()
+    if _RESOLVER.match(body):
+        body = unquote(body)
+    doi = _DOI.fullmatch(body)
+    if doi:
+        return doi.group(1).casefold()
+    orcid = _ORCID.fullmatch(body)
+    if orcid:
+        return "-".join(orcid.groups()).upper()
+    return None
+
+
 def id_candidates(text: str) -> list[str]:
     """The ids a written identifier may stand for, the text itself first: without surrounding
     angle brackets or quotes, a final full stop, comma or semicolon, or Turtle's escapes; then,
     for an IRI or a prefixed name (and for a path), what follows its last '/' or '#', its last
     two segments, and so on ('issuer:ISS-1' -> 'ISS-1'; 'https://doi.org/10.5/x' -> 'x',
-    '10.5/x', 'doi.org/10.5/x'). Which of them is an id is the aliases' to say."""
+    '10.5/x', 'doi.org/10.5/x'); last, a DOI or ORCID iD as its bare id (`scheme_id`). Which
+    of them is an id is the aliases' to say."""
     body = str(text).strip()
     while True:
         before = body
@@ -716,4 +744,7 @@ def id_candidates(text: str) -> list[str]:
     rest = body[prefix.end():] if prefix else body
     parts = [p for p in re.split(r"[/#]", rest) if p]
     out += ["/".join(parts[-n:]) for n in range(1, min(len(parts), _SEGMENTS) + 1)]
+    cited = scheme_id(body)
+    if cited is not None:
+        out.append(cited)
     return list(dict.fromkeys(c for c in out if c))
