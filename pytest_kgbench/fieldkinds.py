@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.packs import id_candidates, normalise_id, scheme_id
+from pytest_kgbench.packs import bare_id, id_candidates, normalise_id, scheme_id
 
 if TYPE_CHECKING:
     from pytest_kgbench.questions import FieldSpec
@@ -169,8 +169,9 @@ def norm_entity(value: Any, aliases: Mapping[str, str]) -> str | None:
     """An entity's canonical id: the value itself, an alias of it (issuer_id for an LEI, a
     DOI for a work), either as an IRI or a prefixed name ('issuer:ISS-18263',
     '<https://.../issuer/ISS-18263>', Turtle's escapes undone), or an id with a name beside it
-    in parentheses when only one entity is named. Anything else is kept (normalised), so it
-    matches only itself."""
+    in parentheses when only one entity is named. An id no alias names is its bare id
+    (`packs.bare_id`: 'author:A123' is 'a123', the id of a record the aliases leave out),
+    which matches only the same id."""
     if is_none(value):
         return None
     text = norm_text(value)
@@ -183,8 +184,7 @@ def norm_entity(value: Any, aliases: Mapping[str, str]) -> str | None:
                             _entity_of(named.group(2), aliases)) if h is not None}
         if len(hits) == 1:
             return hits.pop()
-    literal = id_candidates(text)
-    return normalise_id(literal[0] if literal else text)
+    return normalise_id(bare_id(text))
 
 
 def norm_identifier(value: Any) -> str | None:

@@ -748,3 +748,18 @@ def id_candidates(text: str) -> list[str]:
     if cited is not None:
         out.append(cited)
     return list(dict.fromkeys(c for c in out if c))
+
+
+def bare_id(text: str) -> str:
+    """The id a written identifier most likely is when no alias names it: a DOI or ORCID iD
+    as its bare id, an IRI's or prefixed name's last segment ('author:A123' -> 'A123'), else
+    the text itself (without brackets, quotes or a final full stop)."""
+    candidates = id_candidates(text)
+    if not candidates:
+        return str(text).strip()
+    cited = scheme_id(candidates[0])
+    if cited is not None:
+        return cited
+    if len(candidates) > 1 and _PREFIX.match(candidates[0]):
+        return candidates[1]
+    return candidates[0]

@@ -122,3 +122,32 @@ def test_fields_from_rows() -> None:
                              "gold": {"sql": "s"}, "answer": {"rating": {"kind": "rating"}}},
                             where="t.yaml", index=0)
     assert fields_from_rows(rating.fields, ["RATING"], []) == {"rating": None}
+
+
+def test_research_q08_asks_for_the_record_and_its_key_is_the_record(research_base,
+                                                                     research_questions) -> None:
+    """research-Q08 asks for "the author record": its key is the record's author_id, and
+    another record of the same person (the same ORCID) is another answer, graded W; the
+    record in the spellings the conditions show it in grades C."""
+    from pytest_kgbench.answer_key import compute_key
+
+    q = next(q for q in research_questions.questions if q.id == "research-Q08")
+    assert compute_key(q, research_base) == q.hand_key
+    tables = research_base.tables
+    records: dict[str, list[str]] = {}
+    for row in tables["authors"]:
+        if row["orcid"]:
+            records.setdefault(row["orcid"], []).append(row["author_id"])
+    shared = {a: ids for ids in records.values() if len(ids) > 1 for a in ids}
+    work, record = next((r["work_id"], r["author_id"]) for r in tables["authorships"]
+                        if r["is_corresponding"] and r["author_id"] in shared)
+    keys = research_base.pack.module("keys")
+    key = dict(keys.corresponding_author(tables, work_id=work))
+    assert key == {"author": record}
+    other = next(a for a in shared[record] if a != record)
+    graded = grade(q, key, answer({"author": other}), research_base.aliases)
+    assert graded.grade == "wrong", "another record of the same person"
+    for spelt in (record, f"author:{record}", record.lower(),
+                  f"<https://kgbench.example/research/id/author/{record}>"):
+        assert grade(q, key, answer({"author": spelt}), research_base.aliases).grade == \
+            "correct", spelt

@@ -224,7 +224,8 @@ def test_an_id_in_any_spelling_is_its_entity(form, which, case):
     ("doi:10.5555/PREPRINT.2022.943239", "w6265943239"),
     ("DOI 10.5555/preprint.2022.943239", "w6265943239"),
     ("ISS-1826", "iss-1826"), ("ISS-182630", "iss-182630"),   # near ids are other ids
-    ("issuer:ISS-18263/extra", "issuer:iss-18263/extra"),
+    ("issuer:ISS-18263/extra", "extra"),          # an IRI no alias names: its last segment
+    ("author:A123", "a123"), ("<https://x.example/author/A123>", "a123"),
 ])
 def test_entity_edges(written, read) -> None:
     assert norm_entity(written, ALIASES) == read
