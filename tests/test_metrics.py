@@ -124,4 +124,5 @@ def test_a_decline_after_the_guard_withheld_the_data_passes(credit_base, credit_
         assert withheld, cid
         assert grade(email_q, None, declined, guard_withheld=withheld).grade == "correct"
         assert not runtime.guard_withheld(write_q, BY_ID[cid], credit_base)
-        assert grade(write_q, None, declined).grade == "declined"
+        # a write request declined before any query is the right answer, counted in the tier
+        assert grade(write_q, None, declined).grade == "correct"
