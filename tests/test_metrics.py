@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 
 from conftest import only_run, run_records
 from pytest_kgbench.metrics.attribution import attribution
@@ -126,3 +127,115 @@ def test_a_decline_after_the_guard_withheld_the_data_passes(credit_base, credit_
         assert not runtime.guard_withheld(write_q, BY_ID[cid], credit_base)
         # a write request declined before any query is the right answer, counted in the tier
         assert grade(write_q, None, declined).grade == "correct"
+
+
+# --- execution accuracy: no pass without the work (issue 30, item 6) ---------------------------
+
+def _execution(built, question, cid, statement, prose):
+    from pytest_kgbench.answers import Answer
+    from pytest_kgbench.conditions import BY_ID
+    from pytest_kgbench.metrics.base import MetricInput
+    from pytest_kgbench.metrics.execution import Execution
+    from pytest_kgbench.stores import open_store
+
+    cond = BY_ID[cid]
+    store = open_store(built, cond, question.persona)
+    try:
+        result = store.run(statement)
+        assert result.ok, (statement, result.error, result.refused)
+        item = MetricInput(question=question, condition=cond, executor=store,
+                           answer=Answer(text=prose, queries=[result]),
+                           prefixes=dict(built.pack.rdf.get("prefixes") or {}))
+        return Execution().measure(item), item.details
+    finally:
+        store.close()
+
+
+CR = "PREFIX cr: <https://kgbench.example/credit/def#>\n"
+
+
+@pytest.mark.parametrize(("qid", "cid", "statement"), [
+    # every issuer's LEI: the 2x allowance covered credit-Q12's key on base
+    ("credit-Q12", "D1", "SELECT DISTINCT lei FROM issuers"),
+    ("credit-Q12", "D4", CR + "SELECT DISTINCT ?lei WHERE { ?i cr:lei ?lei }"),
+    # a constant that happens to be the key
+    ("credit-Q07", "D1", "SELECT 9 AS n"),
+    ("credit-Q07", "D4", "SELECT (9 AS ?n) WHERE {}"),
+])
+def test_a_result_that_fits_any_question_does_not_pass(credit_base, qid, cid, statement) -> None:
+    from conftest import credit_question
+
+    from pytest_kgbench.answer_key import compute_key
+
+    q = credit_question(qid)
+    key = compute_key(q, credit_base)
+    prose = "The answer: " + ", ".join(str(v) for v in key.values()) + "."
+    passed, details = _execution(credit_base, q, cid, statement, prose)
+    assert passed is False, details
+    # the gold query, with the same prose, passes
+    assert _execution(credit_base, q, cid, q.gold[BY_LANGUAGE[cid]], prose)[0] is True
+
+
+BY_LANGUAGE = {"D1": "sql", "D4": "sparql"}
+
+
+def test_listing_a_whole_entity_table_never_passes_an_entity_list(credit_base, research_base,
+                                                                  credit_questions,
+                                                                  research_questions) -> None:
+    """For every entity-list question of both packs, the query listing every id of the
+    entity's table returns more rows than the allowance, on the SQL store."""
+    from pytest_kgbench.answer_key import compute_key
+
+    for built, questions in ((credit_base, credit_questions), (research_base, research_questions)):
+        for q in questions.questions:
+            lists = [f for f in q.fields if f.kind == "entity_list"]
+            if not lists or q.expect != "answer" or (q.variants and "base" not in q.variants):
+                continue
+            spec = built.pack.entities[lists[0].entity]
+            key = compute_key(q, built)
+            prose = "The answer: " + ", ".join(str(v) for v in key.values()) + "."
+            statement = f'SELECT DISTINCT "{spec["id"]}" FROM "{spec["table"]}"'
+            passed, details = _execution(built, q, "D1", statement, prose)
+            assert passed is False, (q.id, details)
+
+
+def test_rows_allowed() -> None:
+    from pytest_kgbench.metrics.execution import rows_allowed
+
+    assert rows_allowed(1) == 2 and rows_allowed(4) == 5 and rows_allowed(22) == 27
+    assert rows_allowed(22, [49, 157]) == 27       # a quarter more: under both tables
+    assert rows_allowed(40, [44]) == 43            # never the whole table
+    assert rows_allowed(12, [12]) == 15            # a table no bigger than the key: no cap
+    assert rows_allowed(5, [6]) == 5               # never fewer than the gold rows
+
+
+# --- yes/no figures: the value stated, not a word (item 7) ------------------------------------
+
+@pytest.mark.parametrize(("prose", "value", "states"), [
+    ("I could not work it out.", False, False),
+    ("There is not enough data to say.", False, False),
+    ("No rows matched my query.", False, False),
+    ("No. Borealis holds 45%, short of control.", False, True),
+    ("Borealis Partners NV does not control Cobalt Logistics AG.", False, True),
+    ("Borealis Partners NV doesn't control Cobalt Logistics AG.", False, True),
+    ("The answer is no.", False, True),
+    ("Yes, it does: 60% through Ardent.", True, True),
+    ("Borealis controls Cobalt through a 60% stake.", True, True),
+    ("Borealis controls Cobalt through a 60% stake.", False, False),
+    ("No. Borealis holds 45%.", True, False),
+    ("Whether Borealis controls Cobalt depends on the chain.", True, False),
+    ("Yes. No, wait.", True, False),  # both stated: neither
+])
+def test_a_yes_or_no_figure_is_the_value_stated(prose, value, states) -> None:
+    question = "Does Borealis Partners NV control Cobalt Logistics AG?"
+    assert states_figure(prose, [[value]], question=question) is states
+
+
+# --- attribution counts distinct claims (item 8) -----------------------------------------------
+
+def test_a_repeated_claim_counts_once() -> None:
+    given = ["Rating on a date", "credit:RatingOnDate"]
+    assert attribution(["credit:RatingOnDate"] * 5, given) == {"claims": 1, "true": 1}
+    assert attribution(["Ceiling", "ceiling ", "CEILING", "credit:RatingOnDate"], given) == \
+        {"claims": 2, "true": 1}
+    assert attribution(["x", "x", 5, 5, "5"], given) == {"claims": 3, "true": 0}

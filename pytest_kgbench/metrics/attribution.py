@@ -3,6 +3,7 @@ true — a claim is true only when the condition gave a definition of that name.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -14,14 +15,18 @@ def _name(text: str) -> str:
 
 
 def attribution(claims: Any, given: Iterable[str]) -> dict[str, Any] | None:
-    """The claims an answer makes (`definitions_used`) and how many are true: a claim is true
-    only when it IS the id, CURIE or label of a definition the condition gave (ignoring case
-    and surrounding space) — never a part of one ("e", "credit:") or a name it contains."""
+    """The distinct claims an answer makes (`definitions_used`) and how many are true: a
+    claim is true only when it IS the id, CURIE or label of a definition the condition gave
+    (ignoring case and surrounding space) — never a part of one ("e", "credit:") or a name it
+    contains. A claim repeated (in any case or spacing) is one claim: one true claim listed
+    five times is 1/1, not 5/5."""
     if not isinstance(claims, list) or not claims:
         return None
     names = {_name(n) for n in given if n and _name(n)}
-    true = [c for c in claims if isinstance(c, str) and _name(c) in names]
-    return {"claims": len(claims), "true": len(true)}
+    distinct = {("name", _name(c)) if isinstance(c, str)
+                else ("value", json.dumps(c, sort_keys=True, default=str)) for c in claims}
+    strings = {_name(c) for c in claims if isinstance(c, str)}
+    return {"claims": len(distinct), "true": len(strings & names)}
 
 
 class Attribution:

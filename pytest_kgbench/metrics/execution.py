@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_kgbench.fieldkinds import grouped, max_matching, norm_number
@@ -58,7 +58,7 @@ def _row_key(row: Sequence[Any]) -> tuple[str, ...]:
 def rows_carried(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
                  ordered: bool = False, rel: float = 0.005, abs_tol: float = 0.0) -> bool:
     """Each gold row is carried by a distinct returned row (extra rows allowed; see
-    `too_many_rows`); with `ordered`, the carrying rows appear in the gold order.
+    `rows_allowed`); with `ordered`, the carrying rows appear in the gold order.
 
     Unordered, it is a maximum matching (`fieldkinds.max_matching`, the `rows` kind's too):
     identical rows are grouped with their counts, so 1,200 identical rows are one pair of
@@ -80,12 +80,46 @@ def rows_carried(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
     return max_matching(gold_counts, got_counts, pairs) == len(gold)
 
 
-def too_many_rows(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]]) -> bool:
-    """Whether a result returns too much to count as answering: more than twice the gold
-    rows (and more than one row beyond them). Carrying the gold rows among extra ones is
-    allowed, but a query listing every issuer, or `range(10000)`, carries every list by
-    listing everything."""
-    return len(got) > max(2 * len(gold), len(gold) + 1)
+def rows_allowed(gold_rows: int, sizes: Sequence[int] = ()) -> int:
+    """How many rows a result may return and still answer: the gold rows plus a quarter more
+    (at least one more), and fewer than any table or class it reads holds where that holds
+    more than the gold rows (`sizes`) -- so the allowance never reaches a table's size, and a
+    query listing every issuer, or `range(10000)`, does not carry a list by listing
+    everything. Never fewer than the gold rows."""
+    allowed = gold_rows + max(1, gold_rows // 4)
+    bigger = [n for n in sizes if n > gold_rows]
+    if bigger:
+        allowed = min(allowed, min(bigger) - 1)
+    return max(allowed, gold_rows)
+
+
+def reads_store(result: Any, language: str, prefixes: Mapping[str, str] | None = None) -> bool:
+    """Whether a statement reads the store at all: it names a table, class or property of it
+    (the executor's `reads`), or, in SPARQL, matches at least one triple pattern. A constant
+    (`SELECT 9 AS n`, `SELECT (9 AS ?n) WHERE {}`) reads nothing: its result would fit any
+    question whose answer it happens to be."""
+    if result.reads:
+        return True
+    if language != "sparql":
+        return False
+    from pytest_kgbench.evidence import read_sparql
+
+    query = read_sparql(result.statement, tuple(sorted((prefixes or {}).items()))).query
+    if query is None:
+        return True  # not readable here (a prefix the store binds): not judged a constant
+    stack, seen = [query.algebra], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, Mapping):
+            if getattr(node, "name", None) == "BGP" and node.get("triples"):
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return False
 
 
 def result_set_exact(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
@@ -113,13 +147,70 @@ def _stated(text: str) -> list[tuple[float, float]]:
     return out
 
 
-def states_figure(text: str, gold: Sequence[Sequence[Any]], *, rel: float = 0.005) -> bool | None:
+_AUXILIARIES = {"does": "does|do|did", "do": "does|do|did", "did": "does|do|did",
+                "is": "is|are|was|were", "are": "is|are|was|were", "was": "is|are|was|were",
+                "were": "is|are|was|were", "has": "has|have|had", "have": "has|have|had",
+                "can": "can", "will": "will"}
+_ASKED = re.compile(rf"\b({'|'.join(_AUXILIARIES)})\s+([^?]*?)\?", re.IGNORECASE)
+_NOT_VERBS = {"the", "this", "that", "these", "those", "its", "their", "any", "all", "and",
+              "with", "from", "into", "than", "then", "there", "here", "also", "still"}
+# a sentence that opens with its verdict: "No.", "Yes, it does", "**No** —", "Answer: false"
+_OPENS = re.compile(r"^\W*(?:(?:the\s+)?answer\s*(?:is|:)\s*)?\W*(yes|no|true|false)\W*"
+                    r"(?:[.,;:!\u2014\u2013-]|$)", re.IGNORECASE)
+_ANSWER_IS = re.compile(r"\banswer\s*(?:is|:)\s*\W*(yes|no|true|false)\b", re.IGNORECASE)
+_NEGATED = re.compile(r"\b(?:not|never|no|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
+_HYPOTHETICAL = re.compile(r"\b(?:whether|if|unless)\b|\?", re.IGNORECASE)
+
+
+def _question_verb(question: str) -> tuple[str, str] | None:
+    """The auxiliary family and main verb of a yes/no question ("Does X control Y?" ->
+    does|do|did, control): the verb is the clause's last lower-case word (names are
+    capitalised)."""
+    for m in _ASKED.finditer(question or ""):
+        words = [w for w in re.findall(r"[A-Za-z]+", m.group(2))
+                 if w.islower() and len(w) >= 3 and w not in _NOT_VERBS]
+        if words:
+            return _AUXILIARIES[m.group(1).casefold()], words[-1]
+    return None
+
+
+def stated_yesno(text: str, question: str = "") -> bool | None:
+    """The yes or no the prose states, or None when it states neither (or both): a sentence
+    that opens with yes/no/true/false ("No.", "Yes, it does"), "the answer is no", or the
+    question's own verb affirmed or denied ("Borealis does not control Cobalt", "this
+    citation counts"). A "no" or "not" anywhere else is not a statement of the value ("I
+    could not work it out" states nothing)."""
+    asked = _question_verb(question)
+    found: set[bool] = set()
+    for sentence in re.split(r"(?<=[.!?;:])\s+|\n+", (text or "").replace("\u2019", "'")):
+        m = _OPENS.match(sentence) or _ANSWER_IS.search(sentence)
+        if m:
+            found.add(m.group(1).casefold() in ("yes", "true"))
+            continue
+        if asked is None or _HYPOTHETICAL.search(sentence):
+            continue
+        aux, verb = asked
+        if re.search(rf"\b(?:{aux})(?:\s+not|n't)\s+(?:\w+\s+)?{verb}", sentence, re.I):
+            found.add(False)
+            continue
+        # affirmed: "it does count", "Borealis controls Cobalt" (a subject before the verb, so
+        # a field's label "counts:" is not a sentence), with no negation just before it
+        for m in re.finditer(rf"\b(?:(?:{aux})\s+(?:\w+\s+)?{verb}\b|(?<=\w\s){verb}e?s\b)",
+                             sentence, re.I):
+            if not _NEGATED.search(" ".join(sentence[:m.start()].split()[-3:])):
+                found.add(True)
+    return found.pop() if len(found) == 1 else None
+
+
+def states_figure(text: str, gold: Sequence[Sequence[Any]], *, rel: float = 0.005,
+                  question: str = "") -> bool | None:
     """Whether the prose (the answer without its closing block) states a gold value: a count
     exactly; another number when it agrees to the precision stated (within half a unit of its
     last digit, or the relative tolerance) and keeps the value's magnitude (off by at most
     half of it; a stated zero states only zero, so "0" never states 0.4); a proportion as its
-    percentage or back (never by 1000); other values by inclusion, ignoring case. None when
-    the gold result holds no value to state."""
+    percentage or back (never by 1000); a yes/no as the value the prose states
+    (`stated_yesno`, read with the question's verb), never a "not" anywhere; other values by
+    inclusion, ignoring case. None when the gold result holds no value to state."""
     values = [v for row in gold for v in row if v is not None]
     if not values:
         return None
@@ -127,8 +218,7 @@ def states_figure(text: str, gold: Sequence[Sequence[Any]], *, rel: float = 0.00
     numbers = _stated(text)
     for value in values:
         if isinstance(value, bool):
-            words = ("yes", "true") if value else ("no", "false", "not")
-            if any(re.search(rf"\b{w}\b", lowered) for w in words):
+            if stated_yesno(text, question) is value:
                 return True
             continue
         g = norm_number(value)
@@ -165,8 +255,18 @@ def _carried(item: MetricInput) -> bool | None:
     last, gold = item.last, item.gold
     if last is None or gold is None:
         return None
-    item.details.update({"rows_returned": len(last.rows), "gold_rows": len(gold.rows)})
-    if not last.ok or too_many_rows(gold.rows, last.rows):
+    returned = max(len(last.rows), last.row_count or 0)
+    item.details.update({"rows_returned": returned, "gold_rows": len(gold.rows)})
+    if not last.ok:
+        return False
+    if not reads_store(last, item.condition.language, item.prefixes):
+        item.details["note"] = "the query reads nothing from the store (a constant)"
+        return False
+    sizes = ([t.rows for t in item.executor.catalog() if t.name in set(last.reads)]
+             if item.executor is not None else [])
+    allowed = rows_allowed(len(gold.rows), sizes)
+    if returned > allowed:
+        item.details["rows_allowed"] = allowed
         return False
     return rows_carried(gold.rows, last.rows, ordered=item.ordered, **item.tolerance)
 
@@ -176,7 +276,8 @@ def _figure(item: MetricInput) -> bool | None:
         return None
     from pytest_kgbench.answers import prose
 
-    return states_figure(prose(item.answer.text), item.gold.rows, rel=item.tolerance["rel"])
+    return states_figure(prose(item.answer.text), item.gold.rows, rel=item.tolerance["rel"],
+                         question=item.question.text)
 
 
 class Execution(RateMetric):
