@@ -30,7 +30,12 @@ _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\uff
 UNRATED = "UNRATED"
 _GRADE = r"(?:AAA|AA|A|BBB|BB|B|CCC|CC|C|D)"
 _RATING = re.compile(rf"({_GRADE})([+-]?)")
-_SPACED = re.compile(rf"({_GRADE}) ([+-])")  # "A +": the modifier typed apart, ending the value
+# the modifier typed apart: "A +" ("+" is never a separator), "A -" ending the value or before
+# a bracket ("A - (stable)"); "A - stable" is A, the dash a separator
+_SPACED = re.compile(r" (?:\+|-(?=$|\s*[(\[/,;]))")
+# "it is rated A+", "rating: A+", "the rating is unrated": what a sentence puts before the value
+_PREAMBLE = re.compile(r"(?:(?:it|the issuer|the instrument|the rating|its rating)(?:'s| is| was)"
+                       r"(?: rated)?|rated|rating ?:|rating is) ", re.IGNORECASE)
 # what may follow a rating and be ignored: its outlook or watch, never a second rating and
 # never a second modifier ("A++", "A+-"); a dash between spaces is a separator ("A - stable")
 _ANNOTATION = re.compile(
@@ -59,8 +64,9 @@ def norm_text(value: Any) -> str:
 
 
 def norm_rating(value: Any) -> str | None:
-    """A rating on the scale, upper case ("aa−" -> "AA-", "A +" -> "A+", "A+." -> "A+");
-    "unrated", "not rated (withdrawn)", "NR" and the like are the explicit UNRATED. An outlook
+    """A rating on the scale, upper case ("aa−" -> "AA-", "A +" -> "A+", "A+." -> "A+", "it is
+    rated A+" -> "A+"); "unrated", "not rated (withdrawn)", "NR" and the like are the explicit
+    UNRATED. An outlook
     or watch after the rating is ignored ("AA- (negative outlook)", "BBB+/Stable", "A *-" ->
     the rating); anything else after it ("A++", "A+-", "AA or A+") makes it unreadable: a
     value that matches no key."""
@@ -70,14 +76,20 @@ def norm_rating(value: Any) -> str | None:
     unread = "?" + text.upper()
     if len(text) > _MAX_RATING_CHARS:
         return unread
+    preamble = _PREAMBLE.match(text)
+    if preamble:
+        text = text[preamble.end():]
     if _UNRATED.fullmatch(text):
         return UNRATED
-    spaced = _SPACED.fullmatch(text.upper())
-    if spaced:
-        return spaced.group(1) + spaced.group(2)
     m = _RATING.match(text.upper())
-    if m and _ANNOTATION.fullmatch(text[m.end():]):
-        return m.group(1) + m.group(2)
+    if m is None:
+        return unread
+    modifier, rest = m.group(2), text[m.end():]
+    spaced = None if modifier else _SPACED.match(rest)
+    if spaced:
+        modifier, rest = spaced.group(0).strip(), rest[spaced.end():]
+    if _ANNOTATION.fullmatch(rest):
+        return m.group(1) + modifier
     return unread
 
 
@@ -111,14 +123,47 @@ def norm_number(value: Any) -> float | None:
     return number / 100 if percent else number
 
 
+# a number with a unit or a currency code beside it: "12 issuers", "1,200.5 EUR", "USD 1,200"
+_WITH_UNIT = re.compile(r"(?:[A-Z]{3} )?([^A-Za-z]+?)(?: ([A-Za-z][A-Za-z .'-]*))?")
+# words that change what the number says: a hedge, a range, a scale, a rate
+_NOT_UNITS = frozenset({
+    "approx", "approximately", "about", "around", "roughly", "nearly", "almost", "maybe",
+    "or", "to", "and", "at", "least", "most", "more", "less", "over", "under", "than", "up",
+    "million", "millions", "billion", "billions", "thousand", "thousands", "hundred", "bn",
+    "mn", "m", "k", "b", "mm", "percent", "pct", "per", "cent", "e", "x", "times", "of",
+    "not", "no", "none", "unknown", "between"})
+
+
+def norm_quantity(value: Any) -> float | None:
+    """A number field's value: a number (`norm_number`), or one with a unit or currency code
+    beside it ("12 issuers", "1,200.5 EUR", "USD 1,200") — never with a word that changes
+    what it says ("about 12", "12 or 13", "1.2 million", "12 percent")."""
+    number = norm_number(value)
+    if number is not None or not isinstance(value, str):
+        return number
+    text = re.sub(r"\s+", " ", norm_text(value)).strip()
+    m = _WITH_UNIT.fullmatch(text)
+    if m is None or (m.group(2) is None and not re.match(r"[A-Z]{3} ", text)):
+        return None
+    words = re.findall(r"[a-z]+", (m.group(2) or "").casefold())
+    if any(w in _NOT_UNITS for w in words):
+        return None
+    return norm_number(m.group(1))
+
+
 def norm_yesno(value: Any) -> bool | None:
     """A boolean: true/false, yes/no, y/n, 1/0 in any case, with a final full stop or
-    exclamation mark ("No." is false); anything more ("no, it does not") is not read."""
+    exclamation mark ("No." is false), or followed by a reason after a comma, colon or dash
+    ("No, it does not"); not when the reason doubts or hedges ("no, I cannot tell"), or
+    without the punctuation ("yes and no")."""
     if isinstance(value, bool):
         return value
     if is_none(value):
         return None
-    text = str(value).strip().rstrip(".!").strip().casefold()
+    text = re.sub(r"\s+", " ", norm_text(value)).strip().rstrip(".!").strip().casefold()
+    explained = _EXPLAINED.fullmatch(text)
+    if explained and not _HEDGED.search(explained.group(2)):
+        text = explained.group(1)  # "no, it does not"; never "no, I cannot tell"
     if text in ("yes", "true", "y", "1"):
         return True
     if text in ("no", "false", "n", "0"):
@@ -126,19 +171,44 @@ def norm_yesno(value: Any) -> bool | None:
     return None
 
 
+# a verdict, then a reason: "No, it does not", "Yes - through Ardent Holdings (60%)"
+_EXPLAINED = re.compile(r"(yes|no|true|false) ?[,;:\-] ?(.+)")
+# what makes the reason not a plain reason: another verdict, doubt, a condition
+_HEDGED = re.compile(r"\b(?:yes|no|true|false|cannot|can't|unknown|unsure|not sure|unclear|"
+                     r"determine|tell|idea|maybe|perhaps|possibly|probably|if|unless|depends|"
+                     r"or)\b")
+
+
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?"
                        r"(?:Z|[+-]\d{2}:?\d{2})?")
 
 
+_LOOSE_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_MONTH_DATES = ("%d %B %Y", "%d %b %Y", "%B %d, %Y", "%b %d, %Y", "%B %d %Y", "%b %d %Y")
+
+
 def norm_date(value: Any) -> str | None:
     """An ISO date (YYYY-MM-DD): the whole value must be one ("2032-11-271" is not), or a date
-    and a time whose date is taken; anything else is kept as written, so it cannot match."""
+    and a time whose date is taken, or a date with its month named ("27 November 2032",
+    "Nov 27, 2032"), a final full stop allowed; anything else (a numeric day and month,
+    "27/11/2032", which orders them two ways) is kept as written, so it cannot match."""
     if is_none(value):
         return None
-    text = norm_text(value).strip()
+    text = re.sub(r"\s+", " ", norm_text(value)).strip().removesuffix(".")
     m = _DATE.fullmatch(text) or _DATETIME.fullmatch(text)
+    loose = _LOOSE_DATE.fullmatch(text)
+    if m is None and loose:  # "2024-6-30": an ISO date without its zeros
+        try:
+            return dt.date(*map(int, loose.groups())).isoformat()
+        except ValueError:
+            return text
     if m is None:
+        for form in _MONTH_DATES:
+            try:
+                return dt.datetime.strptime(text, form).date().isoformat()
+            except ValueError:
+                continue
         return text
     try:
         return dt.date.fromisoformat(m.group(1) if m.re is _DATETIME else text).isoformat()
@@ -263,7 +333,7 @@ class NumberKind:
 
     def compare(self, spec: FieldSpec, expected: Any, got: Any,
                 aliases: Aliases) -> tuple[bool, float | None]:
-        e, g = norm_number(expected), norm_number(got)
+        e, g = norm_number(expected), norm_quantity(got)
         if e is None or g is None or not math.isfinite(g):
             return False, None  # a count or measure never matches "cannot determine"
         if self.exact:

@@ -3,6 +3,7 @@ examples on both sides, and hypothesis properties over the forms a model writes.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
@@ -17,6 +18,7 @@ from pytest_kgbench.fieldkinds import (
     norm_entity,
     norm_identifier,
     norm_number,
+    norm_quantity,
     norm_rating,
     norm_string,
     norm_yesno,
@@ -32,6 +34,8 @@ SCALE = ["AAA", "AA+", "AA", "AA-", "A+", "A", "A-", "BBB+", "BBB", "BBB-", "BB+
 # --- ratings -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize(("written", "read"), [
+    ("A + (stable)", "A+"), ("A + stable", "A+"), ("A - (stable)", "A-"), ("it is rated A+", "A+"),
+    ("It is unrated.", UNRATED), ("rating: BBB-", "BBB-"),
     ("A+", "A+"), ("a+", "A+"), ("A\u2212", "A-"), ("A +", "A+"), ("BBB -", "BBB-"),
     ("A+.", "A+"), ("A+!", "A+"), ("A+ (stable outlook)", "A+"), ("BBB+/Stable", "BBB+"),
     ("A+ *-", "A+"), ("A+, on watch for possible downgrade", "A+"), ("A \u2013 stable", "A"),
@@ -46,6 +50,7 @@ def test_ratings_read(written, read) -> None:
 
 @pytest.mark.parametrize(("written", "not_read_as"), [
     ("A++", "A+"), ("A+-", "A+"), ("A+ -", "A+"), ("A-+", "A-"), ("AA or A+", "AA"),
+    ("A +-", "A+"), ("it is rated A+ or AA-", "A+"),
     ("B B B", "BBB"), ("BBB+ (unrated)", "BBB+"), ("unrated (or A+)", UNRATED),
     ("a rating of A+", "A+"), ("Aa3", "AA"), ("AA+ / AA", "AA+"), ("A+?", "A+"),
     ("not sure", UNRATED), ("rated", UNRATED),
@@ -111,7 +116,9 @@ def test_any_text_reads_as_a_rating_or_not_without_raising(text):
 @pytest.mark.parametrize(("written", "read"), [
     ("Yes.", True), ("No.", False), ("NO!", False), ("true", True), ("False", False),
     ("y", True), ("n", False), (1, True), (0, False), (True, True), (False, False),
-    ("no, it does not", None), ("yes and no", None), ("not", None), ("nope", None),
+    ("no, it does not", False), ("Yes - through Ardent Holdings (60%)", True),
+    ("no, I cannot tell", None), ("No, no control", None), ("yes or no", None),
+    ("yes and no", None), ("not", None), ("nope", None),
     (2, None), ("", None), (None, None),
 ])
 def test_yesno(written, read) -> None:
@@ -127,12 +134,56 @@ def test_a_yes_or_no_with_its_full_stop_is_read(word, case, end):
 
 
 @PROPERTY
-@given(word=st.sampled_from(["yes", "no"]), rest=st.text(min_size=1, max_size=30))
-def test_a_yes_or_no_with_more_words_is_not_read(word, rest):
+@given(word=st.sampled_from(["yes", "no"]), rest=st.text(min_size=1, max_size=30),
+       mark=st.sampled_from([", ", ": ", " - ", "; "]))
+def test_a_yes_or_no_with_more_words_is_read_as_itself_or_not_at_all(word, rest, mark):
+    """Words after a yes or no are its reason at most: never read as the other answer, and
+    not read at all without a comma, colon or dash ("yes and no")."""
     if re.fullmatch(r"[\s.!]*", rest):
         return  # only a full stop or spaces: read (the property above)
-    assert norm_yesno(f"{word} {rest}") is None
-    assert norm_yesno(f"{word}, {rest}") is None
+    assert norm_yesno(f"{word}{mark}{rest}") in (None, word == "yes")
+    if not re.match(r"[\s,;:.!-]", rest):
+        assert norm_yesno(f"{word} {rest}") is None
+
+
+# --- numbers and dates --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("12 issuers", 12.0), ("1,200.5 EUR", 1200.5), ("USD 1,200", 1200.0), ("3 works.", 3.0),
+    ("about 12", None), ("12 or 13", None), ("1.2 million", None), ("12 percent", None),
+    ("7 of 9", None), ("12 (approx)", None), ("EUR 12 million", None), ("USD", None),
+])
+def test_a_number_with_its_unit(written, read) -> None:
+    assert norm_quantity(written) == read
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("2024-06-30", "2024-06-30"), ("2024-06-30.", "2024-06-30"), ("2024-6-30", "2024-06-30"),
+    ("30 June 2024", "2024-06-30"), ("June 30, 2024", "2024-06-30"), ("Jun 30 2024", "2024-06-30"),
+    ("2024-06-30T10:00:00Z", "2024-06-30"),
+])
+def test_dates_read(written, read) -> None:
+    assert norm_date(written) == read
+
+
+@pytest.mark.parametrize("written", ["30/06/2024", "06/30/2024", "2024-13-01", "2024-02-30",
+                                     "2032-11-271", "30.06.2024", "mid-2024"])
+def test_dates_refused(written) -> None:
+    assert norm_date(written) == written.strip()  # kept as written: equal to no date
+
+
+@PROPERTY
+@given(day=st.dates(min_value=dt.date(1000, 1, 1)), form=st.sampled_from(["%Y-%m-%d", "%d %B %Y", "%B %d, %Y", "%d %b %Y"]))
+def test_a_date_in_an_accepted_form_is_that_date(day, form):
+    assert norm_date(day.strftime(form)) == day.isoformat()
+
+
+@PROPERTY
+@given(number=st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12),
+       unit=st.sampled_from(["", " issuers", " EUR", " bps"]))
+def test_a_number_written_with_separators_and_a_unit_is_itself(number, unit):
+    written = f"{number:,.6f}{unit}"
+    assert norm_quantity(written) == pytest.approx(float(f"{number:.6f}"), abs=1e-9)
 
 
 # --- identifiers: DOIs and ORCID iDs (research Q02, Q03, Q05) ---------------------------------
