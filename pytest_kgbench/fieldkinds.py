@@ -35,13 +35,17 @@ _RATING = re.compile(rf"({_GRADE})([+-]?)")
 _SPACED = re.compile(r" (?:\+|-(?=$|\s*[(\[/,;]))")
 # "it is rated A+", "rating: A+", "the rating is unrated": what a sentence puts before the value
 _PREAMBLE = re.compile(r"(?:(?:it|the issuer|the instrument|the rating|its rating)(?:'s| is| was)"
-                       r"(?: rated)?|rated|rating ?:|rating is) ", re.IGNORECASE)
+                       r"(?: rated)?|rated|rating ?:|(?:an? )?rating (?:is|of)) ", re.IGNORECASE)
 # what may follow a rating and be ignored: its outlook or watch, never a second rating and
 # never a second modifier ("A++", "A+-"); a dash between spaces is a separator ("A - stable")
 _ANNOTATION = re.compile(
     r"(?:[\s/,;:()\[\]]| - |\*[+-]?|\b(?:outlook|watch|credit|rating|cw|rw|on|with|for|"
     r"under|review|possible|upgrade|downgrade|positive|negative|stable|developing|evolving|"
-    r"pos|neg|sta|dev)\b)*", re.IGNORECASE)
+    r"pos|neg|sta|dev)\b"
+    # its history in brackets: "(upgraded from A)", "(previously BBB+)"
+    rf"|\((?:(?:upgraded|downgraded|raised|lowered|up|down) )?(?:from|was|previously|"
+    rf"formerly) {_GRADE}[+-]?\))*", re.IGNORECASE)
+_MODIFIER_WORDS = re.compile(r"\s*\b(plus|minus)\b", re.IGNORECASE)  # "A minus" is A-
 # "no rating", in the words a model may use, and what may stand beside them: more such words,
 # a date, the rating it had before ("unrated (rating withdrawn)", "NR (previously A+)")
 _UNRATED_PHRASE = (r"(?:unrated|not (?:currently )?rated|no longer rated|no rating|"
@@ -79,6 +83,7 @@ def norm_rating(value: Any) -> str | None:
     preamble = _PREAMBLE.match(text)
     if preamble:
         text = text[preamble.end():]
+    text = _MODIFIER_WORDS.sub(lambda m: "+" if m.group(1).casefold() == "plus" else "-", text)
     if _UNRATED.fullmatch(text):
         return UNRATED
     m = _RATING.match(text.upper())
@@ -134,14 +139,36 @@ _NOT_UNITS = frozenset({
     "not", "no", "none", "unknown", "between"})
 
 
+_UNITS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen "
+          "fourteen fifteen sixteen seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def _spelt_number(text: str) -> int | None:
+    """A count written in words, nought to ninety-nine ("twelve", "forty-two"), or "none"
+    (in a count field "none" is zero; null is what says "cannot determine")."""
+    if text in ("none", "no", "nil"):
+        return 0
+    if text in _UNITS:
+        return _UNITS.index(text)
+    tens, _, unit = text.replace(" ", "-").partition("-")
+    if tens in _TENS and (not unit or unit in _UNITS[1:10]):
+        return 20 + 10 * _TENS.index(tens) + (_UNITS.index(unit) if unit else 0)
+    return None
+
+
 def norm_quantity(value: Any) -> float | None:
-    """A number field's value: a number (`norm_number`), or one with a unit or currency code
-    beside it ("12 issuers", "1,200.5 EUR", "USD 1,200") — never with a word that changes
-    what it says ("about 12", "12 or 13", "1.2 million", "12 percent")."""
+    """A number field's value: a number (`norm_number`), a count in words ("twelve", "none"),
+    or a number with a unit or currency code beside it ("12 issuers", "1,200.5 EUR",
+    "USD 1,200") — never with a word that changes what it says ("about 12", "12 or 13",
+    "1.2 million", "12 percent")."""
     number = norm_number(value)
     if number is not None or not isinstance(value, str):
         return number
     text = re.sub(r"\s+", " ", norm_text(value)).strip()
+    spelt = _spelt_number(text.casefold().rstrip("."))
+    if spelt is not None:
+        return float(spelt)
     m = _WITH_UNIT.fullmatch(text)
     if m is None or (m.group(2) is None and not re.match(r"[A-Z]{3} ", text)):
         return None
@@ -164,15 +191,17 @@ def norm_yesno(value: Any) -> bool | None:
     explained = _EXPLAINED.fullmatch(text)
     if explained and not _HEDGED.search(explained.group(2)):
         text = explained.group(1)  # "no, it does not"; never "no, I cannot tell"
-    if text in ("yes", "true", "y", "1"):
+    if text in _YES:
         return True
-    if text in ("no", "false", "n", "0"):
+    if text in _NO:
         return False
     return None
 
 
+_YES = frozenset({"yes", "true", "y", "1", "yep", "yeah", "yup"})
+_NO = frozenset({"no", "false", "n", "0", "nope", "nah"})
 # a verdict, then a reason: "No, it does not", "Yes - through Ardent Holdings (60%)"
-_EXPLAINED = re.compile(r"(yes|no|true|false) ?[,;:\-] ?(.+)")
+_EXPLAINED = re.compile(r"(yes|no|true|false|yep|yeah|nope) ?[,;:\-] ?(.+)")
 # what makes the reason not a plain reason: another verdict, doubt, a condition
 _HEDGED = re.compile(r"\b(?:yes|no|true|false|cannot|can't|unknown|unsure|not sure|unclear|"
                      r"determine|tell|idea|maybe|perhaps|possibly|probably|if|unless|depends|"
@@ -184,6 +213,7 @@ _DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?
                        r"(?:Z|[+-]\d{2}:?\d{2})?")
 
 
+_NUMERIC_DATE = re.compile(r"(\d{1,2})[/.](\d{1,2})[/.](\d{4})")
 _LOOSE_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
 _MONTH_DATES = ("%d %B %Y", "%d %b %Y", "%B %d, %Y", "%b %d, %Y", "%B %d %Y", "%b %d %Y")
 
@@ -191,8 +221,9 @@ _MONTH_DATES = ("%d %B %Y", "%d %b %Y", "%B %d, %Y", "%b %d, %Y", "%B %d %Y", "%
 def norm_date(value: Any) -> str | None:
     """An ISO date (YYYY-MM-DD): the whole value must be one ("2032-11-271" is not), or a date
     and a time whose date is taken, or a date with its month named ("27 November 2032",
-    "Nov 27, 2032"), a final full stop allowed; anything else (a numeric day and month,
-    "27/11/2032", which orders them two ways) is kept as written, so it cannot match."""
+    "Nov 27, 2032"), or a numeric day and month that can be read only one way ("27/11/2032",
+    "11/27/2032"), a final full stop allowed; anything else ("05/06/2032", two dates) is kept
+    as written, so it cannot match."""
     if is_none(value):
         return None
     text = re.sub(r"\s+", " ", norm_text(value)).strip().removesuffix(".")
@@ -203,6 +234,16 @@ def norm_date(value: Any) -> str | None:
             return dt.date(*map(int, loose.groups())).isoformat()
         except ValueError:
             return text
+    numeric = _NUMERIC_DATE.fullmatch(text)
+    if m is None and numeric:  # "27/11/2032": a day and month only one way round
+        first, second, year = map(int, numeric.groups())
+        if first == second or (first > 12) != (second > 12):
+            day, month = (first, second) if first > 12 or first == second else (second, first)
+            try:
+                return dt.date(year, month, day).isoformat()
+            except ValueError:
+                return text
+        return text
     if m is None:
         for form in _MONTH_DATES:
             try:
@@ -351,6 +392,8 @@ class ListKind(_Normalised):
                 aliases: Aliases) -> tuple[bool, float | None]:
         table = aliases.get(spec.entity or "", {})
         exp = [x for x in (self.normalise(v, table) for v in as_list(expected)) if x is not None]
+        if got is None:  # null: "cannot determine", never the stated empty list
+            return False, (0.0 if exp else None)
         out = [x for x in (self.normalise(v, table) for v in as_list(got)) if x is not None]
         ok = (exp == out) if spec.ordered else (set(exp) == set(out) and len(out) == len(set(out)))
         return ok, f1(exp, out)

@@ -164,7 +164,6 @@ CR = "PREFIX cr: <https://kgbench.example/credit/def#>\n"
 ])
 def test_a_result_that_fits_any_question_does_not_pass(credit_base, qid, cid, statement) -> None:
     from conftest import credit_question
-
     from pytest_kgbench.answer_key import compute_key
 
     q = credit_question(qid)
