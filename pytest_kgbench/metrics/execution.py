@@ -102,24 +102,13 @@ def reads_store(result: Any, language: str, prefixes: Mapping[str, str] | None =
         return True
     if language != "sparql":
         return False
-    from pytest_kgbench.evidence import read_sparql
+    from pytest_kgbench.evidence import read_sparql, walk
 
     query = read_sparql(result.statement, tuple(sorted((prefixes or {}).items()))).query
     if query is None:
         return True  # not readable here (a prefix the store binds): not judged a constant
-    stack, seen = [query.algebra], set()
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, Mapping):
-            if getattr(node, "name", None) == "BGP" and node.get("triples"):
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, (list, tuple)):
-            stack.extend(node)
-    return False
+    return any(getattr(node, "name", None) == "BGP" and dict.get(node, "triples")
+               for node in walk(query.algebra))
 
 
 def result_set_exact(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
