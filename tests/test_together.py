@@ -143,7 +143,9 @@ def test_combine_then_split_gives_back_each_answer_and_error() -> None:
 
 
 def test_a_refused_query_is_a_refusal_even_if_the_block_left_the_question_out() -> None:
-    refused = QueryResult("sql", "SELECT email FROM contacts", refused="personal data",
+    # credit-Q29 asks for a write: the refusal that answers it is its write refused
+    refused = QueryResult("sql", "DELETE FROM rating_actions WHERE action_type = 'withdraw'",
+                          refused="DELETE statements are not allowed: the store is read-only",
                           question="credit-Q29")
     session = Answer(text="**credit-Q01.** A+.\n```json\n{\"credit-Q01\": {\"rating\": \"A+\"}}"
                           "\n```", queries=[refused])
