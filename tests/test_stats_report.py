@@ -197,3 +197,21 @@ def test_the_headline_gives_each_reading_arm_its_prompt_size_over_r1() -> None:
     md = render_markdown(report)
     assert "2,000 (2.00× R1)" in md and "1,100 (1.10× R1)" in md
     assert math.isfinite(conds["R2"]["prompt_tokens"])
+
+
+def test_the_judge_and_the_cost_keep_their_floats_whole() -> None:
+    from pytest_kgbench.costs import dollars
+    from pytest_kgbench.judge import cohen_kappa, summarise
+
+    a, b = [True, True, False, True, False, False, True], [True, False, False, True, True,
+                                                          False, True]
+    n = len(a)
+    observed = sum(x == y for x, y in zip(a, b)) / n
+    chance = (sum(a) / n) * (sum(b) / n) + (1 - sum(a) / n) * (1 - sum(b) / n)
+    assert cohen_kappa(a, b) == (observed - chance) / (1 - chance)
+    judged = summarise([{"nodeid": "x", "first": [True, False, False],
+                         "second": [True, False, True], "checklist": ["a", "b", "c"]}])
+    assert judged is not None and judged["made"] == 1 / 3 and judged["agreement"] == 2 / 3
+    # one input token at $0.30 per million was stored as round(3e-07, 6) == 0.0
+    assert dollars({"input": 1}, {"input": 0.3, "output": 1.0}) == {
+        "billed": 0.3 / 1e6, "without_cache": 0.3 / 1e6}
