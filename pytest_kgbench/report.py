@@ -227,6 +227,9 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         "comparisons": comparisons,
         "statistics": {"seed": settings.stats_seed, "bootstrap": "percentile, over questions",
                        "resamples": 9999, "confidence": 0.95,
+                       "all_equal": "every value v of n the same: [v - u(v - lo), v + u(hi - "
+                                    "v)], u the Wilson upper bound of 0 in n, [lo, hi] the "
+                                    "score's range (docs/statistics.md)",
                        "pass_threshold": stats.PASS_THRESHOLD,
                        "mcnemar": "exact: two-sided binomial on the discordant questions",
                        "family": "Holm across every comparison of the run"},

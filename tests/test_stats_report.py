@@ -178,6 +178,10 @@ def test_questions_lost_to_a_long_prompt_are_counted_per_pair_and_refuse_the_tes
     row = next(line for line in md.splitlines() if line.startswith("| R1 | R2 |"))
     assert "| refused | refused |" in row and "| 0 / 3 |" in row
     assert "R1 vs R2 (L3): no paired test" in md
+    from pytest_kgbench.html_report import render_html
+
+    html = render_html(report)
+    assert "Comparisons without a p-value" in html and ">refused<" in html and ">0 / 3<" in html
 
 
 def test_a_side_that_lost_every_question_still_shows_its_pair() -> None:
