@@ -294,8 +294,9 @@ def headline_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]
             cells.append("—" if not bt else
                          f"{pct(bt['accuracy'])} [{ci_text(bt['ci95'])}] n={bt['n_questions']}")
         tokens, ratio = c.get("prompt_tokens"), c.get("prompt_ratio_r1")
+        shown = ratio is not None and c.get("condition") != "R1"  # R1 is the measure
         cells.append("—" if tokens is None else f"{tokens:,}" + (
-            "" if ratio is None else f" ({ratio:.2f}× R1)"))
+            f" ({ratio:.2f}× R1)" if shown else ""))
         rows.append(cells)
     return header, rows
 

@@ -200,6 +200,7 @@ def test_the_headline_gives_each_reading_arm_its_prompt_size_over_r1() -> None:
     assert conds["R2"]["prompt_ratio_r1"] == 2.0 and conds["R4"]["prompt_ratio_r1"] == 1.1
     md = render_markdown(report)
     assert "2,000 (2.00× R1)" in md and "1,100 (1.10× R1)" in md
+    assert "| 1,000 |" in md  # R1 itself: its size alone
     assert math.isfinite(conds["R2"]["prompt_tokens"])
 
 
