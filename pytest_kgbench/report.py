@@ -88,14 +88,23 @@ def prompt_tokens(records: Sequence[ItemRecord]) -> int | None:
 
 def prompt_ratios(arms: Mapping[str, Sequence[ItemRecord]], multi_model: bool
                   ) -> dict[str, float | None]:
-    """Each reading arm's median prompt size over R1's (the same model's): how much longer
-    the same facts are in its form (docs/conditions.md). None for a querying arm, or where R1
-    was not run."""
+    """Each reading arm's prompt size over R1's (the same model's), paired: the median over
+    the items both asked (the same question of the same pack and variant) of the ratio of
+    their prompts — how much longer the same facts are in the arm's form
+    (docs/conditions.md). A pack R1 cannot run (no tables) does not weigh in. None for a
+    querying arm, or where R1 asked none of the arm's items."""
+    from statistics import median
+
+    def sizes(rows: Sequence[ItemRecord]) -> dict[tuple[str, str, str], int]:
+        return {(r["pack"], r["variant"], r["question"]): int(r["prompt"]["chars"])
+                for r in rows if isinstance((r.get("prompt") or {}).get("chars"), int)}
+
     out: dict[str, float | None] = {}
     for arm, rows in arms.items():
-        base = arms.get(f"R1/{rows[0]['model']}" if multi_model else "R1") or []
-        mine, r1 = prompt_chars(rows), prompt_chars(base)
-        out[arm] = (mine / r1 if rows[0].get("mode") == "reading" and mine and r1 else None)
+        base = sizes(arms.get(f"R1/{rows[0]['model']}" if multi_model else "R1") or [])
+        mine = sizes(rows) if rows[0].get("mode") == "reading" else {}
+        ratios = [mine[k] / base[k] for k in mine.keys() & base.keys() if base[k]]
+        out[arm] = float(median(ratios)) if ratios else None
     return out
 
 

@@ -220,3 +220,14 @@ def test_the_judge_and_the_cost_keep_their_floats_whole() -> None:
     # one input token at $0.30 per million was stored as round(3e-07, 6) == 0.0
     assert dollars({"input": 1}, {"input": 0.3, "output": 1.0}) == {
         "billed": 0.3 / 1e6, "without_cache": 0.3 / 1e6}
+
+
+def test_the_ratio_to_r1_pairs_the_same_items() -> None:
+    """A graph-only pack (no tables, so no R1) asked under R2 does not weigh in R2's ratio."""
+    records = _with_skips()
+    for i in range(20):
+        rec = _record(f"g{i}", "R2", 1.0, chars=900_000)
+        records.append(dict(rec, pack="graph-only"))
+    conds = _report(records, ("R1", "R2", "R4"))["conditions"]
+    assert conds["R2"]["prompt_ratio_r1"] == 2.0
+    assert conds["R2"]["prompt_tokens"] > 100_000  # the arm's own median takes them all
