@@ -26,9 +26,10 @@ from typing import Any
 from pytest_kgbench.errors import HarnessBroken, InputError
 from pytest_kgbench.packs import Pack, Tables, check_tables, normalise_id, read_tables, write_csv
 
-BUILD_FORMAT = 9  # bump when a variant's layout or an artefact's form changes (5: id prefixes,
+BUILD_FORMAT = 10  # bump when a variant's layout or an artefact's form changes (5: id prefixes,
 #                   the manifest's integrity; 6/7: the persona views; 8: an OWL vocabulary
-#                   rendered to definitions.md, R2RML graphs; 9: data.ttl by pyoxigraph)
+#                   rendered to definitions.md, R2RML graphs; 9: data.ttl by pyoxigraph;
+#                   10: one id prefix per class namespace, not per authorship)
 FULL, RESTRICTED = "full", "restricted"  # the views: every column, or none a persona withholds
 RULES_APART = 200_000  # cells (about the triples) from which a build's rules read only their
 #                        predicates' triples, in a process of their own

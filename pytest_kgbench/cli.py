@@ -185,8 +185,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    """Keys, gold queries and traps on one variant; then, over every variant, each (question,
+    need) pair tested by ablation or carrying its reason, and each reading condition's prompt
+    size beside R1's (the Turtle ones within the pack's bound, and no prefix per id)."""
     from pytest_kgbench.build import build_variant
-    from pytest_kgbench.validate import check_needs, check_questions
+    from pytest_kgbench.validate import (
+        check_lines,
+        check_needs,
+        check_prompt_sizes,
+        check_questions,
+        per_id_prefixes,
+    )
 
     pack, built, _ = _built(args)
     qset = _questions(pack)
@@ -204,15 +213,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 1 if bad else 0
     cache = Path(args.cache or Path(args.root) / ".kgbench-cache")
     builts = [build_variant(pack, v, cache, seed=args.seed) for v in pack.variants]
-    needs = check_needs(list(qset.questions), builts)
-    idle = [n for n in needs if n.exercised is False]
-    for n in needs:
-        mark = {True: "ok ", False: "BAD", None: " - "}[n.exercised]
-        print(f"{mark} {n.question} needs {n.need}: {n.why}")
-    print(f"needs: {sum(n.exercised is True for n in needs)} exercised by the data, "
-          f"{len(idle)} never exercised, {sum(n.exercised is None for n in needs)} not testable "
-          f"by taking their evidence out (across {', '.join(pack.variants)})")
-    return 1 if bad or idle else 0
+    needs = check_needs(list(qset.questions), builts, every=True)
+    sizes = check_prompt_sizes(list(qset.questions), builts)
+    per_id = {b.variant: per_id_prefixes(b) for b in builts}
+    lines, failed = check_lines(pack, needs, sizes, per_id)
+    print("\n".join(lines))
+    failed = failed or bool(bad)
+    return 1 if failed else 0
 
 
 def _engines(args: argparse.Namespace) -> dict[str, str]:

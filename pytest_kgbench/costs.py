@@ -51,7 +51,7 @@ def dollars(tokens: Mapping[str, int], price: Mapping[str, float] | None
               + read * price.get("cache_read", price["input"])
               + write * price.get("cache_write", price["input"])) / m
     uncached = ((inp + read + write) * price["input"] + out * price["output"]) / m
-    return {"billed": round(billed, 6), "without_cache": round(uncached, 6)}
+    return {"billed": billed, "without_cache": uncached}  # whole: views round
 
 
 @dataclass

@@ -32,6 +32,8 @@ from pytest_kgbench.report import (
     discordant_text,
     effort_rows,
     headline_rows,
+    lost_text,
+    p_cell,
     p_text,
     pct,
 )
@@ -563,15 +565,19 @@ def _comparisons(report: Mapping[str, Any]) -> str:
         rows.append([str(c.get("a")), str(c.get("b")), str(c.get("tier")),
                      str(c.get("n_questions")),
                      "—" if diff is None else f"{100 * diff:+.1f} [{ci_text(c.get('ci95'))}]",
-                     discordant_text(c.get("discordant")), p_text(c.get("mcnemar_p")),
-                     p_text(c.get("holm_p")),
-                     "yes" if c.get("can_reach_significance") else "no",
+                     discordant_text(c.get("discordant")), p_cell(c, "mcnemar_p"),
+                     p_cell(c, "holm_p"),
+                     "yes" if c.get("can_reach_significance") else "no", lost_text(c),
                      calls_text(c.get("tool_calls"))])
-        dim.append("" if c.get("can_reach_significance") else "dim")
+        dim.append("" if c.get("can_reach_significance") and not c.get("refused") else "dim")
+    refused = "".join(f"<li>{_e(c.get('a'))} vs {_e(c.get('b'))} ({_e(c.get('tier'))}): "
+                      f"{_e(c['refused'])}</li>" for c in comps if c.get("refused"))
     return _table(["a", "b", "tier", "n", "diff b − a, pts [95% CI]",
                    "discordant +b / −a", "McNemar p", "Holm p", "can reach p<0.05",
-                   "tool calls b − a (Wilcoxon p)"],
-                  rows, num=(3, 4, 5, 6, 7, 9), row_class=dim)
+                   "skipped a / b", "tool calls b − a (Wilcoxon p)"],
+                  rows, num=(3, 4, 5, 6, 7, 9, 10), row_class=dim) + (
+        f'<p class="bad">Comparisons without a p-value:</p><ul>{refused}</ul>' if refused
+        else "")
 
 
 def _effort(report: Mapping[str, Any]) -> list[str]:

@@ -64,7 +64,7 @@ def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:
     chance = pa * pb + (1 - pa) * (1 - pb)
     if chance >= 1.0:
         return None
-    return round((observed - chance) / (1 - chance), 6)
+    return (observed - chance) / (1 - chance)
 
 
 def summarise(judged: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -103,8 +103,8 @@ def summarise(judged: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     return {"items": len(judged) - no_prose - failed, "unreadable": unreadable,
             "no_prose": no_prose, "failed": failed,
             "points": len(first),
-            "made": round(sum(first) / len(first), 6) if first else None,
-            "agreement": (round(sum(x == y for x, y in zip(first, second)) / len(first), 6)
+            "made": sum(first) / len(first) if first else None,
+            "agreement": (sum(x == y for x, y in zip(first, second)) / len(first)
                           if first else None),
             "kappa": cohen_kappa(first, second), "disagreements": disagreements,
             "model": next((i.get("model") for i in judged if i.get("model")), None),

@@ -45,19 +45,16 @@ def csv_block(specs: Mapping[str, TableSpec], tables: Mapping[str, list[dict[str
 
 
 def rdf_block(built: Built, guard: Guard) -> str:
-    """The data as Turtle, without triples of withheld (personal) predicates."""
+    """The data as Turtle, without triples of withheld (personal) predicates: the build's
+    data.ttl, or for a persona who may not read some predicates the same Turtle without
+    them — the same prefixes, order and spelling of every id (rdfmap.turtle_without)."""
     withheld = guard.withheld_predicates()
-    text = built.data_ttl.read_text(encoding="utf-8")
     if withheld:
-        import rdflib
+        from pytest_kgbench.rdfmap import turtle_without
 
-        graph = rdflib.Graph()
-        for prefix, ns in built.graph.namespace_manager.namespaces():
-            graph.bind(prefix, ns)
-        for triple in built.graph:
-            if str(triple[1]) not in withheld:
-                graph.add(triple)
-        text = graph.serialize(format="turtle")
+        text = turtle_without(built.data_ttl, withheld)
+    else:
+        text = built.data_ttl.read_text(encoding="utf-8")
     return "\n".join(["## Data (RDF, Turtle)", "", "### data.ttl", "```turtle", text.strip(),
                       "```"])
 

@@ -15,6 +15,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_kgbench import stats
+from pytest_kgbench.comparisons import (  # noqa: F401 - three re-exported
+    build_comparisons,
+    call_difference,
+    comparison_dicts,
+    effort_summary,
+    model_pairs,
+    question_scores,
+)
 from pytest_kgbench.questions import TIERS, set_fingerprint
 from pytest_kgbench.record import BankedRecord, ItemRecord, question_key
 from pytest_kgbench.registry import current
@@ -30,17 +38,10 @@ def arm_of(rec: ItemRecord, multi_model: bool) -> str:
     return f"{rec['condition']}/{rec['model']}" if multi_model else rec["condition"]
 
 
-def _scores(records: Iterable[ItemRecord]) -> dict[str, list[float | None]]:
-    out: dict[str, list[float | None]] = defaultdict(list)
-    for rec in records:
-        out[question_key(rec)].append(rec["score"])
-    return dict(out)
-
-
 def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
     """Accuracy with its interval, pass rate with Wilson, and the same per tier; the arm's
     median prompt size. (`accuracy` itself pools the tiers; the report shows it per tier.)"""
-    est = stats.accuracy(_scores(records), seed=seed)
+    est = stats.accuracy(question_scores(records), seed=seed)
     declined = sorted({question_key(r) for r in records if r["grade"] == "declined"})
     out: dict[str, Any] = {
         "accuracy": est.value, "ci95": list(est.ci95) if est.ci95 else None,
@@ -55,88 +56,56 @@ def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
         rows = [r for r in records if r["tier"] == tier]
         if not rows:
             continue
-        t_est = stats.accuracy(_scores(rows), seed=seed)
+        t_est = stats.accuracy(question_scores(rows), seed=seed)
         out["by_tier"][tier] = {
             "accuracy": t_est.value, "ci95": list(t_est.ci95) if t_est.ci95 else None,
             "n_questions": t_est.n_questions, "passes": t_est.passes,
             "pass_rate": t_est.pass_rate,
             "pass_ci95": list(t_est.pass_ci95) if t_est.pass_ci95 else None,
             "declined": len({question_key(r) for r in rows if r["grade"] == "declined"}),
+            "effort": effort_summary(rows),
         }
     return out
+
+
+def prompt_chars(records: Sequence[ItemRecord]) -> float | None:
+    """The median size of an arm's prompts in characters (None when no record says)."""
+    from statistics import median
+
+    sizes = [r["prompt"].get("chars") for r in records]
+    known = [int(c) for c in sizes if isinstance(c, int)]
+    return float(median(known)) if known else None
 
 
 def prompt_tokens(records: Sequence[ItemRecord]) -> int | None:
     """The median size of an arm's prompts in tokens (about four characters a token), so a
     reader sees when two arms differ in length as well as in meaning."""
-    from statistics import median
-
     from pytest_kgbench.costs import CHARS_PER_TOKEN
 
-    sizes = [r["prompt"].get("chars") for r in records]
-    known = [int(c) for c in sizes if isinstance(c, int)]
-    return int(median(known)) // CHARS_PER_TOKEN if known else None
+    chars = prompt_chars(records)
+    return None if chars is None else int(chars) // CHARS_PER_TOKEN
 
 
-def tool_calls(rec: ItemRecord) -> int:
-    """The tool calls an item made (asked together: those tagged with its question)."""
-    return len((rec.get("answer") or {}).get("tool_calls") or [])
-
-
-def _distribution(values: Sequence[float]) -> dict[str, float] | None:
-    """Median, quartiles, mean and maximum of per-item counts or times."""
-    if not values:
-        return None
-    from statistics import mean, median, quantiles
-
-    q = quantiles(values, n=4, method="inclusive") if len(values) > 1 else [values[0]] * 3
-    return {"median": median(values), "p25": q[0], "p75": q[2], "mean": round(mean(values), 4),
-            "max": max(values)}
-
-
-def effort_summary(records: Sequence[ItemRecord]) -> dict[str, Any]:
-    """What an arm's items cost to answer, beside what they scored: the distribution of tool
-    calls and rounds per item, the median latency and the median tokens per item (input and
-    output). Asked together, rounds, tokens and latency are the session's, counted on the item
-    that asked it (its other items show 0), while tool calls are each question's own."""
+def prompt_ratios(arms: Mapping[str, Sequence[ItemRecord]], multi_model: bool
+                  ) -> dict[str, float | None]:
+    """Each reading arm's prompt size over R1's (the same model's), paired: the median over
+    the items both asked (the same question of the same pack and variant) of the ratio of
+    their prompts — how much longer the same facts are in the arm's form
+    (docs/conditions.md). A pack R1 cannot run (no tables) does not weigh in. None for a
+    querying arm, or where R1 asked none of the arm's items."""
     from statistics import median
 
-    answers = [r.get("answer") or {} for r in records]
-    latencies = [float(a.get("latency_s") or 0.0) for a in answers]
-    tokens = [sum(int(v) for v in (a.get("tokens") or {}).values() if isinstance(v, int))
-              for a in answers]
-    return {
-        "tool_calls": _distribution([float(tool_calls(r)) for r in records]),
-        "rounds": _distribution([float(a.get("rounds") or 0) for a in answers]),
-        "latency_s": round(median(latencies), 4) if latencies else None,
-        "tokens": median(tokens) if any(tokens) else None,
-    }
+    def sizes(rows: Sequence[ItemRecord]) -> dict[tuple[str, str, str], int]:
+        return {(r["pack"], r["variant"], r["question"]): int(r["prompt"]["chars"])
+                for r in rows if isinstance((r.get("prompt") or {}).get("chars"), int)}
 
-
-def call_difference(a: Mapping[str, list[int]], b: Mapping[str, list[int]]
-                    ) -> dict[str, Any] | None:
-    """The paired difference of tool calls between two arms, question by question (each
-    question's mean over repeats): the mean of b − a, the relative change of the totals (the
-    write-up's "a third more calls to reach the same answer"), and the two-sided Wilcoxon
-    signed-rank p on the paired means (None when every difference is zero)."""
-    paired = sorted(set(a) & set(b))
-    if not paired:
-        return None
-    from statistics import mean
-
-    ma = [mean(a[q]) for q in paired]
-    mb = [mean(b[q]) for q in paired]
-    diffs = [y - x for x, y in zip(ma, mb)]
-    p: float | None = None
-    if any(diffs):
-        from scipy.stats import wilcoxon
-
-        p = float(wilcoxon(diffs, zero_method="wilcox").pvalue)
-    total_a = sum(ma)
-    return {"n_questions": len(paired), "mean_a": round(mean(ma), 4),
-            "mean_b": round(mean(mb), 4), "mean_diff": round(mean(diffs), 4),
-            "relative": round(sum(mb) / total_a - 1, 4) if total_a else None,
-            "wilcoxon_p": None if p is None else round(p, 6)}
+    out: dict[str, float | None] = {}
+    for arm, rows in arms.items():
+        base = sizes(arms.get(f"R1/{rows[0]['model']}" if multi_model else "R1") or [])
+        mine = sizes(rows) if rows[0].get("mode") == "reading" else {}
+        ratios = [mine[k] / base[k] for k in mine.keys() & base.keys() if base[k]]
+        out[arm] = float(median(ratios)) if ratios else None
+    return out
 
 
 def summarise_judge(records: Sequence[BankedRecord]) -> dict[str, Any] | None:
@@ -166,7 +135,7 @@ def arm_cost(records: Sequence[ItemRecord], settings: Settings) -> dict[str, Any
              dollars(usage_of([r for r in records if not (r.get("sent") or {}).get("batch")]),
                      price)]
     cost = None if parts[0] is None or parts[1] is None else {
-        k: round(parts[0][k] + parts[1][k], 6) for k in parts[0]}
+        k: parts[0][k] + parts[1][k] for k in parts[0]}
     return {"tokens": tokens, "cost_usd": cost, "model_id": model_id,
             "batch_tokens": usage_of(batched)}
 
@@ -184,7 +153,7 @@ def cache_read_share(records: Sequence[ItemRecord]) -> float | None:
             continue
         read += int(tokens.get("cache_read") or 0)
         total += sum(int(tokens.get(k) or 0) for k in ("input", "cache_read", "cache_write"))
-    return round(read / total, 6) if total else None
+    return read / total if total else None
 
 
 def share_text(share: float | None) -> str:
@@ -225,22 +194,25 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
                  missing: list[dict[str, str]], meta: Mapping[str, Any]) -> dict[str, Any]:
     """report.json as a dict: settings, fingerprint, items, per-arm accuracy, missing items.
     Items that could not be asked (graded "skipped") are listed apart, never in an arm."""
-    skipped = [{"nodeid": r.get("nodeid"), "reason": r["reason"]} for r in records
-               if r["grade"] == "skipped"] + list(meta.get("unasked") or [])
+    lost = [r for r in records if r["grade"] == "skipped"]
+    skipped = [{"nodeid": r.get("nodeid"), "reason": r["reason"]} for r in lost] + list(
+        meta.get("unasked") or [])
     records = [r for r in records if r["grade"] != "skipped"]
-    multi_model = len({r["model"] for r in records}) > 1
+    multi_model = len({r["model"] for r in [*records, *lost]}) > 1
     arms: dict[str, list[BankedRecord]] = defaultdict(list)
     for rec in records:
         arms[arm_of(rec, multi_model)].append(rec)
     conditions = {}
+    ratios = prompt_ratios(arms, multi_model)
     for arm in sorted(arms, key=_arm_order):
         rows = arms[arm]
         conditions[arm] = {"condition": rows[0]["condition"], "label": rows[0]["condition_label"],
                            "model": rows[0]["model"],
                            **arm_summary(rows, settings.stats_seed),
+                           "prompt_ratio_r1": ratios[arm],
                            **arm_cost(rows, settings),
                            "cache_read_share": cache_read_share(rows)}
-    comparisons = comparison_dicts(records, settings, multi_model)
+    comparisons = comparison_dicts(records, settings, multi_model, lost)
     not_measured = []
     synthetic = any(r.get("simulated") for r in records)
     if any(r.get("agent_kind") == "reference" and not r.get("simulated") for r in records):
@@ -264,6 +236,9 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         "comparisons": comparisons,
         "statistics": {"seed": settings.stats_seed, "bootstrap": "percentile, over questions",
                        "resamples": 9999, "confidence": 0.95,
+                       "all_equal": "every value v of n the same: [v - u(v - lo), v + u(hi - "
+                                    "v)], u the Wilson upper bound of 0 in n, [lo, hi] the "
+                                    "score's range (docs/statistics.md)",
                        "pass_threshold": stats.PASS_THRESHOLD,
                        "mcnemar": "exact: two-sided binomial on the discordant questions",
                        "family": "Holm across every comparison of the run"},
@@ -272,84 +247,6 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         "settings_floor": settings.floor,
         "not_measured": not_measured,
     }
-
-
-def arm_scores(records: Iterable[ItemRecord], condition: str, model: str, tier: str
-               ) -> dict[str, list[float | None]]:
-    """question -> repeat scores of one model under one condition, in one tier."""
-    return _scores(r for r in records if r["condition"] == condition and r["model"] == model
-                   and r["tier"] == tier)
-
-
-def arm_calls(records: Iterable[ItemRecord], condition: str, model: str, tier: str
-              ) -> dict[str, list[int]]:
-    """question -> repeat tool-call counts of one model under one condition, in one tier."""
-    out: dict[str, list[int]] = defaultdict(list)
-    for r in records:
-        if r["condition"] == condition and r["model"] == model and r["tier"] == tier:
-            out[question_key(r)].append(tool_calls(r))
-    return dict(out)
-
-
-def comparison_dicts(records: Sequence[ItemRecord], settings: Settings,
-                     multi_model: bool) -> list[dict[str, Any]]:
-    """The comparisons of report.json: each with its paired difference of tool calls
-    (`tool_calls`, call_difference) beside the difference of accuracy."""
-    out = []
-    for c in build_comparisons(records, settings, multi_model):
-        d = c.to_dict()
-        a, _, model_a = c.a.partition("/")
-        b, _, model_b = c.b.partition("/")
-        model_a = model_a or records[0]["model"]
-        d["tool_calls"] = call_difference(arm_calls(records, a, model_a, c.tier),
-                                          arm_calls(records, b, model_b or model_a, c.tier))
-        out.append(d)
-    return out
-
-
-def model_pairs(records: Sequence[ItemRecord], settings: Settings
-                ) -> list[tuple[str, str, str]]:
-    """With --compare-models: (condition, first model, other model) for each condition run
-    and each model after the first (the order --model named them in, aliases or ids)."""
-    run = {r["model"] for r in records}
-    named = [m for m in dict.fromkeys(settings.models) if m in run]
-    models = named + sorted(run - set(named))
-    if not settings.compare_models or len(models) < 2:
-        return []
-    present = [c for c in settings.condition_ids if any(r["condition"] == c for r in records)]
-    return [(cond, models[0], other) for cond in present for other in models[1:]]
-
-
-def build_comparisons(records: Sequence[ItemRecord], settings: Settings,
-                      multi_model: bool) -> list[stats.Comparison]:
-    """With --compare-models: the first model against each other on every condition; with
-    --ablation: every pair of `conditions.ablation_pairs`, per model. Per tier (never pooled),
-    Holm-adjusted across the whole family."""
-    from pytest_kgbench.conditions import ablation_pairs
-
-    family: list[stats.Comparison] = []
-    for cond, model_a, model_b in model_pairs(records, settings):
-        for tier in TIERS:
-            sa = arm_scores(records, cond, model_a, tier)
-            sb = arm_scores(records, cond, model_b, tier)
-            if set(sa) & set(sb):
-                family.append(stats.compare(sa, sb, a=f"{cond}/{model_a}",
-                                            b=f"{cond}/{model_b}", tier=tier,
-                                            seed=settings.stats_seed))
-    present = [c for c in settings.condition_ids if any(r["condition"] == c for r in records)]
-    if not settings.ablation or len(present) < 2:
-        return stats.holm_adjust(family)
-    for model in sorted({r["model"] for r in records}):
-        for a, b in ablation_pairs(tuple(present)):
-            for tier in TIERS:
-                sa = arm_scores(records, a, model, tier)
-                sb = arm_scores(records, b, model, tier)
-                if not (set(sa) & set(sb)):
-                    continue
-                suffix = f"/{model}" if multi_model else ""
-                family.append(stats.compare(sa, sb, a=a + suffix, b=b + suffix, tier=tier,
-                                            seed=settings.stats_seed))
-    return stats.holm_adjust(family)
 
 
 def _arm_order(arm: str) -> tuple[int, int, int, str]:
@@ -405,8 +302,10 @@ def headline_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]
             bt = c["by_tier"].get(t)
             cells.append("—" if not bt else
                          f"{pct(bt['accuracy'])} [{ci_text(bt['ci95'])}] n={bt['n_questions']}")
-        tokens = c.get("prompt_tokens")
-        cells.append("—" if tokens is None else f"{tokens:,}")
+        tokens, ratio = c.get("prompt_tokens"), c.get("prompt_ratio_r1")
+        shown = ratio is not None and c.get("condition") != "R1"  # R1 is the measure
+        cells.append("—" if tokens is None else f"{tokens:,}" + (
+            f" ({ratio:.2f}× R1)" if shown else ""))
         rows.append(cells)
     return header, rows
 
@@ -456,9 +355,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
              "## Accuracy per tier", "",
              "Per tier, never pooled: accuracy = mean over questions of the mean over repeats "
              "(and variants) of each question (correct 1, partial ½), with its 95% bootstrap "
-             "interval over questions (the Wilson interval when every question scored 1, or "
-             "every one 0) and n, the number of questions. Prompt ≈ tokens: the median size "
-             "of the arm's prompts, at about four characters a token.", ""]
+             "interval over questions (where every question has the same mean, the interval "
+             "of docs/statistics.md, which has width) and n, the number of questions. "
+             "Prompt ≈ tokens: the median size of the arm's prompts, at about four "
+             "characters a token, and for a reading arm its ratio to R1's: the same facts in "
+             "another form can be several times longer (docs/conditions.md).", ""]
     header, rows = headline_rows(report)
     lines += _table(header, rows) + [""]
     lines += metric_lines(report)
@@ -487,18 +388,23 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                   "passing only under b (which raise the difference) / only under a (which "
                   "lower it); exact McNemar p, Holm-adjusted across all comparisons of the run; "
                   "'could reach' says whether that many discordant questions could give "
-                  "p < 0.05 at all.", ""]
+                  "p < 0.05 at all; skipped a / b: the questions each side lost to a prompt "
+                  "longer than the model accepts (a comparison that lost any has no p-value: "
+                  "a paired test would silently drop them).", ""]
         rows = []
         for c in report["comparisons"]:
             rows.append([c["a"], c["b"], c["tier"], str(c["n_questions"]),
                          "—" if c["diff"] is None else f"{100 * c['diff']:+.1f}",
                          ci_text(c["ci95"]), discordant_text(c["discordant"]),
-                         p_text(c["mcnemar_p"]), p_text(c["holm_p"]),
-                         "yes" if c["can_reach_significance"] else "no",
+                         p_cell(c, "mcnemar_p"), p_cell(c, "holm_p"),
+                         "yes" if c["can_reach_significance"] else "no", lost_text(c),
                          calls_text(c.get("tool_calls"))])
         lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+b / −a",
-                         "McNemar p", "Holm p", "could reach p<0.05",
+                         "McNemar p", "Holm p", "could reach p<0.05", "skipped a / b",
                          "tool calls b − a (Wilcoxon p)"], rows) + [""]
+        lines += [f"- {c['a']} vs {c['b']} ({c['tier']}): {c['refused']}"
+                  for c in report["comparisons"] if c.get("refused")]
+        lines += [""] if any(c.get("refused") for c in report["comparisons"]) else []
     lines += judge_lines(report.get("judge"))
     if report.get("not_run"):
         lines += ["## Not run on these packs (the pack lacks what the condition needs)", ""]
@@ -524,6 +430,19 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def p_cell(c: Mapping[str, Any], key: str) -> str:
+    """A comparison's p-value as every view prints it: "refused" where it has none because
+    questions were lost to a skip (`refused`)."""
+    return "refused" if c.get("refused") else p_text(c.get(key))
+
+
+def lost_text(c: Mapping[str, Any]) -> str:
+    """The questions each side of a comparison lost to a prompt longer than the model
+    accepts, "a / b" ("—" in a report from before they were counted)."""
+    lost = c.get("lost")
+    return "—" if not lost else f"{lost['a']} / {lost['b']}"
+
+
 def calls_text(diff: Mapping[str, Any] | None) -> str:
     """A paired difference of tool calls as every view prints it: the mean per question of
     b − a, the relative change, and the Wilcoxon p."""
@@ -533,29 +452,35 @@ def calls_text(diff: Mapping[str, Any] | None) -> str:
     return f"{diff['mean_diff']:+.2f}{rel}, p {p_text(diff.get('wilcoxon_p'))}"
 
 
-EFFORT_NOTE = ("Per item: tool calls and rounds as median [quartiles] and maximum; the median "
-               "latency and tokens (input and output). An arm that must discover the store "
-               "(--schema tools) should reach the same accuracy with more calls; one that "
-               "cannot (none) shows what the description is worth.")
+EFFORT_NOTE = ("Per tier, never pooled: each tier's accuracy beside what its items cost — tool "
+               "calls and rounds per item as median [quartiles] and maximum; the median latency "
+               "and tokens (input and output). An arm that must discover the store (--schema "
+               "tools) should reach the same accuracy with more calls; one that cannot (none) "
+               "shows what the description is worth.")
 
 
 def effort_rows(report: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
-    """The cost of discovery, as every view shows it: per arm that made tool calls, its
-    accuracy, tool calls and rounds per item (median [quartiles], max), median latency and
-    tokens."""
+    """The cost of discovery, as every view shows it: per arm that made tool calls and per
+    tier (never pooled; L3 first), the tier's accuracy, tool calls and rounds per item
+    (median [quartiles], max), median latency and tokens."""
     rows = []
     for arm, c in report["conditions"].items():
-        e = c.get("effort") or {}
-        calls, rounds = e.get("tool_calls"), e.get("rounds")
+        calls = (c.get("effort") or {}).get("tool_calls")
         if not calls or not calls["max"]:
             continue  # a reading arm, or one that made no call
-        rows.append([arm, pct(c["accuracy"]),
-                     f"{calls['median']:g} [{calls['p25']:g}–{calls['p75']:g}], max "
-                     f"{calls['max']:g}",
-                     "—" if not rounds else f"{rounds['median']:g} (max {rounds['max']:g})",
-                     "—" if e.get("latency_s") is None else f"{e['latency_s']:.2f} s",
-                     "—" if not e.get("tokens") else f"{e['tokens']:,.0f}"])
-    return ["arm", "accuracy", "tool calls", "rounds", "latency", "tokens"], rows
+        for tier in TIER_ORDER:
+            bt = (c.get("by_tier") or {}).get(tier) or {}
+            e = bt.get("effort") or {}
+            calls, rounds = e.get("tool_calls"), e.get("rounds")
+            if not calls:
+                continue  # no item of the tier (or a report from before per-tier effort)
+            rows.append([arm, tier, f"{pct(bt.get('accuracy'))} (n={bt.get('n_questions')})",
+                         f"{calls['median']:g} [{calls['p25']:g}–{calls['p75']:g}], max "
+                         f"{calls['max']:g}",
+                         "—" if not rounds else f"{rounds['median']:g} (max {rounds['max']:g})",
+                         "—" if e.get("latency_s") is None else f"{e['latency_s']:.2f} s",
+                         "—" if not e.get("tokens") else f"{e['tokens']:,.0f}"])
+    return ["arm", "tier", "accuracy", "tool calls", "rounds", "latency", "tokens"], rows
 
 
 def effort_lines(report: Mapping[str, Any]) -> list[str]:

@@ -438,7 +438,7 @@ class Runtime:
         (first, used), (second, used2) = passes
         return {"model": model, "checklist": list(q.checklist), "first": first,
                 "second": second, "tokens": {k: used[k] + used2[k] for k in used},
-                "score": None if first is None else round(sum(first) / len(first), 6)}
+                "score": None if first is None else sum(first) / len(first)}
 
     def guard_withheld(self, q: Question, cond: Condition, built: Built) -> bool:
         """Whether the data a block question asks for was withheld from view before the agent

@@ -72,16 +72,10 @@ def _finite(x: Any) -> float | None:
 
 
 def _r(x: float | None) -> float | None:
-    """Round to 6 decimals for serialisation; -0.0 becomes 0.0, NaN becomes None."""
+    """A float for serialisation at its full precision (rounding is for printing only): -0.0
+    becomes 0.0, NaN and infinities None."""
     f = _finite(x)
-    return None if f is None else round(f, 6) + 0.0
-
-
-def _r_p(p: float | None) -> float | None:
-    """A p-value for serialisation: six significant digits, never rounded to 0 (1.9e-9 stays
-    1.9e-9)."""
-    f = _finite(p)
-    return None if f is None else float(f"{f:.6g}") + 0.0
+    return None if f is None else f + 0.0
 
 
 def _r_interval(ci: Interval | None) -> list[float | None] | None:
@@ -92,17 +86,18 @@ def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
 
-def _bootstrap_mean_ci(values: Sequence[float], seed: int, n_resamples: int) -> Interval | None:
-    """95% percentile bootstrap interval of the mean of ``values``.
+def _bootstrap_mean_ci(values: Sequence[float], seed: int, n_resamples: int,
+                       bounds: Interval = (0.0, 1.0)) -> Interval | None:
+    """95% percentile bootstrap interval of the mean of ``values`` (each within ``bounds``).
 
-    Empty input gives None; a single value or all-equal values give ``(v, v)``
-    without calling scipy (which would warn and return NaN on such data).
+    Empty input gives None. Where every value is the same, a bootstrap has nothing to resample
+    and would give an interval of zero width; the interval is then `_degenerate_ci`'s.
     """
     if not values:
         return None
     first = values[0]
     if all(v == first for v in values):
-        return (float(first), float(first))
+        return _degenerate_ci(float(first), len(values), bounds)
 
     import numpy as np
     from scipy import stats
@@ -124,6 +119,19 @@ def _bootstrap_mean_ci(values: Sequence[float], seed: int, n_resamples: int) -> 
     return (low, high)
 
 
+def _degenerate_ci(value: float, n: int, bounds: Interval) -> Interval:
+    """The 95% interval of a mean when all ``n`` values equal ``value`` (docs/statistics.md):
+    none of n questions differed from it, so the share of questions that could differ is up to
+    the Wilson upper bound u of 0 successes in n; each of those could lie anywhere within
+    ``bounds``, moving the mean by at most u times the distance to that bound. It has width at
+    every n and value (all ½ of 9 questions: 0.35–0.65; 9 differences of 0: ±0.30), and where
+    every question scored 1 (or 0) it is exactly the Wilson interval of n of n (0 of n)."""
+    lo, hi = bounds
+    share = wilson(0, n)
+    u = share[1] if share is not None else 1.0
+    return (max(lo, value - u * (value - lo)), min(hi, value + u * (hi - value)))
+
+
 # --------------------------------------------------------------------------- accuracy
 
 
@@ -139,7 +147,7 @@ class Estimate:
     pass_ci95: Interval | None  # Wilson interval on passes / n_questions
 
     def to_dict(self) -> dict[str, Any]:
-        """Builtin-only, JSON-safe view (floats rounded to 6 decimals, no NaN)."""
+        """Builtin-only, JSON-safe view (floats at full precision, no NaN)."""
         return {
             "value": _r(self.value),
             "ci95": _r_interval(self.ci95),
@@ -184,21 +192,17 @@ def accuracy(scores: Scores, *, seed: int, n_resamples: int = 9999) -> Estimate:
     """Accuracy of one condition: mean of per-question means, with intervals.
 
     ``ci95`` is a percentile bootstrap over questions (seeded, reproducible), or, when every
-    question scored 1 (or every one 0), the Wilson interval of that share;
+    question has the same mean, the interval `_degenerate_ci` gives (the Wilson interval of n
+    of n where every question scored 1);
     ``pass_ci95`` is the Wilson interval on the share of questions whose mean
     is more than ``PASS_THRESHOLD``.
     """
     means = list(question_means(scores).values())
     n = len(means)
     n_pass = sum(1 for m in means if passes(m))
-    ci = _bootstrap_mean_ci(means, seed, n_resamples)
-    if ci is not None and ci[0] == ci[1] in (0.0, 1.0):
-        # every question right (or every one wrong): a bootstrap has zero width there, which
-        # would draw 9 of 9 as certain; the Wilson interval of the share says what n allows
-        ci = wilson(round(ci[0] * n), n)
     return Estimate(
         value=_mean(means),
-        ci95=ci,
+        ci95=_bootstrap_mean_ci(means, seed, n_resamples),
         n_questions=n,
         passes=n_pass,
         pass_rate=n_pass / n if n else None,
@@ -225,7 +229,7 @@ class Comparison:
     can_reach_significance: bool  # enough discordant questions to ever reach p < 0.05
 
     def to_dict(self) -> dict[str, Any]:
-        """Builtin-only, JSON-safe view (floats rounded to 6 decimals, no NaN)."""
+        """Builtin-only, JSON-safe view (floats at full precision, no NaN)."""
         return {
             "a": str(self.a),
             "b": str(self.b),
@@ -234,8 +238,8 @@ class Comparison:
             "diff": _r(self.diff),
             "ci95": _r_interval(self.ci95),
             "discordant": [int(self.discordant[0]), int(self.discordant[1])],
-            "mcnemar_p": _r_p(self.mcnemar_p),
-            "holm_p": _r_p(self.holm_p),
+            "mcnemar_p": _r(self.mcnemar_p),
+            "holm_p": _r(self.holm_p),
             "can_reach_significance": bool(self.can_reach_significance),
         }
 
@@ -284,7 +288,8 @@ def compare(
 
     ``diff`` is mean(b) - mean(a) of the per-question means ("what b adds over
     a"); ``ci95`` is the paired bootstrap interval of that difference
-    (questions resampled with their pairs kept); ``discordant`` and
+    (questions resampled with their pairs kept; where every difference is the same, the
+    interval `_degenerate_ci` gives within [-1, 1]); ``discordant`` and
     ``mcnemar_p`` come from passing (mean > PASS_THRESHOLD) per question.
     """
     ma, mb = question_means(a_scores), question_means(b_scores)
@@ -298,7 +303,7 @@ def compare(
         tier=tier,
         n_questions=len(ids),
         diff=_mean(diffs),
-        ci95=_bootstrap_mean_ci(diffs, seed, n_resamples),
+        ci95=_bootstrap_mean_ci(diffs, seed, n_resamples, bounds=(-1.0, 1.0)),
         discordant=(a_only, b_only),
         mcnemar_p=mcnemar_exact(a_only, b_only),
         holm_p=None,

@@ -16,6 +16,7 @@ from typing import Any
 from pytest_kgbench.answer_key import compute_key
 from pytest_kgbench.answers import fields_from_rows
 from pytest_kgbench.build import Built
+from pytest_kgbench.errors import InputError
 from pytest_kgbench.evidence import walk
 from pytest_kgbench.executors import Executor
 from pytest_kgbench.grading import grade_field
@@ -147,12 +148,60 @@ class NeedCheck:
     """Whether one need of one question changes its answer: its evidence taken out of the gold
     SQL query, the answer differs from the key on some variant (`exercised`), on none (a need
     the data never exercises: a correct query that omits it would be marked unfaithful), or
-    it cannot be tested that way (`why`)."""
+    it cannot be tested that way (None, `why`). An untested need carries the `reason` it
+    cannot be: the question's own (it is inverted, expects no answer, has no gold SQL) or the
+    one the pack declares (`untested_needs:` in pack.yaml); None is a need no one has said
+    why it goes untested, which `kgbench check` fails."""
 
     question: str
     need: str
     exercised: bool | None
     why: str
+    reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Exercised by the data, or untested with a reason."""
+        return self.exercised is True or (self.exercised is None and bool(self.reason))
+
+
+def untested_reasons(manifest: Mapping[str, Any], questions: list[Question], where: str, *,
+                     every: bool = True) -> dict[tuple[str, str], tuple[str, bool]]:
+    """(question, need) -> (reason, whether it was given for that question alone), from the
+    manifest's `untested_needs`: per need, the reason no question needing it can be tested by
+    taking its evidence out (text), or a mapping of question ids to each one's reason.
+    InputError (naming the file and the field) on a reason that is not text, or — when
+    `questions` are `every` question of the pack — a need no question needs or a question
+    that does not need it (a stale or misspelt entry)."""
+    declared = manifest.get("untested_needs") or {}
+    if not isinstance(declared, Mapping):
+        raise InputError(where, "must map each need to the reason it cannot be tested by "
+                         "ablation (or to question ids and their reasons)",
+                         field="untested_needs")
+    needing: dict[str, set[str]] = {}
+    for q in questions:
+        for need in q.needs:
+            needing.setdefault(need, set()).add(q.id)
+    out: dict[tuple[str, str], tuple[str, bool]] = {}
+    for need, entry in declared.items():
+        field_name = f"untested_needs.{need}"
+        if need not in needing and every:
+            raise InputError(where, f"no question needs {need}", field=field_name)
+        alone = isinstance(entry, Mapping)
+        per = entry if alone else {qid: entry for qid in needing.get(need, ())}
+        if not alone and not isinstance(entry, str):
+            raise InputError(where, "must be the reason (text) or a mapping of question ids "
+                             "to their reasons", field=field_name)
+        for qid, why in per.items():
+            if qid not in needing.get(need, ()) and every:
+                raise InputError(where, f"question {qid} does not need {need}",
+                                 field=f"{field_name}.{qid}")
+            if not isinstance(why, str) or not why.strip():
+                raise InputError(where, "a reason must be a sentence saying why the need "
+                                 "cannot be tested by taking its evidence out",
+                                 field=f"{field_name}.{qid}" if alone else field_name)
+            out[(str(qid), str(need))] = (" ".join(why.split()), alone)
+    return out
 
 
 def _ablation(evidence: Mapping[str, Any], need: str) -> set[str]:
@@ -208,58 +257,90 @@ def without_filters(statement: str, columns: set[str]) -> str | None:
         con.close()
 
 
-def check_needs(questions: list[Question], builts: list[Built], *,
-                timeout: float = 60.0) -> list[NeedCheck]:
-    """For each answerable question and each of its needs: does taking the need's evidence out
-    of the gold SQL query change the answer on some of the built variants?"""
+def check_needs(questions: list[Question], builts: list[Built], *, timeout: float = 60.0,
+                every: bool = False) -> list[NeedCheck]:
+    """For each (question, need) pair: does taking the need's evidence out of the gold SQL
+    query change the answer on some of the built variants? A pair that cannot be tested so
+    carries its reason (NeedCheck.reason), or None when no one has given one. A pair whose
+    filter the data never exercises fails, unless the pack says, for that question alone,
+    why the filter is not what the question tests (then it is untested, with that reason).
+    `every`: `questions` are all the pack's, so a reason naming none of them is an error."""
     out: list[NeedCheck] = []
     stores = {b.variant: Stores(b, timeout) for b in builts}
+    pack = builts[0].pack
+    declared = untested_reasons(pack.manifest, questions, str(pack.dir / "pack.yaml"),
+                                every=every)
+    evidence = pack.manifest.get("evidence") or {}
     try:
         for q in questions:
-            if q.expect != "answer" or "sql" not in q.gold:
-                continue
-            evidence = builts[0].pack.manifest.get("evidence") or {}
             for need in q.needs:
-                if q.inverted:
-                    out.append(NeedCheck(q.id, need, None, "an inverted question: the naive "
-                                         "reading is right here by design, so taking the need "
-                                         "out is expected to keep the key"))
-                    continue
-                columns = _ablation(evidence, need)
-                if not columns:
-                    out.append(NeedCheck(q.id, need, None, "the pack declares no ablation for "
-                                         "it (evidence.<need>.ablate: the columns whose filters "
-                                         "are the definition)"))
-                    continue
-                reduced = without_filters(q.gold["sql"], columns)
-                if reduced is None:
-                    out.append(NeedCheck(q.id, need, None, "the gold SQL has no filter on "
-                                         f"{', '.join(sorted(columns))} to take out"))
-                    continue
-                moved, failed = [], ""
-                for built in builts:
-                    if q.variants is not None and built.variant not in q.variants:
-                        continue
-                    key = compute_key(q, built)
-                    got = run_fields(q, stores[built.variant], "sql", reduced)
-                    if "error" in got or "refused" in got:
-                        failed = str(got.get("error") or got.get("refused"))
-                    elif same_fields(q, key, got, built.aliases):
-                        moved.append(built.variant)
-                if failed and not moved:
-                    out.append(NeedCheck(q.id, need, None, "the gold SQL without its filter "
-                                         f"does not run: {failed[:120]}"))
-                elif moved:
-                    out.append(NeedCheck(q.id, need, True, "the answer changes without it on "
-                                         + ", ".join(moved)))
-                else:
-                    out.append(NeedCheck(q.id, need, False, "the gold SQL without its filter "
-                                         f"on {', '.join(sorted(columns))} gives the key on "
-                                         "every variant: the data never exercises it"))
+                check = _check_need(q, need, evidence, builts, stores)
+                reason, alone = declared.get((q.id, need), (None, False))
+                if check.exercised is None and check.reason is None:
+                    check.reason = reason
+                elif check.exercised is False and alone:
+                    # the filter is not what this question tests, and the pack says why: the
+                    # pair is untested (shown so), never exercised without a word
+                    check = NeedCheck(q.id, need, None, check.why, reason=reason)
+                out.append(check)
     finally:
         for s in stores.values():
             s.close()
     return out
+
+
+def _check_need(q: Question, need: str, evidence: Mapping[str, Any], builts: list[Built],
+                stores: Mapping[str, Stores]) -> NeedCheck:
+    """One (question, need) pair: tested by taking the need's declared filters out of the
+    gold SQL, or why not (with the question's own reason where it has one)."""
+    if q.expect != "answer":
+        why = f"the question expects {q.expect}: there is no answer for the need to change"
+        return NeedCheck(q.id, need, None, why, reason=why)
+    if "sql" not in q.gold:
+        why = "the question has no gold SQL to take the need's evidence out of"
+        return NeedCheck(q.id, need, None, why, reason=why)
+    if q.inverted:
+        why = ("an inverted question: the naive reading is right here by design, so taking "
+               "the need out is expected to keep the key")
+        return NeedCheck(q.id, need, None, why, reason=why)
+    columns = _ablation(evidence, need)
+    if not columns:
+        return NeedCheck(q.id, need, None, "the pack declares no ablation for it "
+                         "(evidence.<need>.ablate: the columns whose filters are the "
+                         "definition)")
+    reduced = without_filters(q.gold["sql"], columns)
+    if reduced is None:
+        return NeedCheck(q.id, need, None, "the gold SQL has no filter on "
+                         f"{', '.join(sorted(columns))} to take out")
+    moved, failed = [], ""
+    for built in builts:
+        if q.variants is not None and built.variant not in q.variants:
+            continue
+        key = compute_key(q, built)
+        got = run_fields(q, stores[built.variant], "sql", reduced)
+        if "error" in got or "refused" in got:
+            failed = str(got.get("error") or got.get("refused"))
+        elif same_fields(q, key, got, built.aliases):
+            moved.append(built.variant)
+    if failed and not moved:
+        return NeedCheck(q.id, need, None, "the gold SQL without its filter does not run: "
+                         f"{failed[:120]}")
+    if moved:
+        return NeedCheck(q.id, need, True, "the answer changes without it on "
+                         + ", ".join(moved))
+    return NeedCheck(q.id, need, False, "the gold SQL without its filter on "
+                     f"{', '.join(sorted(columns))} gives the key on every variant: the "
+                     "data never exercises it")
+
+
+def need_counts(checks: list[NeedCheck]) -> dict[str, int]:
+    """How a pack's (question, need) pairs stand: tested by ablation (`exercised` by the data,
+    or `never`), `untested` with a reason, and `unexplained` (untested, no reason)."""
+    return {"pairs": len(checks),
+            "exercised": sum(c.exercised is True for c in checks),
+            "never": sum(c.exercised is False for c in checks),
+            "untested": sum(c.exercised is None and bool(c.reason) for c in checks),
+            "unexplained": sum(c.exercised is None and not c.reason for c in checks)}
 
 
 # --- a whole pack, as `kgbench validate` checks it -------------------------------------------
@@ -350,8 +431,171 @@ def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport
                 report.problems.append(f"{name}/{built.variant}: {exc}")
     report.notes += not_run(pack, tuple(registered().values()))
     if needs and builts and not report.problems:
-        for n in check_needs(questions, builts):
+        try:
+            need_checks = check_needs(questions, builts, every=True)
+        except KgbenchError as exc:
+            report.problems.append(str(exc))
+            return report
+        for n in need_checks:
             if n.exercised is False:
                 report.problems.append(f"{files[n.question]}: question {n.question}: field "
                                        f"'needs': {n.need}: {n.why}")
+            elif not n.ok:
+                report.problems.append(
+                    f"{files[n.question]}: question {n.question}: field 'needs': {n.need} is "
+                    f"not tested ({n.why}) and {where} gives no reason (untested_needs."
+                    f"{n.need}: why taking its evidence out cannot test it)")
     return report
+
+
+# --- how long the same facts are in each reading condition ----------------------------------
+
+RDF_RATIO = 2.5
+"""How many times R1's prompt (the data as CSV) the prompt of a condition showing the data as
+Turtle (RDF_CONDITIONS) may be, unless the pack says why its data need more (`prompt_ratio:
+{max, why}` in pack.yaml; docs/conditions.md)."""
+RDF_CONDITIONS = ("R2", "R6")
+
+
+def reading_sizes(questions: list[Question], built: Built) -> dict[str, float]:
+    """Each reading condition's median prompt size in characters over the questions it asks on
+    this variant (the pack's reading conditions; a prompt per question, its data block built
+    once per persona)."""
+    from statistics import median
+
+    from pytest_kgbench.cases import pack_conditions
+    from pytest_kgbench.conditions import registered
+    from pytest_kgbench.prompts import Prompt, build_prompt, question_block
+
+    out: dict[str, float] = {}
+    conds = [c for c in pack_conditions(built.pack, tuple(registered().values()))
+             if c.mode == "reading"]
+    for cond in conds:
+        heads: dict[str, Prompt] = {}
+        sizes = []
+        for q in questions:
+            if "reading" not in q.modes or (q.variants and built.variant not in q.variants):
+                continue
+            if q.persona not in heads:
+                heads[q.persona] = build_prompt(cond, built, q)
+            head = heads[q.persona]
+            sizes.append(len(Prompt(head.system, head.context, question_block(q)).text))
+        if sizes:
+            out[cond.id] = float(median(sizes))
+    return out
+
+
+@dataclass
+class SizeCheck:
+    """One reading condition's median prompt on one variant, beside R1's: `bound` is the
+    ratio it must stay within (RDF_CONDITIONS only), `why` the pack's reason for a bound above
+    RDF_RATIO."""
+
+    variant: str
+    condition: str
+    chars: float
+    ratio: float | None
+    bound: float | None = None
+    why: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.bound is None or self.ratio is None or self.ratio <= self.bound
+
+
+def prompt_bound(manifest: Mapping[str, Any], where: str) -> tuple[float, str | None]:
+    """The ratio to R1 the pack's Turtle conditions must stay within: RDF_RATIO, or the
+    manifest's `prompt_ratio: {max, why}` (InputError naming the field when it is not a
+    number above RDF_RATIO with a reason)."""
+    entry = manifest.get("prompt_ratio")
+    if entry is None:
+        return RDF_RATIO, None
+    if not isinstance(entry, Mapping) or set(entry) != {"max", "why"}:
+        raise InputError(where, "must be {max: N, why: the reason the same facts need more "
+                         f"than {RDF_RATIO}× R1's prompt as Turtle}}", field="prompt_ratio")
+    bound, why = entry["max"], entry["why"]
+    if isinstance(bound, bool) or not isinstance(bound, (int, float)) or bound <= RDF_RATIO:
+        raise InputError(where, f"must be a number above {RDF_RATIO} (the default bound)",
+                         field="prompt_ratio.max")
+    if not isinstance(why, str) or not why.strip():
+        raise InputError(where, "must say why the pack's Turtle needs more",
+                         field="prompt_ratio.why")
+    return float(bound), why.strip()
+
+
+def check_prompt_sizes(questions: list[Question], builts: list[Built]) -> list[SizeCheck]:
+    """Every reading condition's median prompt on every variant, with its ratio to R1's; the
+    Turtle conditions (RDF_CONDITIONS) bounded by `prompt_bound`."""
+    if not builts:
+        return []
+    pack = builts[0].pack
+    bound, why = prompt_bound(pack.manifest, str(pack.dir / "pack.yaml"))
+    out = []
+    for built in builts:
+        sizes = reading_sizes(questions, built)
+        r1 = sizes.get("R1")
+        for cond, chars in sizes.items():
+            rdf = cond in RDF_CONDITIONS
+            out.append(SizeCheck(built.variant, cond, chars, chars / r1 if r1 else None,
+                                 bound if rdf else None, why if rdf else None))
+    return out
+
+
+def per_id_prefixes(built: Built) -> list[str]:
+    """The prefixes of the variant's Turtle that name a namespace deeper than one segment
+    below a namespace the pack declares (`A2256702338_____:` for one authorship's): a prefix
+    per id, where the pack's namespaces should be declared once each."""
+    from pytest_kgbench.executors.sparql import turtle_prefixes
+
+    declared = [str(v) for v in (built.pack.rdf.get("prefixes") or {}).values()]
+    out = []
+    for name, ns in sorted(turtle_prefixes(built.data_ttl).items()):
+        base = max((b for b in declared if ns.startswith(b) and ns != b), key=len, default=None)
+        if base is not None and "/" in ns[len(base):].strip("/"):
+            out.append(f"{name}: <{ns}>")
+    return out
+
+
+def check_lines(pack: Any, needs: list[NeedCheck], sizes: list[SizeCheck],
+                per_id: Mapping[str, list[str]]) -> tuple[list[str], bool]:
+    """What `kgbench check` prints of a pack's needs and prompt sizes, and whether that fails
+    it: a need never exercised or untested without a reason, a Turtle condition over its
+    bound, a prefix per id."""
+    from pytest_kgbench.costs import CHARS_PER_TOKEN
+
+    lines = []
+    for n in needs:
+        mark = {True: "ok ", False: "BAD", None: " - " if n.ok else "BAD"}[n.exercised]
+        said = n.why
+        if n.exercised is None and n.reason != n.why:  # a reason the pack gives, or none
+            said += f"; reason: {n.reason}" if n.reason else \
+                "; NO REASON GIVEN (pack.yaml untested_needs)"
+        lines.append(f"{mark} {n.question} needs {n.need}: {said}")
+    count = need_counts(needs)
+    lines.append(
+        f"needs of {pack.name}: {count['pairs']} (question, need) pairs across "
+        f"{', '.join(pack.variants)}: {count['exercised'] + count['never']} tested by taking "
+        f"their evidence out ({count['exercised']} exercised by the data, {count['never']} "
+        f"never), {count['untested']} untested with a reason, {count['unexplained']} "
+        "untested without one")
+    for variant in pack.variants:
+        row = [s for s in sizes if s.variant == variant]
+        lines.append(f"prompt sizes on {pack.name}/{variant} (median, ≈ tokens): " + "; ".join(
+            f"{s.condition} {int(s.chars) // CHARS_PER_TOKEN:,}"
+            + ("" if s.ratio is None or s.condition == "R1" else f" ({s.ratio:.2f}× R1)")
+            for s in row))
+    bounded = [s for s in sizes if s.bound is not None and s.ratio is not None]
+    if bounded:
+        why = bounded[0].why
+        lines.append(f"the Turtle conditions' bound: {bounded[0].bound:g}× R1's prompt"
+                     + (f" (pack.yaml prompt_ratio: {why})" if why else
+                        " (docs/conditions.md)"))
+    lines += [f"{'ok ' if s.ok else 'BAD'} {s.condition} on {pack.name}/{s.variant}: "
+              f"{s.ratio:.2f}× R1" + ("" if s.ok else f", more than {s.bound:g}×")
+              for s in bounded]
+    lines += [f"BAD {pack.name}/{variant}: its Turtle declares {len(found)} prefixes of one id "
+              f"each (e.g. {found[0]}): a pack's namespaces are declared once"
+              for variant, found in per_id.items() if found]
+    failed = (bool(count["never"] or count["unexplained"]) or any(not s.ok for s in sizes)
+              or any(per_id.values()))
+    return lines, failed

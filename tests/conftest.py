@@ -91,10 +91,14 @@ def wait_until(ready: Callable[[], Any], timeout: float, proc: Any = None,
 
 
 def untimed(conditions: dict) -> dict:
-    """report.json's arms without their median latency (a timing: serial and parallel runs
-    agree on everything else)."""
-    return {arm: {**c, "effort": {k: v for k, v in (c.get("effort") or {}).items()
-                                  if k != "latency_s"}} for arm, c in conditions.items()}
+    """report.json's arms without their median latency, the arm's and each tier's (a timing:
+    serial and parallel runs agree on everything else)."""
+    def drop(c: dict) -> dict:
+        return {**c, "effort": {k: v for k, v in (c.get("effort") or {}).items()
+                                if k != "latency_s"}}
+
+    return {arm: {**drop(c), "by_tier": {t: drop(b) for t, b in (c.get("by_tier") or {}).items()}}
+            for arm, c in conditions.items()}
 
 
 def run_records(p: pytest.Pytester) -> list[dict]:

@@ -261,17 +261,20 @@ def test_the_graph_store_describes_its_classes_not_one_prefix_per_authorship(
     ex = STORES[0].open(research_base, "raw", guard_for(research_base, "analyst"))
     try:
         shown = ex.prefixes()
-        assert {"rs", "rsi", "work", "author", "institution"} <= set(shown)
-        assert not [ns for ns in shown.values() if "/authorship/" in ns or "/citation/" in ns]
+        assert {"rs", "rsi", "work", "author", "institution", "authorship",
+                "citation"} <= set(shown)
+        # one prefix per class namespace (issue 30, item 16), none per authorship
+        assert [ns for ns in shown.values() if "/authorship/" in ns or "/citation/" in ns] == [
+            "https://kgbench.example/research/id/authorship/",
+            "https://kgbench.example/research/id/citation/"]
         block = ex.store_block()
         assert block.count("PREFIX") == len(shown) < 20
         listed, _ = call_tool(ex, "list_tables", {})
         assert listed.count("PREFIX") == len(shown)
-        # the store still binds them all, and the reading prompts' Turtle still uses them
         bound = ex.info["namespaces"]
-        assert sum("/authorship/" in ns for ns in bound.values()) > 100
+        assert sum("/authorship/" in ns for ns in bound.values()) == 1
         ttl = research_base.files().data.read_text(encoding="utf-8")
-        assert ttl.count("/authorship/") > 100
+        assert ttl.count("/authorship/") == 1 and ttl.count("\nauthorship:W") > 100
         one = next(ns for ns in bound.values() if "/authorship/" in ns)
         result = ex.run(f"SELECT ?s WHERE {{ ?s ?p ?o FILTER(STRSTARTS(STR(?s), \"{one}\")) }}")
         assert not result.error and result.rows
