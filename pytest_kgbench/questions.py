@@ -33,7 +33,7 @@ RESERVED_FIELDS = ("abstain", "declined", "definitions_used", "records_used")
 _TOP_KEYS = {
     "id", "tier", "variants", "text", "answer", "key", "params", "hand_key", "gold", "trap",
     "why", "needs", "expect", "persona", "must_not_contain", "checklist", "modes", "inverted",
-    "disagreement", "skip",
+    "disagreement", "skip", "family", "trap_why",
 }
 MODES = ("reading", "querying")
 KEY_QUERIES = ("gold.sql", "gold.sparql")  # a key taken from running that reference query
@@ -95,6 +95,8 @@ class Question:
     inverted: bool = False  # the naive reading is right here; the trap is an over-correction
     disagreement: str | None = None  # why its SQL and SPARQL references disagree
     skip: str | None = None  # why it cannot be asked or graded anywhere
+    family: str | None = None  # the trap family an L3 question belongs to (pack.yaml's families)
+    trap_why: str | None = None  # why a strong model could plausibly give the trap answer
     sha256: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
     pack_name: str = ""  # the pack asked (a folder pack's questions.yaml); else the file's stem
@@ -315,7 +317,7 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
                          "write to: set modes: [querying] (in a reading condition no model "
                          "runs a query, so none could be refused)", question=qid, field="modes")
     marks = {}
-    for name in ("disagreement", "skip"):
+    for name in ("disagreement", "skip", "family", "trap_why"):
         value = entry.get(name)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InputError(where, "must say why, as text", question=qid, field=name)
@@ -331,5 +333,5 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
         checklist=_str_list(entry, "checklist", where, qid), modes=tuple(modes),
         inverted=bool(entry.get("inverted", False)), sha256=sha,
         disagreement=marks["disagreement"], skip=marks["skip"],
-        raw=entry,
+        family=marks["family"], trap_why=marks["trap_why"], raw=entry,
     )
