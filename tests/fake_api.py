@@ -3,7 +3,7 @@
 It speaks enough of the Anthropic Messages API for the real SDK and the real Claude Code CLI:
 POST /v1/messages answered as plain JSON, or as server-sent events when the request asks to
 stream; error statuses with the API's error body and retry-after headers; a stall (before the
-reply, or mid-stream); a malformed body; an answer cut at max_tokens; a prompt too long for the
+reply, or mid-stream); a reply that trickles a byte at a time; a malformed body; an answer cut at max_tokens; a prompt too long for the
 model's window. Each request takes the next scripted step; when the script is empty, `default`
 answers. Requests from the judge (its system prompt) are answered by `judge` when it is set, so
 a test can fail the judge alone.
@@ -84,6 +84,12 @@ def is_judge(body: dict[str, Any]) -> bool:
 
 def malformed() -> Step:
     return {"kind": "malformed"}
+
+
+def trickle(step: Step, every: float = 0.1) -> Step:
+    """`step`'s reply (a message) sent as a slow server or proxy may: the headers at once,
+    then the JSON body one byte every `every` seconds."""
+    return {"kind": "trickle", "step": step, "every": every}
 
 
 class FakeMessagesAPI(FakeServer):
@@ -200,6 +206,10 @@ class FakeMessagesAPI(FakeServer):
             return
         if kind == "malformed":
             handler._send(200, None, raw=b'{"id": "msg_1", "type": "message", "content": [')
+            return
+        if kind == "trickle":
+            data = json.dumps(self._message(step["step"], request)).encode()
+            self.trickle(handler, data, step["every"])
             return
         message = self._message(step, request)
         if request.get("stream"):

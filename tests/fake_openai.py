@@ -5,7 +5,7 @@ POST /v1/chat/completions (or /chat/completions, as a base URL without /v1 gives
 OpenAI does: a completion with tool calls or with text, `finish_reason` "length" for an answer
 cut at the output limit; error statuses with OpenAI's error body (`{"error": {"message",
 "type", "code"}}`) and retry-after headers; a 400 `context_length_exceeded`; a stall before the
-reply; a body cut in the middle; a completion with no choices. Each request takes the next
+reply; a reply that trickles a byte at a time; a body cut in the middle; a completion with no choices. Each request takes the next
 scripted step; when the script is empty, `default` answers. Requests from the judge (its
 system prompt) are answered by `judge` when it is set.
 """
@@ -86,6 +86,12 @@ def stall(seconds: float) -> Step:
 def malformed() -> Step:
     """A 200 whose JSON body is cut in the middle."""
     return {"kind": "malformed"}
+
+
+def trickle(step: Step, every: float = 0.1) -> Step:
+    """`step`'s completion sent as a slow server or proxy may: the headers at once, then the
+    JSON body one byte every `every` seconds."""
+    return {"kind": "trickle", "step": step, "every": every}
 
 
 def no_choices() -> Step:
@@ -237,5 +243,9 @@ class FakeChatAPI(FakeServer):
         if kind == "malformed":
             handler._send(200, None, raw=b'{"id": "chatcmpl-1", "object": "chat.completion", '
                                          b'"choices": [{"index": 0, "message": {"role": "assi')
+            return
+        if kind == "trickle":
+            data = json.dumps(self._completion(step["step"], request)).encode()
+            self.trickle(handler, data, step["every"])
             return
         handler._send(200, self._completion(step, request))

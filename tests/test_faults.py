@@ -16,10 +16,11 @@ from fake_api import (
     text,
     too_long,
     tool_use,
+    trickle,
     truncated,
 )
 
-from conftest import only_run, run_records
+from conftest import only_run, run_records, wait_until
 
 A_PLUS = "Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
 
@@ -121,6 +122,24 @@ def test_the_item_timeout_bounds_the_item_across_retries_and_rounds(project, api
     assert took < 30
 
 
+def test_a_reply_that_trickles_is_cut_at_the_item_deadline(project, api) -> None:
+    """Headers at once, then the body a byte every 0.1 s (about 35 s in all): every read gets
+    its byte well within the HTTP client's timeout, which bounds each read, so only a deadline
+    on the whole call stops it. The item is a timeout, and the server saw the client hang up
+    before the body was whole (it once read to the end: 60 s for an 8 s item)."""
+    api.default = lambda body: trickle(text(A_PLUS), every=0.1)
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                         "--item-timeout", "2")
+    result.assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["letter"], rec["grade"]) == ("timeout", "T", "wrong")
+    # the trickles end by themselves at the latest (size x 0.1 s); the cut ends them first
+    assert wait_until(lambda: all(t["done"] for t in api.trickles),
+                      timeout=max(t["size"] for t in api.trickles) * 0.5)
+    assert api.trickles and all(t["sent"] < t["size"] for t in api.trickles), api.trickles
+
+
 def self_citation_project(project, api):
     """A project with the research questions, whose model answers the self-citation question
     (research-Q33) rightly."""
@@ -205,3 +224,20 @@ def test_a_judge_the_harness_cannot_ask_banks_the_item_then_halts(project, api) 
     assert "404" in records[0]["metrics"]["judge"]["failed"]
     report = json.loads((only_run(p) / "report.json").read_text())
     assert [m["why"] for m in report["missing"]] == ["not asked: the run halted"]
+
+
+def test_an_argument_the_sdk_does_not_take_halts_rather_than_failing_each_item() -> None:
+    """A request the installed SDK refuses (a TypeError from its create) is ours: a halt, never
+    an F per item with the run going on."""
+    from pytest_kgbench.agents import faults
+    from pytest_kgbench.errors import HarnessBroken
+
+    def create(*, model: str, timeout: float) -> None:
+        raise AssertionError("never called with an argument it does not take")
+
+    with pytest.raises(HarnessBroken, match="refused the request's arguments.*temperature"):
+        faults.call_within(create, time.monotonic() + 5, attempts=3,
+                           timeout_error=TimeoutError, api_error=OSError,
+                           retryable=lambda exc: True, classify=lambda exc: exc,
+                           model="m", temperature=0.2)
+

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import credit_question, only_run, run_records
+from conftest import credit_question, only_run, run_records, wait_until
 from fake_openai import (
     malformed,
     no_choices,
@@ -18,6 +18,7 @@ from fake_openai import (
     text,
     too_long,
     tool_call,
+    trickle,
     truncated,
     unauthorized,
 )
@@ -220,6 +221,22 @@ def test_a_stall_past_the_item_timeout_is_a_timeout_grade(project, chat_api) -> 
     rec = run_records(p)[0]
     assert rec["status"] == "timeout" and rec["letter"] == "T" and rec["grade"] == "wrong"
     assert rec["elapsed_s"] < 3.5
+
+
+def test_a_reply_that_trickles_is_cut_at_the_item_deadline(project, chat_api) -> None:
+    """Headers at once, then the completion a byte every 0.1 s: the HTTP client's timeout
+    bounds each read, never the whole; the item's deadline does (test_faults.py has the
+    anthropic agent's)."""
+    chat_api.default = lambda body: trickle(text(A_PLUS), every=0.1)
+    p = project()
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01", "--item-timeout", "2"
+        ).assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["letter"], rec["grade"]) == ("timeout", "T", "wrong")
+    assert wait_until(lambda: all(t["done"] for t in chat_api.trickles),
+                      timeout=max(t["size"] for t in chat_api.trickles) * 0.5)
+    assert chat_api.trickles and all(t["sent"] < t["size"] for t in chat_api.trickles), \
+        chat_api.trickles
 
 
 def test_an_answer_cut_at_the_limit_is_truncated(project, chat_api) -> None:

@@ -7,7 +7,9 @@ loop a second, rolling breakpoint on the latest message lets each round read the
 it from the cache.
 
 One deadline per item: --item-timeout bounds the whole item — every round and every retry —
-not each attempt. Each call is given only the time left, and the retries the SDK would make
+not each attempt. Each call is given only the time left, and its connection is cut when that
+time is up (the SDK's timeout bounds each read: a reply that trickles in a byte at a time would
+outlast it), and the retries the SDK would make
 (429, 529, 5xx, a reset, a timeout; honouring retry-after) are made here, within that deadline.
 
 Faults are classified, never confused (DESIGN §3; the table is agents/faults.py):
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
 from pytest_kgbench.agents.batch import AnthropicBatches, Batching
-from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
+from pytest_kgbench.agents.cache import Gate, abort_connections, cut_at, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
@@ -98,6 +100,23 @@ def provider_problem(provider: str) -> str | None:
         return ("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment: the "
                 "anthropic agent cannot call the API")
     return None
+
+
+def sampling_problem(settings: Settings) -> str | None:
+    """Why --temperature / --top-p cannot be sent, or None: the installed SDK speaks the
+    Messages API as it is now, and its `Messages.create` (the same for Bedrock and Vertex)
+    has no parameter for them (anthropic 2.x takes none: the current models sample as they
+    are set). Refused before the run, never a TypeError in every item."""
+    import anthropic
+    from anthropic.resources.messages import Messages
+
+    missing = faults.untaken(Messages.create, settings)
+    if not missing:
+        return None
+    return (f"{', '.join(flag for _, flag in missing)}: the Messages API, as the installed "
+            f"anthropic SDK {anthropic.__version__} sends it, takes no "
+            f"{' or '.join(name for name, _ in missing)}; leave it out (the model's own "
+            "sampling is used, as without it)")
 
 
 def make_client(provider: str) -> Any:
@@ -177,7 +196,8 @@ def call_within(client: Any, deadline: float, *, pace: Any = None,
     return faults.call_within(client.messages.create, deadline, attempts=ATTEMPTS,
                               timeout_error=anthropic.APITimeoutError,
                               api_error=anthropic.APIError, retryable=_retryable,
-                              classify=classify, pace=pace, **kwargs)
+                              classify=classify, pace=pace,
+                              cut=lambda seconds: cut_at(client, seconds), **kwargs)
 
 
 def _cache_latest(messages: list[dict[str, Any]]) -> None:
@@ -230,6 +250,9 @@ class AnthropicAgent(Batching, BaseAgent):
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
         check_models(settings)
+        sampling = sampling_problem(settings)
+        if sampling:
+            return sampling
         if settings.batch and settings.provider != "anthropic":
             return (f"--batch goes through the Message Batches API of Anthropic's own API; "
                     f"{settings.provider}'s batch inference is another job API (files in cloud "

@@ -31,7 +31,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -243,15 +244,22 @@ class Gate:
 
 class _Tracked:
     """A network stream of the SDK's connection pool, known to its registry so a stopping run
-    can shut its socket down: a thread blocked reading the reply then wakes at once."""
+    can shut its socket down: a thread blocked reading the reply then wakes at once. It knows
+    the thread that last wrote a request on it (`owner`), which is the thread that reads the
+    reply: a deadline cuts that thread's connection alone (`cut_at`)."""
 
     def __init__(self, stream: Any, registry: Any) -> None:
         self._stream = stream
         self._registry = registry
+        self.owner: int | None = None
         registry.add(self)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+    def write(self, *args: Any, **kwargs: Any) -> Any:
+        self.owner = threading.get_ident()
+        return self._stream.write(*args, **kwargs)
 
     def start_tls(self, *args: Any, **kwargs: Any) -> _Tracked:
         return _Tracked(self._stream.start_tls(*args, **kwargs), self._registry)
@@ -290,9 +298,10 @@ class _TrackingBackend:
     def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _Tracked:
         return _Tracked(self._inner.connect_unix_socket(*args, **kwargs), self)
 
-    def abort(self) -> None:
+    def abort(self, owner: int | None = None) -> None:
+        """Shut down every stream, or only those whose request `owner` (a thread) wrote."""
         with self._lock:
-            streams = list(self.streams)
+            streams = [s for s in self.streams if owner is None or s.owner == owner]
         for stream in streams:
             stream.abort()
 
@@ -318,3 +327,30 @@ def abort_connections(sdk_client: Any) -> None:
     backend = getattr(_pool_of(sdk_client), "_network_backend", None)
     if isinstance(backend, _TrackingBackend):
         backend.abort()
+
+
+@contextmanager
+def cut_at(sdk_client: Any, seconds: float) -> Iterator[threading.Event]:
+    """Within the block, the connection this thread sends its request on is shut down once
+    `seconds` pass, and the event yielded is set: the HTTP client's timeout bounds each read,
+    so a reply that trickles a byte at a time would otherwise hold the call for as long as
+    the server likes. Cutting the socket wakes the blocked read with a connection error. A
+    client whose pool cannot be tracked is never cut (its reads keep their own timeout)."""
+    fired = threading.Event()
+    backend = getattr(_pool_of(sdk_client), "_network_backend", None)
+    if not isinstance(backend, _TrackingBackend):
+        yield fired
+        return
+    me = threading.get_ident()
+
+    def cut() -> None:
+        fired.set()
+        backend.abort(owner=me)
+
+    timer = threading.Timer(max(0.0, seconds), cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()

@@ -14,7 +14,9 @@ not errors: they are the model's answers, and misses.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
@@ -41,6 +43,23 @@ def classify_status(status: int | None, message: str) -> Exception:
     return TransientModelError(f"the API call failed ({status}) after the retries: {message}")
 
 
+SAMPLING = (("temperature", "--temperature"), ("top_p", "--top-p"))
+"""The sampling settings a run may send, as the SDKs name them and as the options do."""
+
+
+def untaken(create: Callable[..., Any], settings: Any) -> list[tuple[str, str]]:
+    """The sampling settings the run sets (`SAMPLING`: (parameter, option)) that `create` —
+    an installed SDK's request method — has no parameter for: sending one would be a
+    TypeError in every item, so the run refuses them before it starts."""
+    import inspect
+
+    params = inspect.signature(create).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return []
+    return [(name, flag) for name, flag in SAMPLING
+            if getattr(settings, name, None) is not None and name not in params]
+
+
 def wait_before_retry(exc: Exception, attempt: int) -> float:
     """retry-after(-ms) when the API says, else exponential backoff with jitter (as the SDKs)."""
     import random
@@ -57,13 +76,18 @@ def wait_before_retry(exc: Exception, attempt: int) -> float:
 def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
                 timeout_error: type[Exception], api_error: type[Exception],
                 retryable: Callable[[Exception], bool], classify: Callable[[Exception], Exception],
-                check: Callable[[Any], None] | None = None, pace: Any = None, **kwargs: Any
-                ) -> tuple[Any | None, int]:
+                check: Callable[[Any], None] | None = None, pace: Any = None,
+                cut: Callable[[float], AbstractContextManager[threading.Event]] | None = None,
+                **kwargs: Any) -> tuple[Any | None, int]:
     """One SDK call, `create(**kwargs, timeout=...)`, within `deadline` (time.monotonic()): at
     most `attempts` tries on what `retryable` says is worth retrying, each given only the time
     left, waiting retry-after when it fits. `check` may raise on a response the SDK accepted
     (a completion with no choices). Returns (the response, or None when the deadline passed;
     the attempts made). Raises the `classify`-ed error otherwise.
+
+    The SDK's timeout bounds each read of the reply, not the whole of it: `cut(seconds)`
+    (cache.cut_at) shuts the call's connection down when the time left is up, so a reply
+    that trickles in a byte at a time ends at the deadline too, as a timeout.
 
     `pace` (a pacing.Ticket, under --rpm/--tpm/--concurrency): each attempt first waits for the
     rate limits, the deadline is on the item's clock (the time the limits held it back is not
@@ -77,22 +101,30 @@ def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
         remaining = deadline - clock()
         if remaining <= 0:
             return None, attempt
-        try:
-            response = create(**kwargs, timeout=remaining)
-        except timeout_error as exc:
-            if clock() >= deadline - 0.05:
-                return None, attempt + 1
-            failure: Exception = exc
-        except api_error as exc:
-            if not retryable(exc):
-                raise classify(exc) from exc
-            failure = exc
-        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
-            raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
-        else:
-            if check is not None:
-                check(response)
-            return response, attempt + 1
+        with (cut(remaining) if cut is not None else nullcontext(threading.Event())) as cutoff:
+            try:
+                response = create(**kwargs, timeout=remaining)
+            except TypeError as exc:  # the installed SDK takes no such argument: ours, a halt
+                raise HarnessBroken(f"the installed SDK refused the request's arguments: "
+                                    f"{exc}") from exc
+            except timeout_error as exc:
+                if cutoff.is_set() or clock() >= deadline - 0.05:
+                    return None, attempt + 1
+                failure: Exception = exc
+            except api_error as exc:
+                if cutoff.is_set():  # the deadline cut the reply short: a timeout
+                    return None, attempt + 1
+                if not retryable(exc):
+                    raise classify(exc) from exc
+                failure = exc
+            except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
+                if cutoff.is_set():
+                    return None, attempt + 1
+                raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
+            else:
+                if check is not None:
+                    check(response)
+                return response, attempt + 1
         if attempt + 1 == attempts:
             raise classify(failure) from failure
         wait = wait_before_retry(failure, attempt)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
 from pytest_kgbench.agents.batch import Batching, OpenAIBatches
-from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
+from pytest_kgbench.agents.cache import Gate, abort_connections, cut_at, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
@@ -119,7 +119,7 @@ def call_within(client: Any, deadline: float, *, pace: Any = None,
     return faults.call_within(client.chat.completions.create, deadline, attempts=ATTEMPTS,
                               timeout_error=openai.APITimeoutError, api_error=openai.APIError,
                               retryable=_retryable, classify=classify, check=_has_choices,
-                              pace=pace, **kwargs)
+                              pace=pace, cut=lambda seconds: cut_at(client, seconds), **kwargs)
 
 
 def usage_of(response: Any) -> dict[str, int]:
@@ -227,6 +227,14 @@ class OpenAIAgent(Batching, BaseAgent):
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
         check_models(settings)
+        from openai.resources.chat.completions import Completions
+
+        missing = faults.untaken(Completions.create, settings)
+        if missing:  # what an older or newer SDK may lack: refused, never a TypeError per item
+            import openai
+
+            return (f"{', '.join(flag for _, flag in missing)}: the installed openai SDK "
+                    f"{openai.__version__} takes no {' or '.join(n for n, _ in missing)}")
         if asking and not settings.base_url and not os.environ.get("OPENAI_API_KEY"):
             return NO_CREDENTIAL
         return None
