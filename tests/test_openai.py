@@ -10,6 +10,8 @@ import pytest
 
 from conftest import credit_question, only_run, run_records, wait_until
 from fake_openai import (
+    LOCAL_TOO_LONG,
+    local_too_long,
     malformed,
     no_choices,
     rate_limited,
@@ -211,6 +213,26 @@ def test_a_prompt_past_the_context_is_skipped_with_the_reason(project, chat_api)
     report = json.loads((only_run(p) / "report.json").read_text())
     (skipped,) = report["skipped"]
     assert "maximum context length is 128000 tokens" in skipped["reason"]
+
+
+@pytest.mark.parametrize("server", sorted(LOCAL_TOO_LONG))
+def test_a_local_servers_too_long_is_skipped_as_the_providers_is(project, chat_api,
+                                                                 server) -> None:
+    """llama.cpp's 400 exceed_context_size_error was read as a malformed request and halted
+    the run; each local server's own body for a prompt past its context is a skip."""
+    chat_api.push(local_too_long(server), text(A_PLUS))
+    p = project()
+    result = ask(p, chat_api, "--condition", "R1", "-k", "Q01 or Q03")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert result.ret == 0
+    assert len(chat_api.requests) == 2  # not retried; the run went on
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (skipped,) = report["skipped"]
+    assert skipped["reason"].startswith("the prompt is longer than the model accepts (400)")
+    body = LOCAL_TOO_LONG[server][1]
+    said = body.get("error", body)
+    said = said if isinstance(said, str) else said["message"]
+    assert said[:40] in skipped["reason"]
 
 
 def test_a_stall_past_the_item_timeout_is_a_timeout_grade(project, chat_api) -> None:

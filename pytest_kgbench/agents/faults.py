@@ -21,9 +21,21 @@ from typing import Any
 
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
 
-TOO_LONG = ("prompt is too long", "context length", "context window")
+TOO_LONG = ("prompt is too long", "context length", "context window",
+            "exceeds the available context size",  # llama.cpp's server
+            "context the overflows")                # LM Studio's (sic)
+# what the servers run behind --agent openai name it: OpenAI's `code`, llama.cpp's `type`
+TOO_LONG_KINDS = ("context_length_exceeded", "exceed_context_size_error")
 BILLING = ("credit balance is too low", "billing")
 CREDENTIAL = ("not logged in", "invalid api key", "authentication", "oauth token")
+
+
+def too_long(message: str, *kinds: object) -> bool:
+    """Whether an error says the prompt is longer than the model takes: its message in any of
+    the wordings of the providers and local servers (Anthropic, OpenAI, llama.cpp, vLLM,
+    Ollama, LM Studio, SGLang), or its code or type (`kinds`)."""
+    low = message.lower()
+    return any(k in TOO_LONG_KINDS for k in kinds) or any(t in low for t in TOO_LONG)
 
 
 def classify_status(status: int | None, message: str) -> Exception:
@@ -34,7 +46,7 @@ def classify_status(status: int | None, message: str) -> Exception:
         return HarnessBroken(f"the API rejected the credential ({status}): {message}")
     if status == 402 or any(b in low for b in BILLING):
         return HarnessBroken(f"the account cannot pay for the call ({status}): {message}")
-    if status == 413 or any(t in low for t in TOO_LONG):
+    if status == 413 or too_long(low):
         return ItemSkipped(f"the prompt is longer than the model accepts ({status}): {message}")
     if status == 404:
         return HarnessBroken(f"the API does not know this model or endpoint (404): {message}")

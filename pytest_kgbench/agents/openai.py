@@ -15,7 +15,9 @@ with the last round's results, then `tool_choice: "none"`), the same one deadlin
 - a rate limit (429, honouring retry-after), an overload or a 5xx still failing after the
   retries, a reset, or a body that is not a completion, is `TransientModelError`: rerun, never
   graded;
-- a prompt longer than the model's context (`context_length_exceeded`) is `ItemSkipped`;
+- a prompt longer than the model's context is `ItemSkipped`, in the words of OpenAI
+  (`context_length_exceeded`) and of the servers run behind --base-url: llama.cpp
+  (`exceed_context_size_error`), vLLM, Ollama, LM Studio, SGLang (agents/faults.py);
 - an answer cut at --max-tokens (finish_reason `length`) is `truncated`, and running past
   --item-timeout is `timeout`: the model's misses.
 
@@ -67,7 +69,7 @@ def classify(exc: Exception) -> Exception:
     if isinstance(exc, openai.APIStatusError):
         message = _message(exc)
         code = getattr(exc, "code", None)
-        if code == "context_length_exceeded":
+        if faults.too_long(message, code, getattr(exc, "type", None)):
             return ItemSkipped(f"the prompt is longer than the model accepts "
                                f"({exc.status_code}): {message}")
         if code == "insufficient_quota":
@@ -79,8 +81,11 @@ def classify(exc: Exception) -> Exception:
 
 def _message(exc: Any) -> str:
     """The API's own error message (OpenAI's body is {"error": {...}}; the SDK hands the
-    inner object, other servers may hand the whole body or a string)."""
+    inner object, other servers may hand the whole body or a string: LM Studio's is
+    {"error": "..."}, which the SDK hands as the string)."""
     body = getattr(exc, "body", None)
+    if isinstance(body, str) and body.strip():
+        return body
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
@@ -94,8 +99,9 @@ def _retryable(exc: Exception) -> bool:
     import openai
 
     if isinstance(exc, openai.APIStatusError):
-        if getattr(exc, "code", None) in ("insufficient_quota", "context_length_exceeded"):
-            return False
+        if getattr(exc, "code", None) == "insufficient_quota" or faults.too_long(
+                _message(exc), getattr(exc, "code", None), getattr(exc, "type", None)):
+            return False  # as long the second time (a local server may say it with a 500)
         should = exc.response.headers.get("x-should-retry")
         if should in ("true", "false"):
             return should == "true"
