@@ -16,7 +16,7 @@ from typing import Any
 
 from pytest_kgbench.costs import dollars, usage_of
 
-LETTER_ORDER = "CPWTABDF"
+LETTER_ORDER = "CPWTABDMNZF"
 
 
 def short(n: float) -> str:

@@ -5,9 +5,10 @@ POST /v1/chat/completions (or /chat/completions, as a base URL without /v1 gives
 OpenAI does: a completion with tool calls or with text, `finish_reason` "length" for an answer
 cut at the output limit; error statuses with OpenAI's error body (`{"error": {"message",
 "type", "code"}}`) and retry-after headers; a 400 `context_length_exceeded`, and the local
-servers' own too-long bodies (LOCAL_TOO_LONG: llama.cpp, vLLM, Ollama, LM Studio, SGLang); a stall before the
-reply; a reply that trickles a byte at a time; a body cut in the middle; a completion with no choices. Each request takes the next
-scripted step; when the script is empty, `default` answers. Requests from the judge (its
+servers' own too-long bodies (LOCAL_TOO_LONG: llama.cpp, vLLM, Ollama, LM Studio, SGLang); a
+stall before the reply; a reply that trickles a byte at a time; a refusal (`message.refusal`);
+an empty reply; a body cut in the middle; a completion with no choices. Each request takes the
+next scripted step; when the script is empty, `default` answers. Requests from the judge (its
 system prompt) are answered by `judge` when it is set.
 """
 
@@ -115,6 +116,18 @@ def truncated(body: str = "The answer is cut off here because the", *,
     step = text(body, completion_tokens=completion_tokens)
     step["finish_reason"] = "length"
     return step
+
+
+def refusal(says: str = "I'm sorry, but I can't help with that.") -> Step:
+    """OpenAI's refusal: the message's `refusal` set, its content null."""
+    return {"kind": "completion", "finish_reason": "stop",
+            "message": {"role": "assistant", "content": None, "refusal": says},
+            "usage": {"prompt_tokens": 100, "completion_tokens": 9, "total_tokens": 109}}
+
+
+def empty() -> Step:
+    """A completion with nothing in it: content "" and finish_reason "stop"."""
+    return text("", completion_tokens=0)
 
 
 def stall(seconds: float) -> Step:

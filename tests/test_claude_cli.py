@@ -288,6 +288,20 @@ def test_the_clis_errors_are_not_grades(project, cli, step, ret, says) -> None:
             [("skipped", "skipped", "skipped")] * 2
 
 
+@pytest.mark.parametrize("code, kind", [(401, "authentication_error"),
+                                        (403, "permission_error")])
+def test_a_rejected_credential_stops_the_cli_at_once(project, cli, code, kind) -> None:
+    """Claude Code retries a 401 (CLAUDE_CODE_MAX_RETRIES): two more calls that no retry can
+    change. Its first retry event stops it, and the run halts."""
+    cli.default = lambda body: status(code, retry_after_ms=None, kind=kind)
+    p = project()
+    result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",
+                         "--condition", "R1", "-k", "Q01")
+    assert result.ret == 3
+    result.stdout.fnmatch_lines([f"*harness is broken*rejected the credential ({code})*"])
+    assert len(cli.requests) == 1
+
+
 def test_not_logged_in_halts(project, cli, monkeypatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     p = project()

@@ -20,7 +20,7 @@ from fake_api import (
     truncated,
 )
 
-from conftest import only_run, run_records, wait_until
+from conftest import cli_session, only_run, run_records, wait_until
 
 A_PLUS = "Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
 
@@ -240,4 +240,88 @@ def test_an_argument_the_sdk_does_not_take_halts_rather_than_failing_each_item()
                            timeout_error=TimeoutError, api_error=OSError,
                            retryable=lambda exc: True, classify=lambda exc: exc,
                            model="m", temperature=0.2)
+
+
+@pytest.fixture
+def backend(request, monkeypatch, tmp_path):
+    """One model backend against its fake API on 127.0.0.1: (its name, the fake, the command
+    line that asks through it, the fake's module of steps)."""
+    import fake_api
+    import fake_openai
+
+    name = request.param
+    if name == "openai":
+        with fake_openai.FakeChatAPI() as server:
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+            yield name, server, ["--agent", "openai", "--base-url", server.url, "--model",
+                                 "gpt-test-1"], fake_openai
+    elif name == "anthropic":
+        with fake_api.FakeMessagesAPI() as server:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+            yield name, server, ["--model", "sonnet"], fake_api
+    else:
+        with cli_session(monkeypatch, tmp_path, lambda body: fake_api.text(A_PLUS)) as server:
+            yield name, server, ["--agent", "claude-cli", "--model", "sonnet"], fake_api
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai", "claude-cli"], indirect=True)
+def test_a_refusal_is_banked_once_with_its_own_letter_on_every_backend(project, backend) -> None:
+    """A policy refusal is the model's behaviour: one request, banked with status `refused`
+    and letter N, a miss. (claude-cli read it as transient: three paid sessions, then F;
+    anthropic and openai banked it as an ordinary W.)"""
+    name, server, args, steps = backend
+    server.default = lambda body: steps.refusal()
+    p = project()
+    result = p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 1 and "rerun" not in outcomes, outcomes
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["behaviour"], rec["letter"], rec["grade"], rec["score"]) == \
+        ("refused", "refused", "N", "wrong", 0.0), name
+    assert rec["reason"].startswith("the model refused to answer")
+    assert len(server.requests) == 1  # asked once, never again
+    result.stdout.fnmatch_lines(["questions/credit.yaml N*", "*: N 1 (C correct*N refused*"])
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai"], indirect=True)
+def test_an_empty_reply_is_asked_again_within_the_deadline(project, backend) -> None:
+    """An empty reply is a fault, not an answer: asked again, the second reply is graded."""
+    name, server, args, steps = backend
+    server.push(steps.empty())
+    server.default = lambda body: steps.text(A_PLUS)
+    p = project()
+    p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert rec["status"] == "answered" and rec["answer"]["block"] == {"rating": "A+"}
+    assert len(server.requests) == 2
+    assert rec["sent"]["calls"][-1]["empty_replies"] == 1
+    assert rec["answer"]["tokens"]["input"] == 200  # both replies were billed
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai", "claude-cli"], indirect=True)
+def test_a_reply_empty_every_time_is_its_own_status_and_never_cached(project, backend) -> None:
+    """Still empty after the tries the deadline allows: status `empty`, letter Z, a miss; and
+    never stored, so a second run asks again (an empty reply was cached, and replayed)."""
+    name, server, args, steps = backend
+    server.default = lambda body: steps.empty()
+    p = project()
+    p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01", "--run-id", "first"
+                ).assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["behaviour"], rec["letter"], rec["grade"]) == \
+        ("empty", "empty", "Z", "wrong"), name
+    assert "empty" in rec["reason"]
+    # our three tries; Claude Code asks once more itself, in its session
+    tries = 2 if name == "claude-cli" else 3
+    assert len(server.requests) == tries
+    p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01", "--run-id", "second"
+                ).assert_outcomes(passed=1)
+    assert len(server.requests) == 2 * tries  # asked again: nothing was cached
+    if name != "claude-cli":  # the control: an answer is cached, and a third run asks nothing
+        server.default = lambda body: steps.text(A_PLUS)
+        for run_id in ("third", "fourth"):
+            p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01", "--run-id",
+                        run_id).assert_outcomes(passed=1)
+        assert len(server.requests) == 2 * tries + 1
 

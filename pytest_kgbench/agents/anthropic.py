@@ -19,8 +19,11 @@ Faults are classified, never confused (DESIGN §3; the table is agents/faults.py
   `TransientModelError`, which pytest-rerunfailures reruns; it is never graded;
 - a prompt longer than the model's context window is `ItemSkipped`: the item is skipped with the
   reason and the run goes on;
-- an answer cut at --max-tokens (stop_reason max_tokens) is status `truncated`, and running past
-  --item-timeout is status `timeout`: the model failing, which is data (a miss).
+- an answer cut at --max-tokens (stop_reason max_tokens) is status `truncated`, a refusal
+  (stop_reason refusal) is status `refused`, and running past --item-timeout is status
+  `timeout`: the model failing, which is data (a miss);
+- an empty reply (content [], or blank text and no tool call) is asked again within the
+  deadline and never stored in the response cache; still empty, it is status `empty` (a miss).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import json
 import os
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -218,6 +222,11 @@ def served(response: Any, attempts: int) -> dict[str, Any]:
             "request_id": getattr(response, "_request_id", None), "attempts": attempts}
 
 
+def _empty(response: Any) -> bool:
+    """Whether a message carries nothing (faults.empty_reply)."""
+    return faults.empty_reply(response.model_dump(mode="json"))
+
+
 def _usage(response: Any) -> dict[str, int]:
     usage = getattr(response, "usage", None)
     return {"input": int(getattr(usage, "input_tokens", 0) or 0),
@@ -345,18 +354,27 @@ class AnthropicAgent(Batching, BaseAgent):
                 kwargs["output_config"] = {"effort": self.effort}
             kwargs.update(self.sampling())
             _cache_latest(messages)
+
+            def spent(response: Any, hit: bool) -> None:
+                if not hit:  # a cached response costs nothing: its tokens are not spend
+                    self._count(answer, getattr(response, "usage", None))
+
             if batched and round_no == 0:
                 response, attempts, hit = self.from_batch(client, deadline, kwargs, task)
                 deadline = float("inf")  # the wait for a batch is not the model's time
+                empties = int(response is not None and _empty(response))
+                if response is not None:
+                    spent(response, hit)
             else:
-                response, attempts, hit = self.gated(client, deadline, kwargs, task.repeat)
+                response, attempts, hit, empties = faults.retry_empty(
+                    partial(self.gated, client, deadline, kwargs, task.repeat), _empty,
+                    deadline, self.gate.clock, spent, ATTEMPTS)
             if response is None or (not hit and self.gate.clock() > deadline):
                 return self._timeout(answer, start, self.gate.clock())
-            calls.append({**served(response, attempts), **({"cache_hit": True} if hit else {})})
+            calls.append({**served(response, attempts), **({"cache_hit": True} if hit else {}),
+                          **({"empty_replies": empties} if empties else {})})
             answer.rounds += 1
             hits += hit
-            if not hit:  # a cached response costs nothing: its tokens are not spend
-                self._count(answer, getattr(response, "usage", None))
             tool_uses = [b for b in response.content if b.type == "tool_use"]
             if response.stop_reason == "tool_use" and tool_uses and round_no < max_rounds:
                 messages.append({"role": "assistant",
@@ -383,6 +401,13 @@ class AnthropicAgent(Batching, BaseAgent):
             if response.stop_reason == "max_tokens":
                 answer.status = "truncated"
                 answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
+            elif response.stop_reason == "refusal":
+                answer.status = "refused"
+                answer.error = "the model refused to answer (stop_reason refusal)"
+            elif _empty(response):
+                answer.status = "empty"
+                answer.error = (f"the model's reply was empty (no text, no tool call) "
+                                f"{empties} time(s) in a row")
             break
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}

@@ -6,7 +6,8 @@ Every model request an agent makes goes through `gated`:
   content — the endpoint, the model, the messages, the tools, every setting sent — and the
   item's repeat index, so a rerun, a resumed run after a crash mid-item, or a second run over
   the same items is answered from disk at no cost, while each repeat stays its own request.
-  Only what the model answered is stored (an error or a timeout never is); a hit is marked in
+  Only what the model answered is stored (an error, a timeout or an empty reply never is, and an
+  empty reply stored by an older version is asked again); a hit is marked in
   the item's record (`sent.calls[].cache_hit`, `sent.response_cache`) and its tokens are not
   counted as spend. The cache is one file per request under `responses_dir`, written
   atomically, so xdist workers share it without a lock.
@@ -36,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_kgbench.agents.faults import empty_reply
 from pytest_kgbench.costs import CHARS_PER_TOKEN, dollars
 from pytest_kgbench.errors import BudgetReached
 from pytest_kgbench.pacing import Pace, Ticket, estimate_tokens
@@ -67,14 +69,21 @@ class ResponseCache:
         return self.dir / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored response of a request, or None (absent, or unreadable: asked again)."""
+        """The stored response of a request, or None (absent, unreadable, or an empty reply:
+        asked again)."""
         try:
             data = json.loads(self.path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return data.get("response") if isinstance(data, dict) else None
+        response = data.get("response") if isinstance(data, dict) else None
+        if not isinstance(response, dict) or empty_reply(response):
+            return None
+        return response
 
     def put(self, key: str, response: Mapping[str, Any]) -> None:
+        """Store a response; an empty reply is a fault, never stored (a rerun asks again)."""
+        if empty_reply(response):
+            return
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")

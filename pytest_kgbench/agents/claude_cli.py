@@ -22,8 +22,11 @@ client that silently lost its tools would otherwise score as a weak model. The M
 every call, so the item banks the queries the session ran, with their results.
 
 Errors are classified as the anthropic agent's are (agents/faults.py): not logged in, a
-rejected key, no credit -> halt; a prompt too long for the window -> skipped; a malformed request
-or unknown model -> halt; overload and the rest -> rerun, never graded.
+rejected key, no credit -> halt (a 401 or 403 the CLI starts retrying stops it at once); a
+prompt too long for the window -> skipped; a malformed request or unknown model -> halt; overload
+and the rest -> rerun, never graded. A policy refusal (the result's stop_reason "refusal") is
+the model's answer, status `refused`, banked once; an empty reply (Claude Code asks once more
+itself) is status `empty`.
 
 The binary is `claude` on PATH, `.tools/node_modules/.bin/claude` under the repository, or the
 path in KGBENCH_CLAUDE. It reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL like the SDK, or the
@@ -126,6 +129,12 @@ class Stream:
     timed_out: bool = False
     returncode: int | None = None
     stderr: str = ""
+    # the CLI retrying a call the credential decides (401, 403): stopped at once, as more
+    # tries cannot succeed (it retried a 401 twice)
+    rejected: dict[str, Any] | None = None
+
+
+REJECTED = (401, 403)  # statuses the CLI retries that no retry can change
 
 
 def converse(cmd: list[str], *, cwd: Path, env: dict[str, str], first: str, deadline: float,
@@ -161,6 +170,11 @@ def converse(cmd: list[str], *, cwd: Path, env: dict[str, str], first: str, dead
             kind = event.get("type")
             if kind == "system" and event.get("subtype") == "init" and out.init is None:
                 out.init = event
+            elif kind == "system" and event.get("subtype") == "api_retry" and \
+                    event.get("error_status") in REJECTED:
+                out.rejected = event
+                _stop(proc)
+                break
             elif kind == "assistant":
                 out.assistant.append(event.get("message") or {})
             elif kind == "result":
@@ -351,6 +365,9 @@ class ClaudeCliAgent(BaseAgent):
         offering exactly `tools` of ours (a schema arm without discovery offers run_query
         alone: a list_tables there would be a broken harness, not a model's choice)."""
         init, results = stream.init, stream.results
+        if stream.rejected is not None:
+            raise classify_status(stream.rejected.get("error_status"),
+                                  str(stream.rejected.get("error") or "a rejected credential"))
         if init is None or not results:
             raise HarnessBroken(f"the CLI gave no init or result event (exit "
                                 f"{stream.returncode}): {stream.stderr.strip()[-500:]}")
@@ -373,7 +390,14 @@ class ClaudeCliAgent(BaseAgent):
                     "cache_read": sum(int(u.get("cache_read_input_tokens") or 0) for u in usage),
                     "cache_write": sum(int(u.get("cache_creation_input_tokens") or 0)
                                        for u in usage)})
-        if result.get("is_error"):
+        if result.get("stop_reason") == "refusal":  # the model's own: banked, never retried
+            answer.text = _last_text(stream)
+            answer.status = "refused"
+            answer.error = ("the model refused to answer (stop_reason refusal): "
+                            + str(result.get("result") or "").splitlines()[0][:300]
+                            if result.get("result") else
+                            "the model refused to answer (stop_reason refusal)")
+        elif result.get("is_error"):
             message = str(result.get("result") or result.get("subtype") or "")
             if CUT in message:  # the CLI's own continuations were cut too
                 answer.text = _last_text(stream)
@@ -383,6 +407,10 @@ class ClaudeCliAgent(BaseAgent):
                 answer.text = _last_text(stream)  # it kept calling refused tools: no answer
             else:
                 raise classify_status(result.get("api_error_status"), message)
+        elif not answer.text.strip():
+            # Claude Code itself asks once more when a reply has no visible output
+            answer.status = "empty"
+            answer.error = "the model's reply was empty (no text), after Claude Code asked again"
         answer.block = extract_block(answer.text)
         return answer
 

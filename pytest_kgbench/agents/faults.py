@@ -9,13 +9,17 @@ errors, Claude Code's `is_error` results): the one table of fault classes.
   `TransientModelError` (rerun by pytest-rerunfailures, never graded).
 
 An answer cut at the output limit (`truncated`) and an item past --item-timeout (`timeout`) are
-not errors: they are the model's answers, and misses.
+not errors: they are the model's answers, and misses. So is a refusal (`refused`: Anthropic's
+stop_reason "refusal", OpenAI's `message.refusal` or finish_reason "content_filter", Claude
+Code's refusal result): the model's behaviour, banked once, never retried. An empty reply (no
+text and no tool call) is a fault first: asked again within the deadline (`retry_empty`),
+never stored in the response cache, and only if every try is empty banked as `empty`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -70,6 +74,55 @@ def untaken(create: Callable[..., Any], settings: Any) -> list[tuple[str, str]]:
         return []
     return [(name, flag) for name, flag in SAMPLING
             if getattr(settings, name, None) is not None and name not in params]
+
+
+def empty_reply(data: Mapping[str, Any]) -> bool:
+    """Whether a model's reply (an Anthropic message or a Chat Completions completion, as JSON)
+    carries nothing: no text that is not blank, no tool call, no refusal, and not cut at the
+    output limit. A completion with no choices at all is a malformed body, not this."""
+    if isinstance(data.get("choices"), list):
+        if not data["choices"]:
+            return False
+        choice = data["choices"][0] or {}
+        message = choice.get("message") or {}
+        return (choice.get("finish_reason") not in ("length", "content_filter")
+                and not str(message.get("content") or "").strip()
+                and not message.get("tool_calls") and not message.get("refusal"))
+    if not isinstance(data.get("content"), list):
+        return False
+    return data.get("stop_reason") not in ("max_tokens", "refusal") and not any(
+        b.get("type") == "tool_use" or (b.get("type") == "text" and str(b.get("text")).strip())
+        for b in data["content"] if isinstance(b, Mapping))
+
+
+def retry_empty(call: Callable[[], tuple[Any, int, bool]], empty: Callable[[Any], bool],
+                deadline: float, clock: Callable[[], float], spent: Callable[[Any, bool], None],
+                attempts: int) -> tuple[Any | None, int, bool, int]:
+    """Make one model call with `call` (the agent's gated call: (response or None past the
+    deadline, attempts, cache hit)) and ask again while the reply is `empty`, at most
+    `attempts` times in all and only while the deadline leaves room for the wait between.
+    `spent(response, hit)` counts every reply's tokens, the empty ones' too (they were
+    billed). Returns (the last response, or None past the deadline; the attempts made;
+    whether it came from the cache; how many empty replies came)."""
+    import time
+
+    made = empties = 0
+    response: Any = None
+    hit = False
+    for i in range(attempts):
+        response, tries, hit = call()
+        made += tries
+        if response is None:
+            return None, made, hit, empties
+        spent(response, hit)
+        if not empty(response):
+            return response, made, hit, empties
+        empties += 1
+        wait = min(0.5 * 2.0 ** i, 8.0)
+        if i + 1 == attempts or clock() + wait >= deadline:
+            break
+        time.sleep(wait)
+    return response, made, hit, empties
 
 
 def wait_before_retry(exc: Exception, attempt: int) -> float:

@@ -18,8 +18,11 @@ with the last round's results, then `tool_choice: "none"`), the same one deadlin
 - a prompt longer than the model's context is `ItemSkipped`, in the words of OpenAI
   (`context_length_exceeded`) and of the servers run behind --base-url: llama.cpp
   (`exceed_context_size_error`), vLLM, Ollama, LM Studio, SGLang (agents/faults.py);
-- an answer cut at --max-tokens (finish_reason `length`) is `truncated`, and running past
-  --item-timeout is `timeout`: the model's misses.
+- an answer cut at --max-tokens (finish_reason `length`) is `truncated`, a refusal
+  (`message.refusal`, or finish_reason `content_filter`) is `refused`, and running past
+  --item-timeout is `timeout`: the model's misses;
+- an empty reply (no content, no tool call) is asked again within the deadline and never
+  stored in the response cache; still empty, it is `empty` (a miss).
 
 The key is OPENAI_API_KEY; a local server (--base-url) needs none. Prices come from the
 settings ([tool.kgbench.prices."<model id>"]); a model without one (a local model, as a rule)
@@ -33,6 +36,7 @@ import json
 import os
 import threading
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
@@ -166,6 +170,11 @@ def served(response: Any, attempts: int, hit: bool = False) -> dict[str, Any]:
     if hit:
         out["cache_hit"] = True
     return out
+
+
+def _empty(response: Any) -> bool:
+    """Whether a completion carries nothing (faults.empty_reply)."""
+    return faults.empty_reply(response.model_dump(mode="json"))
 
 
 def _dump(response: Any) -> dict[str, Any]:
@@ -326,22 +335,30 @@ class OpenAIAgent(Batching, BaseAgent):
                 kwargs["tools"] = tools
                 if round_no == max_rounds:
                     kwargs["tool_choice"] = "none"
+            def spent(response: Any, hit: bool) -> None:
+                nonlocal known
+                if not hit:  # a cached response costs nothing: its tokens are not spend
+                    for name, value in usage_of(response).items():
+                        answer.tokens[name] += value
+                    known = known or reports_cache(response)
+
             if batched and round_no == 0:
                 response, attempts, hit = self.from_batch(client, kwargs, task, max_tokens)
                 deadline = float("inf")  # the wait for a batch is not the model's time
+                empties = int(response is not None and _empty(response))
+                if response is not None:
+                    spent(response, hit)
             else:
-                response, attempts, hit = self._call(client, deadline, kwargs, task.repeat,
-                                                     max_tokens)
+                response, attempts, hit, empties = faults.retry_empty(
+                    partial(self._call, client, deadline, kwargs, task.repeat, max_tokens),
+                    _empty, deadline, self.gate.clock, spent, ATTEMPTS)
             if response is None or (not hit and self.gate.clock() > deadline):
                 return unknown_cache(self._timeout(answer, start, task, hits, len(calls)),
                                      known)
-            calls.append(served(response, attempts, hit))
+            calls.append({**served(response, attempts, hit),
+                          **({"empty_replies": empties} if empties else {})})
             answer.rounds += 1
             hits += hit
-            if not hit:  # a cached response costs nothing: its tokens are not spend
-                for name, value in usage_of(response).items():
-                    answer.tokens[name] += value
-                known = known or reports_cache(response)
             message = response.choices[0].message
             tool_calls = list(getattr(message, "tool_calls", None) or [])
             if tool_calls and tools and round_no < max_rounds:
@@ -368,11 +385,21 @@ class OpenAIAgent(Batching, BaseAgent):
                 if round_no == max_rounds - 1:
                     messages.append({"role": "user", "content": LAST_ROUND})
                 continue
-            answer.text = message.content or ""
+            refusal = getattr(message, "refusal", None)
+            finish = response.choices[0].finish_reason
+            answer.text = message.content or refusal or ""
             answer.block = extract_block(answer.text)
-            if response.choices[0].finish_reason == "length":
+            if finish == "length":
                 answer.status = "truncated"
                 answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
+            elif refusal or finish == "content_filter":
+                answer.status = "refused"
+                answer.error = ("the model refused to answer (message.refusal)" if refusal else
+                                "the model refused to answer (finish_reason content_filter)")
+            elif _empty(response):
+                answer.status = "empty"
+                answer.error = (f"the model's reply was empty (no text, no tool call) "
+                                f"{empties} time(s) in a row")
             break
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
