@@ -35,7 +35,9 @@ def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:
     first = api.requests[0]["body"]
     assert first["model"] == "claude-sonnet-5-5"
     assert {t["name"] for t in first["tools"]} == {"list_tables", "describe", "run_query"}
-    assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    # the date reminder Claude Code sends too (agents.framing), then the data block, cached
+    assert "Today's date is" in first["messages"][0]["content"][0]["text"]
+    assert first["messages"][0]["content"][1]["cache_control"] == {"type": "ephemeral"}
     # the tool results went back to the model, and the run's queries are the model's
     last = api.requests[-1]["body"]["messages"]
     results = [b for m in last if m["role"] == "user" for b in m["content"]
@@ -44,7 +46,7 @@ def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:
     # two cache breakpoints: the data block, and the latest block of the conversation
     marked = [(i, j) for i, m in enumerate(last) for j, b in enumerate(m["content"])
               if isinstance(b, dict) and "cache_control" in b]
-    assert marked == [(0, 0), (len(last) - 1, len(last[-1]["content"]) - 1)]
+    assert marked == [(0, 1), (len(last) - 1, len(last[-1]["content"]) - 1)]
 
 
 def test_the_last_round_forbids_tools(project, api) -> None:
@@ -66,7 +68,7 @@ def test_a_reading_item_is_one_message(project, api) -> None:
     body = api.requests[0]["body"]
     assert "tools" not in body and body["model"] == "claude-haiku-5-5"
     assert body["output_config"] == {"effort": "low"}
-    assert "### countries.csv" in body["messages"][0]["content"][0]["text"]
+    assert "### countries.csv" in body["messages"][0]["content"][1]["text"]
 
 
 def test_529_after_the_sdks_retries_is_rerun_and_graded_once(project, api) -> None:

@@ -36,7 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults, framing
 from pytest_kgbench.agents.batch import AnthropicBatches, Batching
 from pytest_kgbench.agents.cache import Gate, abort_connections, cut_at, track_connections
 from pytest_kgbench.agents.faults import classify_status
@@ -291,11 +291,17 @@ class AnthropicAgent(Batching, BaseAgent):
         return endpoint_of(self.settings.provider)
 
     def first_request(self, task: Task) -> dict[str, Any]:
-        """The item's first (for a reading condition, only) request, as `ask` sends it."""
+        """The item's first (for a reading condition, only) request, as `ask` sends it: framed
+        as Claude Code frames it (agents.framing), so both backends ask the same way."""
+        frame = framing(self.settings.provider)
+        task.sent["framing"] = {"identity": frame["identity"], "date": frame["date"],
+                                "added_by": "the anthropic agent, as Claude Code adds them"}
         kwargs: dict[str, Any] = {
             "model": self.settings.model_id(task.model), "max_tokens": self.token_limit(task),
-            "system": [{"type": "text", "text": task.prompt.system}],
+            "system": [{"type": "text", "text": frame["identity"]},
+                       {"type": "text", "text": task.prompt.system}],
             "messages": [{"role": "user", "content": [
+                {"type": "text", "text": frame["reminder"]},
                 {"type": "text", "text": task.prompt.context,
                  "cache_control": {"type": "ephemeral"}},
                 {"type": "text", "text": task.prompt.question}]}]}
