@@ -226,6 +226,9 @@ class RunStore:
         self.meta["halted"] = self.halted
         self.meta["unasked"] = [{"nodeid": n, "reason": why}
                                 for n, why in sorted(self.unasked.items())]
+        # the model clients the items went through, with their versions (SDK, Claude Code)
+        self.meta["clients"] = sorted({str(r["sent"]["client"]) for r in records
+                                       if (r.get("sent") or {}).get("client")})
         report = build_report(records, self.settings, missing=missing, meta=self.meta)
         report["halted"] = self.halted
         self.meta["fingerprint"] = report["fingerprint"]

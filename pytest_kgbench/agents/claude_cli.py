@@ -12,11 +12,16 @@ the way the `anthropic` agent asks:
   then is told LAST_ROUND and answers in a final turn in which every tool call is refused;
 - --item-timeout bounds the whole item: the CLI is stopped at the deadline (a timeout, a miss).
 
+Claude Code puts a system block naming itself before our system prompt and a first user block
+with today's date (agents.framing); no option leaves them out, so the anthropic agent sends the
+same, and both record them (`sent.framing`).
+
 Claude Code is isolated from the user's own instructions: no setting sources (no
 ~/.claude/CLAUDE.md, no CLAUDE.md in the folders above, no user or project settings) and no
 auto-memory. For querying conditions the store is offered as an MCP server (`kgbench mcp`,
-stdio), waited for at start (MCP_CONNECTION_NONBLOCKING=false: print mode otherwise reports a
-stdio server `pending` and never looks again); the session's init event must list it as
+stdio), waited for at start for as long as the item may last (MCP_CONNECTION_NONBLOCKING=false
+and MCP_CONNECT_TIMEOUT_MS: print mode otherwise gives a server 5 s, reports one still starting
+`pending` and never looks again); the session's init event must list it as
 connected with the tools its condition offers, or the harness is broken and the run halts — a
 client that silently lost its tools would otherwise score as a weak model. The MCP server logs
 every call, so the item banks the queries the session ran, with their results.
@@ -49,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, framing
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken
@@ -71,7 +76,7 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_ERROR_REPORTING": "1"}
 ASKS_AS_THE_SDK = {
     "MCP_CONNECTION_NONBLOCKING": "false",  # wait for the MCP server at start (see above)
-    "MCP_TIMEOUT": "60000",                 # ...for up to a minute
+    "MCP_TIMEOUT": "60000",                 # each request to it other than a tool call
     "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",  # nothing of the user's carried in
     "CLAUDE_CODE_DISABLE_THINKING": "1",     # the anthropic agent sends no thinking either
     "MAX_THINKING_TOKENS": "0",
@@ -81,7 +86,26 @@ EFFORTS = ("low", "medium", "high", "xhigh", "max")  # what `claude --effort` ta
 CUT = "output token maximum"  # the CLI's words for an answer cut at the output limit
 
 MISSING = ("the claude CLI was not found (PATH, .tools/node_modules/.bin, KGBENCH_CLAUDE); "
-           "install it: npm install --prefix .tools @anthropic-ai/claude-code")
+           "install it: npm install --prefix .tools @anthropic-ai/claude-code@2.1.197")
+POSTINSTALL = ("npm may have left its placeholder in place (the package's postinstall script "
+               "puts the native binary there, and an npm that does not run install scripts "
+               "skips it): run `node .tools/node_modules/@anthropic-ai/claude-code/install.cjs` "
+               "(the folder of the claude you use)")
+
+
+def cli_version(binary: str) -> tuple[str | None, str]:
+    """The CLI's version (`claude --version`: "2.1.197 (Claude Code)"), or None and what the
+    binary said instead (a placeholder npm left prints how to install the real one)."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, **QUIET})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, str(exc)
+    words = out.stdout.split()
+    if out.returncode != 0 or not words or not words[0][:1].isdigit():
+        said = " ".join((out.stderr or out.stdout).split())
+        return None, f"exit {out.returncode}: {said[:200]}"
+    return words[0], ""
 
 
 def find_claude(root: str) -> str | None:
@@ -247,8 +271,15 @@ class ClaudeCliAgent(BaseAgent):
         if given:  # never ignored in silence: Claude Code takes no sampling settings, and its
             # calls are its own (no cap can stand before them)
             return f"{', '.join(given)}: the claude CLI agent cannot honour it"
-        if asking and find_claude(settings.rootdir) is None:
+        if not asking:
+            return None
+        binary = find_claude(settings.rootdir)
+        if binary is None:
             return MISSING
+        version, said = cli_version(binary)
+        if version is None:  # checked before the run, not met as a broken harness per item
+            return f"the claude CLI at {binary} does not run (`claude --version`, {said}): " \
+                   + POSTINSTALL
         return None
 
     def base_command(self, binary: str, model: str, system: str) -> list[str]:
@@ -261,8 +292,13 @@ class ClaudeCliAgent(BaseAgent):
             cmd += ["--effort", self.settings.effort]
         return cmd
 
-    def environment(self, max_tokens: int) -> dict[str, str]:
+    def environment(self, max_tokens: int, budget: float) -> dict[str, str]:
+        """The CLI's environment for a call of at most `budget` seconds. Claude Code 2.1 waits
+        MCP_CONNECT_TIMEOUT_MS (5 s unless set; MCP_TIMEOUT is each request's) for its MCP
+        servers before it starts, then reports one still starting as `pending` and never
+        looks again: it may wait the whole budget, the deadline that stops it anyway."""
         return {**os.environ, **QUIET, **ASKS_AS_THE_SDK,
+                "MCP_CONNECT_TIMEOUT_MS": str(max(1000, int(budget * 1000))),
                 "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_tokens)}
 
     def token_limit(self, task: Task) -> int:
@@ -278,9 +314,14 @@ class ClaudeCliAgent(BaseAgent):
         model = self.settings.model_id(task.model)
         max_tokens = self.token_limit(task)
         rounds = self.settings.max_rounds * task.share
+        frame = framing("vertex" if os.environ.get("CLAUDE_CODE_USE_VERTEX") else "anthropic")
         task.sent.update({"backend": "claude-code", "model": model, "max_tokens": max_tokens,
                           "effort": self.settings.effort, "thinking": "disabled",
-                          "temperature": None, "max_rounds": rounds if querying else 0})
+                          "temperature": None, "max_rounds": rounds if querying else 0,
+                          # what Claude Code puts around our prompt (the anthropic agent sends
+                          # the same): it cannot be told to leave them out
+                          "framing": {"identity": frame["identity"], "date": frame["date"],
+                                      "added_by": "claude-code"}})
         with tempfile.TemporaryDirectory(prefix="kgbench-cli-") as tmp:
             workdir = Path(tmp) / "work"
             workdir.mkdir()
@@ -308,9 +349,9 @@ class ClaudeCliAgent(BaseAgent):
                 {"type": "text", "text": task.prompt.context,
                  "cache_control": {"type": "ephemeral"}},
                 {"type": "text", "text": task.prompt.question})
-            stream = converse(cmd, cwd=workdir, env=self.environment(max_tokens), first=first,
-                              deadline=start + self.item_timeout * task.share,
-                              follow_up=last_round)
+            budget = self.item_timeout * task.share
+            stream = converse(cmd, cwd=workdir, env=self.environment(max_tokens, budget),
+                              first=first, deadline=start + budget, follow_up=last_round)
             self._record(task.sent, stream)
             if stream.timed_out:
                 answer = Answer(status="timeout", error="the CLI ran past --item-timeout")
@@ -328,7 +369,7 @@ class ClaudeCliAgent(BaseAgent):
             raise HarnessBroken(MISSING)
         with tempfile.TemporaryDirectory(prefix="kgbench-cli-") as tmp:
             cmd = self.base_command(binary, model, system) + ["--max-turns", "1"]
-            stream = converse(cmd, cwd=Path(tmp), env=self.environment(max_tokens),
+            stream = converse(cmd, cwd=Path(tmp), env=self.environment(max_tokens, timeout),
                               first=user_message({"type": "text", "text": text}),
                               deadline=time.monotonic() + timeout)
         sent: dict[str, Any] = {}
@@ -378,7 +419,8 @@ class ClaudeCliAgent(BaseAgent):
             if servers.get(SERVER) != "connected" or ours != set(tools):
                 raise HarnessBroken(f"the MCP server did not connect with its tools "
                                     f"({', '.join(tools)}): servers {servers}, tools "
-                                    f"{sorted(offered)}")
+                                    f"{sorted(offered)} (Claude Code "
+                                    f"{init.get('claude_code_version')})")
         result = results[-1]
         usage = [r.get("usage") or {} for r in results]
         answer = Answer(
