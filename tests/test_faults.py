@@ -325,3 +325,20 @@ def test_a_reply_empty_every_time_is_its_own_status_and_never_cached(project, ba
                         run_id).assert_outcomes(passed=1)
         assert len(server.requests) == 2 * tries + 1
 
+
+def test_an_item_that_never_reported_says_its_fault(project, api) -> None:
+    """Its reason is the fault (the exception's own line), never the first line of a frame's
+    locals ("call: create = <bound method Messages.create of ...>")."""
+    api.default = lambda body: status(529, kind="overloaded_error")
+    p = project()
+    p.runpytest_subprocess("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                           "--model-reruns", "0").assert_outcomes(failed=1)
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (missing,) = report["missing"]
+    first = missing["why"].splitlines()[0]
+    assert first.startswith("call: pytest_kgbench.errors.TransientModelError: the API call "
+                            "failed (529) after the retries"), first
+    md = (only_run(p) / "report.md").read_text().split("## Items that never reported")[1]
+    assert "TransientModelError: the API call failed (529)" in md.splitlines()[2]
+    assert "bound method" not in md.split("## Fingerprints")[0]
+
