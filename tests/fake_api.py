@@ -5,9 +5,9 @@ POST /v1/messages answered as plain JSON, or as server-sent events when the requ
 stream; error statuses with the API's error body and retry-after headers; a stall (before the
 reply, or mid-stream); a reply that trickles a byte at a time; a malformed body; an answer cut
 at max_tokens; a refusal (stop_reason "refusal"); an empty reply (content []); a prompt too long
-for the model's window. Each request takes the next scripted step; when the script is empty, `default`
-answers. Requests from the judge (its system prompt) are answered by `judge` when it is set, so
-a test can fail the judge alone.
+for the model's window. Each request takes the next scripted step; when the script is empty,
+`default` answers. Requests from the judge (its system prompt) are answered by `judge` when it
+is set, so a test can fail the judge alone.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from fake_api import malformed, stall, status, text, tool_use
 
 from conftest import credit_question, only_run, run_records
-from fake_api import malformed, stall, status, text, tool_use
 
 REPO = Path(__file__).resolve().parents[1]
 
