@@ -349,6 +349,11 @@ class AnthropicAgent(Batching, BaseAgent):
                           "temperature": self.settings.temperature,
                           "top_p": self.settings.top_p, "calls": calls})
         hits = 0
+
+        def spent(response: Any, hit: bool) -> None:
+            if not hit:  # a cached response costs nothing: its tokens are not spend
+                self._count(answer, getattr(response, "usage", None))
+
         for round_no in range(max_rounds + 1):
             kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
                                       "system": system, "messages": messages}
@@ -360,11 +365,6 @@ class AnthropicAgent(Batching, BaseAgent):
                 kwargs["output_config"] = {"effort": self.effort}
             kwargs.update(self.sampling())
             _cache_latest(messages)
-
-            def spent(response: Any, hit: bool) -> None:
-                if not hit:  # a cached response costs nothing: its tokens are not spend
-                    self._count(answer, getattr(response, "usage", None))
-
             if batched and round_no == 0:
                 response, attempts, hit = self.from_batch(client, deadline, kwargs, task)
                 deadline = float("inf")  # the wait for a batch is not the model's time

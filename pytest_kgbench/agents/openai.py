@@ -329,19 +329,20 @@ class OpenAIAgent(Batching, BaseAgent):
                           "effort": self.settings.effort,
                           "temperature": self.settings.temperature,
                           "top_p": self.settings.top_p, "calls": calls})
+
+        def spent(response: Any, hit: bool) -> None:
+            nonlocal known
+            if not hit:  # a cached response costs nothing: its tokens are not spend
+                for name, value in usage_of(response).items():
+                    answer.tokens[name] += value
+                known = known or reports_cache(response)
+
         for round_no in range(max_rounds + 1):
             kwargs = self.request(model, messages, max_tokens)
             if tools:
                 kwargs["tools"] = tools
                 if round_no == max_rounds:
                     kwargs["tool_choice"] = "none"
-            def spent(response: Any, hit: bool) -> None:
-                nonlocal known
-                if not hit:  # a cached response costs nothing: its tokens are not spend
-                    for name, value in usage_of(response).items():
-                        answer.tokens[name] += value
-                    known = known or reports_cache(response)
-
             if batched and round_no == 0:
                 response, attempts, hit = self.from_batch(client, kwargs, task, max_tokens)
                 deadline = float("inf")  # the wait for a batch is not the model's time
