@@ -23,6 +23,12 @@ later — the figures measured on 2026-12-01 before the fix were against it.
     python benchmarks/concurrency.py                  # 200 items, L = 0.25 s
     python benchmarks/concurrency.py --items 200 --latency 0.25 --levels 1,4,16,64 --profile 64
     python benchmarks/concurrency.py --old-fake       # the fake's server as it was before
+    python benchmarks/concurrency.py --workers 2 --levels 16   # -n 2: two worker processes
+
+--workers W runs the items on W xdist workers (-n W): the ideal is then N·L/(c·W), and the run
+loop is the controller's, which holds the workers' start and collection too; "asking" is from
+the first request the fake got to its last answer, the part the scheduling decides. The items
+are all of one prompt context (credit, R1), the case that once put every item on one worker.
 
 --profile C prints where the run loop's time goes at concurrency C (cProfile, top functions by
 own time): the items' own thread, then the threads answering ahead, merged (their lock waits
@@ -46,7 +52,7 @@ from machine import load, machine  # noqa: E402 - beside this script
 ROOT = Path(__file__).resolve().parents[1]
 
 SERVER = """
-import sys, time
+import json, sys, time
 sys.path.insert(0, {tests!r})
 from fake_api import FakeMessagesAPI, text
 ANSWER = "The rating is A+.\\n```json\\n{{\\"rating\\": \\"A+\\"}}\\n```"
@@ -59,7 +65,11 @@ if {old_fake!r}:
     api.server.socket.listen(5)
 api.__enter__()
 print(api.url, flush=True)
-sys.stdin.read()
+for line in sys.stdin:  # each line: the first and last arrival of the requests since the last
+    with api._lock:
+        ts = [r["t"] for r in api.requests]
+        api.requests.clear()
+    print(json.dumps([min(ts), max(ts), len(ts)] if ts else None), flush=True)
 """
 
 TIMER = """
@@ -151,8 +161,18 @@ def project(folder: Path) -> None:
     (folder / "conftest.py").write_text(TIMER, encoding="utf-8")
 
 
+def arrivals(server: subprocess.Popen[str]) -> tuple[float, float, int] | None:
+    """The first and last arrival (the fake's clock) and the count of the requests the fake
+    got since the last look."""
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write("\n")
+    server.stdin.flush()
+    got = json.loads(server.stdout.readline())
+    return (float(got[0]), float(got[1]), int(got[2])) if got else None
+
+
 def run(folder: Path, url: str, c: int, repeats: int, profile: int | None,
-        server_pid: int) -> dict[str, float]:
+        server_pid: int, workers: int = 0) -> dict[str, float]:
     run_id = f"c{c}" + ("-profile" if profile else "")
     out = folder / f"loop-{run_id}.json"
     env = {**os.environ, "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-bench-not-a-key",
@@ -162,6 +182,8 @@ def run(folder: Path, url: str, c: int, repeats: int, profile: int | None,
     cmd = [sys.executable, "-m", "pytest", "questions", "--model", "sonnet", "--condition",
            "R1", "--repeats", str(repeats), "--concurrency", str(c), "--no-cache", "-q",
            "-p", "no:randomly", "-p", "no:cacheprovider", "--run-id", run_id, "-rN"]
+    if workers:
+        cmd += ["-n", str(workers)]
     fake0 = cpu_of(server_pid)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
@@ -176,9 +198,10 @@ def run(folder: Path, url: str, c: int, repeats: int, profile: int | None,
     loop = json.loads(out.read_text())
     banked = [json.loads(x) for x in
               (folder / "reports" / run_id / "answers.jsonl").read_text().splitlines()]
-    assert len(banked) == loop["items"], (len(banked), loop["items"])
+    # under -n the controller collects nothing itself: its items are the banked ones
+    assert workers or len(banked) == loop["items"], (len(banked), loop["items"])
     asks = sorted(r["elapsed_s"] for r in banked)
-    return {"loop_s": loop["loop_s"], "whole_s": whole, "items": loop["items"],
+    return {"loop_s": loop["loop_s"], "whole_s": whole, "items": len(banked),
             "ask_s": asks[len(asks) // 2], "cpu_s": loop["cpu_s"],
             "main_cpu_s": loop["main_cpu_s"], "fake_cpu_s": fake}
 
@@ -232,6 +255,7 @@ def main() -> None:
     ap.add_argument("--profile", type=int, default=None, help="profile the run loop at this "
                     "concurrency (every thread)")
     ap.add_argument("--rows", type=int, default=25, help="functions shown per profile")
+    ap.add_argument("--workers", type=int, default=0, help="run on W xdist workers (-n W)")
     ap.add_argument("--old-fake", action="store_true", help="the fake's HTTP server with "
                     "http.server's defaults, as it was until 2026-12-02: Nagle's algorithm on "
                     "its replies (about 40 ms a reply) and a listen backlog of 5")
@@ -255,13 +279,18 @@ def main() -> None:
             folder = Path(tmp)
             project(folder)
             for c in levels:
-                got = run(folder, url, c, repeats, None, server.pid)
+                arrivals(server)
+                got = run(folder, url, c, repeats, None, server.pid, args.workers)
+                first, last, _count = arrivals(server) or (0.0, 0.0, 0)
+                got["asking_s"] = last - first + args.latency  # the last answer takes L too
                 n = got["items"]
-                ideal = n * args.latency / c
-                bound = math.ceil(n / c) * args.latency
+                slots = c * max(1, args.workers)  # requests in flight at once, at most
+                ideal = n * args.latency / slots
+                bound = math.ceil(n / slots) * args.latency
                 rows.append((c, got, ideal, bound))
             context = next((folder / "reports" / f"c{levels[0]}" / "prompts").glob("*.md"))
-            alone = {c: client_alone(url, rows[0][1]["items"], c, context.read_text())
+            alone = {c: client_alone(url, rows[0][1]["items"], c * max(1, args.workers),
+                                     context.read_text())
                      for c in levels}
             if args.profile:
                 run(folder, url, args.profile, repeats, args.rows, server.pid)
@@ -270,21 +299,25 @@ def main() -> None:
     n = rows[0][1]["items"]
     fake = "with http.server's defaults: Nagle on, backlog 5" if args.old_fake else \
         "replying at once (TCP_NODELAY) with a listen backlog of 1024"
-    print(f"\n{n} items (credit R1 x {repeats} repeats), one worker, a fake Messages API "
+    where = f"{args.workers} xdist workers (-n {args.workers})" if args.workers else \
+        "one worker"
+    print(f"\n{n} items (credit R1 x {repeats} repeats), {where}, a fake Messages API "
           f"answering after L = {args.latency:g} s ({fake})")
-    print("| concurrency | wall (run loop) | ideal N·L/c | efficiency | bound ⌈N/c⌉·L | "
-          "wall vs bound | median ask | CPU: items' thread | other threads | fake | "
-          "whole process |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    per = "c·W" if args.workers else "c"
+    print(f"| concurrency | wall (run loop) | ideal N·L/{per} | efficiency | bound ⌈N/{per}⌉·L | "
+          "wall vs bound | asking (first request to last answer) | its efficiency | "
+          "median ask | CPU: items' thread | other threads | fake | whole process |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c, got, ideal, bound in rows:
         wall = got["loop_s"]
         print(f"| {c} | {wall:.2f} s | {ideal:.2f} s | {ideal / wall:.2f} | {bound:.2f} s | "
-              f"{bound / wall:.2f} | {got['ask_s']:.3f} s | {got['main_cpu_s']:.2f} s | "
+              f"{bound / wall:.2f} | {got['asking_s']:.2f} s | {ideal / got['asking_s']:.2f} | "
+              f"{got['ask_s']:.3f} s | {got['main_cpu_s']:.2f} s | "
               f"{got['cpu_s'] - got['main_cpu_s']:.2f} s | {got['fake_cpu_s']:.2f} s | "
               f"{got['whole_s']:.1f} s |")
-    print(f"\nthe client alone (no harness: c threads of one SDK client asking the {n} requests "
-          "of the same fake, the items' prompt context):")
-    print("| concurrency | wall | efficiency (N·L/c) | vs bound | median ask | CPU |")
+    print(f"\nthe client alone (no harness: {per} threads of one SDK client asking the {n} "
+          "requests of the same fake, the items' prompt context):")
+    print(f"| concurrency | wall | efficiency (N·L/{per}) | vs bound | median ask | CPU |")
     print("|---:|---:|---:|---:|---:|---:|")
     for c, _got, ideal, bound in rows:
         a = alone[c]

@@ -12,10 +12,13 @@ from typing import Any
 from pytest_kgbench.executors import QueryResult
 from pytest_kgbench.questions import FieldSpec
 
-STATUSES = ("answered", "timeout", "declined", "error", "skipped", "truncated")
+STATUSES = ("answered", "timeout", "declined", "error", "skipped", "truncated", "refused",
+            "empty")
 # skipped: asked together, the session gave no answer for this question (a miss); or the item
 #   could not be asked at all (a prompt longer than the model's window: never graded)
 # truncated: the model stopped at --max-tokens (stop_reason max_tokens): a miss
+# refused: the model declined on policy grounds (stop_reason refusal, message.refusal): a miss
+# empty: every try within the deadline gave no text and no tool call: a miss, never cached
 
 
 @dataclass

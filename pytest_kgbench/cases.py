@@ -5,7 +5,7 @@ Pure module: no pytest (collect.py turns cases into items).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,6 +218,31 @@ def context_scope(nodeid: str) -> str | None:
     if not sep or not bracket or not name or not params.endswith("]"):
         return None
     return f"{path}::[{re.sub(r'-rep[0-9]+]$', ']', params)}"
+
+
+def scope_groups(nodeids: Sequence[str], workers: int, *, split: bool = True
+                 ) -> dict[str, str]:
+    """The scheduling scope of each question item under -n (the others are absent): its
+    prompt context (`context_scope`), so a context's items go to one worker, one after
+    another, and the provider's cache serves their data block. With fewer contexts than
+    workers, that left workers idle (a run of one context ran on one worker): then each
+    context's items, in their order, are cut into `workers` consecutive slices, each a scope
+    of its own ("questions/credit.yaml::[R1-sonnet]#2"), so every worker gets work and each
+    still asks a run of one context. `split=False` keeps contexts whole (asked together, a
+    context holds sessions, each one conversation). The controller (scheduling) and each
+    worker (its look ahead, collect.upcoming) compute the same from the same collection."""
+    contexts: dict[str, list[str]] = {}
+    for nodeid in nodeids:
+        scope = context_scope(nodeid)
+        if scope is not None:
+            contexts.setdefault(scope, []).append(nodeid)
+    if not split or workers <= 1 or len(contexts) >= workers:
+        return {n: scope for scope, ids in contexts.items() for n in ids}
+    out: dict[str, str] = {}
+    for scope, ids in contexts.items():
+        size = -(-len(ids) // workers)  # the slices' length, rounded up
+        out.update((n, f"{scope}#{i // size + 1}") for i, n in enumerate(ids))
+    return out
 
 
 def asks_together(settings: Settings) -> bool:

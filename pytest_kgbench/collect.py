@@ -84,12 +84,21 @@ def upcoming(item: pytest.Item, n: int) -> list[Case]:
     worker = workerinput is not None
     if workerinput is not None and not workerinput.get(BY_CONTEXT):
         return []  # another scheduler may send the next items anywhere
-    scope = context_scope(item.nodeid) if worker else None
+    scopes: dict[str, str] = {}
+    if workerinput is not None:  # the scheduler's scopes (cases.scope_groups), computed alike
+        scopes = session.stash.get(keys.SCOPES, {})
+        if not scopes:
+            from pytest_kgbench.cases import asks_together, scope_groups
+
+            scopes = session.stash[keys.SCOPES] = scope_groups(
+                [x.nodeid for x in session.items], int(workerinput.get("workercount") or 1),
+                split=not asks_together(item.config.stash[keys.SETTINGS]))
+    scope = scopes.get(item.nodeid, context_scope(item.nodeid)) if worker else None
     out: list[Case] = []
     for nxt in session.items[index + 1:]:
         if len(out) >= n:
             break
-        if worker and context_scope(nxt.nodeid) != scope:
+        if worker and scopes.get(nxt.nodeid, context_scope(nxt.nodeid)) != scope:
             break  # a scope's items are consecutive (order_by_context)
         if not _askable(nxt):
             continue

@@ -21,7 +21,8 @@ from pytest_kgbench.registry import current
 
 SCORES = {"correct": 1.0, "partial": 0.5, "wrong": 0.0, "declined": None}
 LETTERS = {"correct": "C", "partial": "P", "wrong": "W", "declined": "D"}
-BEHAVIOUR_LETTERS = {"timeout": "T", "abstained": "A", "blocked": "B", "declined": "D"}
+BEHAVIOUR_LETTERS = {"timeout": "T", "abstained": "A", "blocked": "B", "declined": "D",
+                     "refused": "N", "empty": "Z"}  # N: the model refused; Z: it said nothing
 
 
 @dataclass
@@ -63,8 +64,8 @@ def grade_field(spec: FieldSpec, expected: Any, got: Any,
 def behaviour_of(answer: Answer) -> str:
     """answered / abstained / blocked / declined / timeout / skipped, from what the agent did
     (skipped: asked together, the session gave no answer for the question)."""
-    if answer.status == "timeout":
-        return "timeout"
+    if answer.status in ("timeout", "refused", "empty"):
+        return answer.status
     if any(q.refused for q in answer.queries):
         return "blocked"
     if answer.status == "skipped":
@@ -229,6 +230,8 @@ def grade(question: Question, key: Mapping[str, Any] | None, answer: Answer,
         return done("wrong", f"the answer contains what it must not: {', '.join(leaks)}")
     if how == "skipped":
         return done("wrong", answer.error or "skipped in its together session")
+    if how in ("refused", "empty"):  # the model's own, whatever the question expects: a miss
+        return done("wrong", answer.error or f"the model's reply: {how}")
     if question.expect == "abstain":
         if how in ("abstained", "declined"):
             return done("correct", "abstained, as the question is unanswerable from this data")

@@ -44,6 +44,9 @@ ASKABLE: pytest.StashKey[bool] = pytest.StashKey()
 POSITIONS: pytest.StashKey[dict[int, int]] = pytest.StashKey()
 """Each item's place in session.items (by id), for --concurrency's look ahead."""
 
+SCOPES: pytest.StashKey[dict[str, str]] = pytest.StashKey()
+"""An xdist worker's items' scheduling scopes (cases.scope_groups), for the look ahead."""
+
 PREBUILT: pytest.StashKey[Any] = pytest.StashKey()
 """The Runtime that built the session's variants before the first item (serial runs only):
 the session fixture's own, so the first item does not load the packs and check their builds

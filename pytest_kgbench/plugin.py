@@ -190,18 +190,27 @@ class XdistHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """xdist's loadgroup scheduling, keyed by the item's prompt context (cases.context_scope:
-        its file, variant, condition and model), which holds its together sessions too. Not
+        its file, variant, condition and model), which holds its together sessions too, cut
+        into one slice per worker when there are fewer contexts than workers
+        (cases.scope_groups). Not
         xdist_group markers: loadgroup renames the items of those (`nodeid@group`), which
         would give a run under -n other node ids than a serial one (--resume, rerun)."""
         if config.getoption("dist") != "loadgroup":
             return None
         from xdist.scheduler import LoadGroupScheduling
 
-        from pytest_kgbench.cases import context_scope
+        from pytest_kgbench.cases import asks_together, context_scope, scope_groups
+
+        split = not asks_together(config.stash[keys.SETTINGS])
 
         class ContextScheduling(LoadGroupScheduling):
+            scopes: dict[str, str] | None = None
+
             def _split_scope(self, nodeid: str) -> str:
-                return context_scope(nodeid) or super()._split_scope(nodeid)
+                if self.scopes is None and self.collection is not None:  # once, collected
+                    self.scopes = scope_groups(self.collection, len(self.nodes), split=split)
+                return ((self.scopes or {}).get(nodeid) or context_scope(nodeid)
+                        or super()._split_scope(nodeid))
 
         return ContextScheduling(config, log)
 

@@ -4,8 +4,11 @@ SECONDS`; off under -q). Pure module: no pytest. The hook that feeds it is in pl
 
 Dollars are at list prices for the models that have one; an unpriced model's tokens make the
 cost "unknown" (never $0), and a response served from the response cache spends nothing, as
-its tokens are not counted (agents/cache.py). The time left is the mean time per item banked
-so far times the items left: a run whose first items were slow (a build, a batch) says so."""
+its tokens are not counted (agents/cache.py). The time left is the time since the asking
+began (the first item's start: its report less its own time, so the set-up before it — builds,
+the SDK's import — is not an item's) over the items reported, times the items left; it is
+given from the first item on, and the first line is due --progress seconds after the run
+began, so a long set-up or a slow first item still gets one when that item reports."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from typing import Any
 
 from pytest_kgbench.costs import dollars, usage_of
 
-LETTER_ORDER = "CPWTABDF"
+LETTER_ORDER = "CPWTABDMNZF"
 
 
 def short(n: float) -> str:
@@ -49,8 +52,9 @@ class Progress:
         self.done = 0
         self.letters: Counter[str] = Counter()
         self.tokens: dict[str, dict[str, int]] = {}
-        self.started: float | None = None
-        self.last: float | None = None
+        self.begun = clock()  # the run's start: set-up (builds) runs before any item
+        self.started: float | None = None  # when the asking began (the first item's start)
+        self.last: float | None = None  # when the last line was written
         # per worker (pytest-xdist's gw0, gw1, ...): items reported, and when it last reported
         self.workers: dict[str, list[float]] = {}
 
@@ -61,8 +65,9 @@ class Progress:
         """One item reported: banked (`record`), or skipped or failed before it was asked; by
         `worker` under pytest-xdist."""
         now = self.clock()
-        if self.started is None:
-            self.started = self.last = now
+        if self.started is None:  # the first item began its own time ago
+            took = float((record or {}).get("elapsed_s") or 0.0)
+            self.started = max(self.begun, now - took)
         self.done += 1
         if worker:
             count = self.workers.setdefault(worker, [0, now])
@@ -80,10 +85,11 @@ class Progress:
                 into[name] += value
 
     def due(self) -> bool:
-        """Whether a line is due now (never before the first item, nor after the last)."""
-        if not self.every or self.last is None or self.done >= self.expected > 0:
+        """Whether a line is due now: --progress seconds after the last line, or after the run
+        began (never before the first item reports, nor after the last)."""
+        if not self.every or self.started is None or self.done >= self.expected > 0:
             return False
-        return self.clock() - self.last >= self.every
+        return self.clock() - (self.begun if self.last is None else self.last) >= self.every
 
     def line(self) -> str:
         """The line: `120/480 items (25%) · C 80 W 30 · 1.2M in / 40.0k out tokens · $3.42 ·
@@ -105,8 +111,7 @@ class Progress:
             parts.append("cost unknown (no price)" if any(c is None for c in costs)
                          else f"${sum(c['billed'] for c in costs if c):.2f} so far")
         if self.started is not None and 0 < self.done < total:
-            elapsed = self.last - self.started
-            per_item = elapsed / max(self.done - 1, 1)  # the clock starts at the first item
+            per_item = (self.last - self.started) / self.done  # the items' time, not set-up's
             parts.append(f"about {duration(per_item * (total - self.done))} left")
         if len(self.workers) > 1:
             parts.append(", ".join(

@@ -566,7 +566,7 @@ def moved_lines(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 
 LEGEND = ("C correct", "P partial", "W wrong", "T timeout", "A abstained", "B blocked",
-          "D declined")
+          "D declined", "M truncated", "N refused", "Z empty")
 
 
 def summary_line(report: Mapping[str, Any]) -> str:
@@ -576,7 +576,7 @@ def summary_line(report: Mapping[str, Any]) -> str:
     for item in report.get("items") or []:
         if item.get("letter"):
             counts[str(item["letter"])] = counts.get(str(item["letter"]), 0) + 1
-    letters = " ".join(f"{k} {counts[k]}" for k in "CPWTABD" if counts.get(k)) or "no grades"
+    letters = " ".join(f"{k} {counts[k]}" for k in "CPWTABDMNZ" if counts.get(k)) or "no grades"
     arms = list((report.get("conditions") or {}).values())
     spent = sum(((c.get("cost_usd") or {}).get("billed") or 0.0) for c in arms)
     cost = f"; ${spent:.4f} at list prices" if spent else ""

@@ -147,8 +147,12 @@ class RunStore:
                 self.unasked[report.nodeid] = str(why).removeprefix("Skipped: ")
                 return
             if report.failed and report.nodeid not in self.records:
+                # the fault first (the exception's own line; its traceback after it), never
+                # a fragment of a frame's locals
+                crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", None)
+                head = f"{crash}\n" if crash else ""
                 self.errors.setdefault(report.nodeid,
-                                       f"{report.when}: {report.longreprtext[:2000]}")
+                                       f"{report.when}: {head}{report.longreprtext[:2000]}")
             return
         record: BankedRecord = json.loads(str(raw))
         record["nodeid"] = report.nodeid
@@ -226,6 +230,9 @@ class RunStore:
         self.meta["halted"] = self.halted
         self.meta["unasked"] = [{"nodeid": n, "reason": why}
                                 for n, why in sorted(self.unasked.items())]
+        # the model clients the items went through, with their versions (SDK, Claude Code)
+        self.meta["clients"] = sorted({str(r["sent"]["client"]) for r in records
+                                       if (r.get("sent") or {}).get("client")})
         report = build_report(records, self.settings, missing=missing, meta=self.meta)
         report["halted"] = self.halted
         self.meta["fingerprint"] = report["fingerprint"]

@@ -3,10 +3,11 @@
 It speaks enough of the Anthropic Messages API for the real SDK and the real Claude Code CLI:
 POST /v1/messages answered as plain JSON, or as server-sent events when the request asks to
 stream; error statuses with the API's error body and retry-after headers; a stall (before the
-reply, or mid-stream); a malformed body; an answer cut at max_tokens; a prompt too long for the
-model's window. Each request takes the next scripted step; when the script is empty, `default`
-answers. Requests from the judge (its system prompt) are answered by `judge` when it is set, so
-a test can fail the judge alone.
+reply, or mid-stream); a reply that trickles a byte at a time; a malformed body; an answer cut
+at max_tokens; a refusal (stop_reason "refusal"); an empty reply (content []); a prompt too long
+for the model's window. Each request takes the next scripted step; when the script is empty,
+`default` answers. Requests from the judge (its system prompt) are answered by `judge` when it
+is set, so a test can fail the judge alone.
 """
 
 from __future__ import annotations
@@ -49,6 +50,19 @@ def truncated(body: str = "The answer is cut off here because the output", *,
             "usage": {"input_tokens": 100, "output_tokens": output_tokens}}
 
 
+def refusal(partial: str = "") -> Step:
+    """The API's policy refusal: stop_reason "refusal", with what the model had written."""
+    return {"kind": "message", "stop_reason": "refusal",
+            "content": [{"type": "text", "text": partial}] if partial else [],
+            "usage": {"input_tokens": 100, "output_tokens": 2}}
+
+
+def empty() -> Step:
+    """A reply with nothing in it: content [] and stop_reason end_turn."""
+    return {"kind": "message", "content": [], "stop_reason": "end_turn",
+            "usage": {"input_tokens": 100, "output_tokens": 0}}
+
+
 def too_long(tokens: int = 221_000, window: int = 200_000) -> Step:
     """The API's 400 for a prompt longer than the model's context window."""
     step = status(400, retry_after_ms=None, kind="invalid_request_error")
@@ -84,6 +98,12 @@ def is_judge(body: dict[str, Any]) -> bool:
 
 def malformed() -> Step:
     return {"kind": "malformed"}
+
+
+def trickle(step: Step, every: float = 0.1) -> Step:
+    """`step`'s reply (a message) sent as a slow server or proxy may: the headers at once,
+    then the JSON body one byte every `every` seconds."""
+    return {"kind": "trickle", "step": step, "every": every}
 
 
 class FakeMessagesAPI(FakeServer):
@@ -200,6 +220,10 @@ class FakeMessagesAPI(FakeServer):
             return
         if kind == "malformed":
             handler._send(200, None, raw=b'{"id": "msg_1", "type": "message", "content": [')
+            return
+        if kind == "trickle":
+            data = json.dumps(self._message(step["step"], request)).encode()
+            self.trickle(handler, data, step["every"])
             return
         message = self._message(step, request)
         if request.get("stream"):

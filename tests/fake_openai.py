@@ -4,9 +4,11 @@ test, for the real `openai` SDK.
 POST /v1/chat/completions (or /chat/completions, as a base URL without /v1 gives) answered as
 OpenAI does: a completion with tool calls or with text, `finish_reason` "length" for an answer
 cut at the output limit; error statuses with OpenAI's error body (`{"error": {"message",
-"type", "code"}}`) and retry-after headers; a 400 `context_length_exceeded`; a stall before the
-reply; a body cut in the middle; a completion with no choices. Each request takes the next
-scripted step; when the script is empty, `default` answers. Requests from the judge (its
+"type", "code"}}`) and retry-after headers; a 400 `context_length_exceeded`, and the local
+servers' own too-long bodies (LOCAL_TOO_LONG: llama.cpp, vLLM, Ollama, LM Studio, SGLang); a
+stall before the reply; a reply that trickles a byte at a time; a refusal (`message.refusal`);
+an empty reply; a body cut in the middle; a completion with no choices. Each request takes the
+next scripted step; when the script is empty, `default` answers. Requests from the judge (its
 system prompt) are answered by `judge` when it is set.
 """
 
@@ -71,11 +73,61 @@ def too_long(tokens: int = 140_000, window: int = 128_000) -> Step:
                           f"your messages resulted in {tokens} tokens.")
 
 
+# The status and body each local server sends for a prompt longer than its context, as their
+# code writes them (the numbers are this prompt's): llama.cpp's server (tools/server:
+# format_error_response with ERROR_TYPE_EXCEED_CONTEXT_SIZE, older builds' message without the
+# counts), vLLM (serving_engine's ValueError as an ErrorResponse), Ollama (the runner's
+# errorInputTooLong through openai.NewError), LM Studio (an "error" string), SGLang (an
+# ErrorResponse at the top level, not under "error").
+LOCAL_TOO_LONG: dict[str, tuple[int, dict[str, Any]]] = {
+    "llama.cpp": (400, {"error": {
+        "code": 400, "message": "request (5299 tokens) exceeds the available context size "
+        "(4096 tokens), try increasing it", "type": "exceed_context_size_error",
+        "n_prompt_tokens": 5299, "n_ctx": 4096}}),
+    "llama.cpp-older": (400, {"error": {
+        "code": 400, "message": "the request exceeds the available context size, try "
+        "increasing it", "type": "exceed_context_size_error"}}),
+    "vllm": (400, {"error": {
+        "message": "This model's maximum context length is 4096 tokens. However, you "
+        "requested 1024 output tokens and your prompt contains at least 5299 input tokens, "
+        "for a total of at least 6323 tokens. Please reduce the length of the input prompt or "
+        "the number of requested output tokens. (parameter=input_tokens, value=5299)",
+        "type": "BadRequestError", "param": "input_tokens", "code": 400}}),
+    "ollama": (400, {"error": {"message": "the input length exceeds the context length",
+                               "type": "invalid_request_error", "param": None, "code": None}}),
+    "lm-studio": (400, {"error": "Trying to keep the first 5299 tokens when context the "
+                        "overflows. However, the model is loaded with context length of only "
+                        "4096 tokens, which is not enough. Try to load the model with a "
+                        "larger context length, or provide a shorter input"}),
+    "sglang": (400, {"object": "error", "message": "The input (5299 tokens) is longer than "
+                     "the model's context length (4096 tokens).", "type": "BadRequestError",
+                     "param": None, "code": 400}),
+}
+
+
+def local_too_long(server: str) -> Step:
+    """A local server's reply to a prompt longer than its context (LOCAL_TOO_LONG)."""
+    code, body = LOCAL_TOO_LONG[server]
+    return {"kind": "status", "status": code, "headers": {}, "body": body}
+
+
 def truncated(body: str = "The answer is cut off here because the", *,
               completion_tokens: int = 1000) -> Step:
     step = text(body, completion_tokens=completion_tokens)
     step["finish_reason"] = "length"
     return step
+
+
+def refusal(says: str = "I'm sorry, but I can't help with that.") -> Step:
+    """OpenAI's refusal: the message's `refusal` set, its content null."""
+    return {"kind": "completion", "finish_reason": "stop",
+            "message": {"role": "assistant", "content": None, "refusal": says},
+            "usage": {"prompt_tokens": 100, "completion_tokens": 9, "total_tokens": 109}}
+
+
+def empty() -> Step:
+    """A completion with nothing in it: content "" and finish_reason "stop"."""
+    return text("", completion_tokens=0)
 
 
 def stall(seconds: float) -> Step:
@@ -86,6 +138,12 @@ def stall(seconds: float) -> Step:
 def malformed() -> Step:
     """A 200 whose JSON body is cut in the middle."""
     return {"kind": "malformed"}
+
+
+def trickle(step: Step, every: float = 0.1) -> Step:
+    """`step`'s completion sent as a slow server or proxy may: the headers at once, then the
+    JSON body one byte every `every` seconds."""
+    return {"kind": "trickle", "step": step, "every": every}
 
 
 def no_choices() -> Step:
@@ -237,5 +295,9 @@ class FakeChatAPI(FakeServer):
         if kind == "malformed":
             handler._send(200, None, raw=b'{"id": "chatcmpl-1", "object": "chat.completion", '
                                          b'"choices": [{"index": 0, "message": {"role": "assi')
+            return
+        if kind == "trickle":
+            data = json.dumps(self._completion(step["step"], request)).encode()
+            self.trickle(handler, data, step["every"])
             return
         handler._send(200, self._completion(step, request))

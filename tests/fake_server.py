@@ -63,6 +63,9 @@ class FakeServer:
         self.delay = 0.0  # seconds every answer (not an error status) takes: a model's latency
         self.active = 0   # requests being answered now
         self.peak = 0     # the most requests that were being answered at once
+        # every trickled reply: {"size": its bytes, "sent": bytes the client took before it
+        # hung up (or all of them), "done": whether the trickle has ended}
+        self.trickles: list[dict[str, Any]] = []
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -145,6 +148,32 @@ class FakeServer:
         finally:
             with self._lock:
                 self.active -= 1
+
+    def trickle(self, handler: Any, data: bytes, every: float) -> None:
+        """A 200 whose headers (with the whole body's length) come at once, then its body one
+        byte every `every` seconds: each read the client makes gets a byte well within any
+        read timeout, so only a deadline on the whole call stops it. How far it got is kept in
+        `trickles` (a client that hung up took fewer bytes than the body holds)."""
+        record = {"size": len(data), "sent": 0, "done": False}
+        with self._lock:
+            self.trickles.append(record)
+        handler.send_response(200)
+        handler.send_header("content-type", "application/json")
+        handler.send_header("content-length", str(len(data)))
+        handler.send_header(self.request_id_header, f"req_{time.monotonic_ns()}")
+        handler.end_headers()
+        try:
+            handler.wfile.flush()
+            for i in range(len(data)):
+                time.sleep(every)
+                handler.wfile.write(data[i:i + 1])
+                handler.wfile.flush()
+                record["sent"] = i + 1
+        except OSError:  # the client hung up
+            pass
+        finally:
+            record["done"] = True
+            handler.close_connection = True
 
     def push(self, *steps: Step) -> Any:
         with self._lock:

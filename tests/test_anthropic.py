@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from fake_api import malformed, stall, status, text, tool_use
 
 from conftest import credit_question, only_run, run_records
-from fake_api import malformed, stall, status, text, tool_use
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,7 +35,9 @@ def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:
     first = api.requests[0]["body"]
     assert first["model"] == "claude-sonnet-5-5"
     assert {t["name"] for t in first["tools"]} == {"list_tables", "describe", "run_query"}
-    assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    # the date reminder Claude Code sends too (agents.framing), then the data block, cached
+    assert "Today's date is" in first["messages"][0]["content"][0]["text"]
+    assert first["messages"][0]["content"][1]["cache_control"] == {"type": "ephemeral"}
     # the tool results went back to the model, and the run's queries are the model's
     last = api.requests[-1]["body"]["messages"]
     results = [b for m in last if m["role"] == "user" for b in m["content"]
@@ -44,7 +46,7 @@ def test_a_querying_item_runs_a_multi_round_tool_loop(project, api) -> None:
     # two cache breakpoints: the data block, and the latest block of the conversation
     marked = [(i, j) for i, m in enumerate(last) for j, b in enumerate(m["content"])
               if isinstance(b, dict) and "cache_control" in b]
-    assert marked == [(0, 0), (len(last) - 1, len(last[-1]["content"]) - 1)]
+    assert marked == [(0, 1), (len(last) - 1, len(last[-1]["content"]) - 1)]
 
 
 def test_the_last_round_forbids_tools(project, api) -> None:
@@ -66,7 +68,7 @@ def test_a_reading_item_is_one_message(project, api) -> None:
     body = api.requests[0]["body"]
     assert "tools" not in body and body["model"] == "claude-haiku-5-5"
     assert body["output_config"] == {"effort": "low"}
-    assert "### countries.csv" in body["messages"][0]["content"][0]["text"]
+    assert "### countries.csv" in body["messages"][0]["content"][1]["text"]
 
 
 def test_529_after_the_sdks_retries_is_rerun_and_graded_once(project, api) -> None:
@@ -198,3 +200,50 @@ def test_the_sdk_streams_from_the_fake_server(api) -> None:
         message = stream.get_final_message()
     assert message.stop_reason == "tool_use"
     assert message.content[1].input == {"query": "SELECT 1"}
+
+
+@pytest.mark.parametrize("flags, names", [
+    (("--temperature", "0.2"), "--temperature"),
+    (("--top-p", "0.9"), "--top-p"),
+    (("--temperature", "0", "--top-p", "0.5"), "--temperature, --top-p"),
+])
+def test_sampling_the_installed_sdk_cannot_send_is_refused_before_the_run(project, api, flags,
+                                                                         names) -> None:
+    """The installed SDK's Messages.create takes no temperature or top_p (the Messages API of
+    anthropic 2.x sets none): every item was an F with a TypeError and the run went on. Now the
+    run is refused in one line before anything is asked."""
+    import anthropic
+
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                         *flags)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str().strip()
+    assert err.startswith(f"ERROR: --agent anthropic: {names}: the Messages API, as the "
+                          f"installed anthropic SDK {anthropic.__version__} sends it, takes no")
+    assert len(err.splitlines()) == 1
+    assert api.requests == [] and not (p.path / "reports").exists()
+
+
+def test_sampling_an_sdk_takes_is_sent_and_recorded(project, api, monkeypatch) -> None:
+    """An SDK whose Messages.create still takes temperature and top_p gets them."""
+    from anthropic.resources.messages import Messages
+
+    real = Messages.create
+
+    def create(self, *, temperature: float | None = None, top_p: float | None = None,
+               **rest):  # as anthropic 0.x's did: the settings go into the body
+        body = {k: v for k, v in (("temperature", temperature), ("top_p", top_p))
+                if v is not None}
+        return real(self, **rest, extra_body=body or None)
+
+    monkeypatch.setattr(Messages, "create", create)
+    api.push(text("Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"))
+    p = project()
+    p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                "--temperature", "0.2", "--top-p", "0.9").assert_outcomes(passed=1)
+    body = api.requests[0]["body"]
+    assert (body["temperature"], body["top_p"]) == (0.2, 0.9)
+    sent = run_records(p)[0]["sent"]
+    assert (sent["temperature"], sent["top_p"]) == (0.2, 0.9)
+

@@ -16,10 +16,11 @@ from fake_api import (
     text,
     too_long,
     tool_use,
+    trickle,
     truncated,
 )
 
-from conftest import only_run, run_records
+from conftest import cli_session, only_run, run_records, wait_until
 
 A_PLUS = "Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
 
@@ -108,17 +109,34 @@ def test_the_item_timeout_bounds_the_item_across_retries_and_rounds(project, api
     api.push(*steps)
     api.default = lambda body: stall(30)
     p = project()
-    started = time.monotonic()
     result = p.runpytest("questions", "--model", "sonnet", "--condition", condition,
                          "-k", "Q01", "--item-timeout", "2")
-    took = time.monotonic() - started
     result.assert_outcomes(passed=1)
     rec = run_records(p)[0]
     assert (rec["status"], rec["letter"], rec["grade"]) == ("timeout", "T", "wrong")
-    # one deadline: the attempts share the item's two seconds (the SDK's own retries gave
-    # each attempt the full timeout again: three times the budget)
-    assert rec["answer"]["latency_s"] < 2 + 1.5, rec["answer"]["latency_s"]
-    assert took < 30
+    # one deadline: the stalled attempt used up the item's two seconds, so no retry was sent
+    # (the SDK's own retries gave each attempt the full timeout again: three attempts, three
+    # times the budget); and the item ended before the stalled reply (30 s) came
+    assert len(api.requests) == len(steps) + 1, len(api.requests)
+    assert rec["answer"]["latency_s"] < 30, rec["answer"]["latency_s"]
+
+
+def test_a_reply_that_trickles_is_cut_at_the_item_deadline(project, api) -> None:
+    """Headers at once, then the body a byte every 0.1 s (about 35 s in all): every read gets
+    its byte well within the HTTP client's timeout, which bounds each read, so only a deadline
+    on the whole call stops it. The item is a timeout, and the server saw the client hang up
+    before the body was whole (it once read to the end: 60 s for an 8 s item)."""
+    api.default = lambda body: trickle(text(A_PLUS), every=0.1)
+    p = project()
+    result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                         "--item-timeout", "2")
+    result.assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["letter"], rec["grade"]) == ("timeout", "T", "wrong")
+    # the trickles end by themselves at the latest (size x 0.1 s); the cut ends them first
+    assert wait_until(lambda: all(t["done"] for t in api.trickles),
+                      timeout=max(t["size"] for t in api.trickles) * 0.5)
+    assert api.trickles and all(t["sent"] < t["size"] for t in api.trickles), api.trickles
 
 
 def self_citation_project(project, api):
@@ -205,3 +223,121 @@ def test_a_judge_the_harness_cannot_ask_banks_the_item_then_halts(project, api) 
     assert "404" in records[0]["metrics"]["judge"]["failed"]
     report = json.loads((only_run(p) / "report.json").read_text())
     assert [m["why"] for m in report["missing"]] == ["not asked: the run halted"]
+
+
+def test_an_argument_the_sdk_does_not_take_halts_rather_than_failing_each_item() -> None:
+    """A request the installed SDK refuses (a TypeError from its create) is ours: a halt, never
+    an F per item with the run going on."""
+    from pytest_kgbench.agents import faults
+    from pytest_kgbench.errors import HarnessBroken
+
+    def create(*, model: str, timeout: float) -> None:
+        raise AssertionError("never called with an argument it does not take")
+
+    with pytest.raises(HarnessBroken, match="refused the request's arguments.*temperature"):
+        faults.call_within(create, time.monotonic() + 5, attempts=3,
+                           timeout_error=TimeoutError, api_error=OSError,
+                           retryable=lambda exc: True, classify=lambda exc: exc,
+                           model="m", temperature=0.2)
+
+
+@pytest.fixture
+def backend(request, monkeypatch, tmp_path):
+    """One model backend against its fake API on 127.0.0.1: (its name, the fake, the command
+    line that asks through it, the fake's module of steps)."""
+    import fake_api
+    import fake_openai
+
+    name = request.param
+    if name == "openai":
+        with fake_openai.FakeChatAPI() as server:
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+            yield name, server, ["--agent", "openai", "--base-url", server.url, "--model",
+                                 "gpt-test-1"], fake_openai
+    elif name == "anthropic":
+        with fake_api.FakeMessagesAPI() as server:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+            yield name, server, ["--model", "sonnet"], fake_api
+    else:
+        with cli_session(monkeypatch, tmp_path, lambda body: fake_api.text(A_PLUS)) as server:
+            yield name, server, ["--agent", "claude-cli", "--model", "sonnet"], fake_api
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai", "claude-cli"], indirect=True)
+def test_a_refusal_is_banked_once_with_its_own_letter_on_every_backend(project, backend) -> None:
+    """A policy refusal is the model's behaviour: one request, banked with status `refused`
+    and letter N, a miss. (claude-cli read it as transient: three paid sessions, then F;
+    anthropic and openai banked it as an ordinary W.)"""
+    name, server, args, steps = backend
+    server.default = lambda body: steps.refusal()
+    p = project()
+    result = p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed") == 1 and "rerun" not in outcomes, outcomes
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["behaviour"], rec["letter"], rec["grade"], rec["score"]) == \
+        ("refused", "refused", "N", "wrong", 0.0), name
+    assert rec["reason"].startswith("the model refused to answer")
+    assert len(server.requests) == 1  # asked once, never again
+    result.stdout.fnmatch_lines(["questions/credit.yaml N*", "*: N 1 (C correct*N refused*"])
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai"], indirect=True)
+def test_an_empty_reply_is_asked_again_within_the_deadline(project, backend) -> None:
+    """An empty reply is a fault, not an answer: asked again, the second reply is graded."""
+    name, server, args, steps = backend
+    server.push(steps.empty())
+    server.default = lambda body: steps.text(A_PLUS)
+    p = project()
+    p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert rec["status"] == "answered" and rec["answer"]["block"] == {"rating": "A+"}
+    assert len(server.requests) == 2
+    assert rec["sent"]["calls"][-1]["empty_replies"] == 1
+    assert rec["answer"]["tokens"]["input"] == 200  # both replies were billed
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai", "claude-cli"], indirect=True)
+def test_a_reply_empty_every_time_is_its_own_status_and_never_cached(project, backend) -> None:
+    """Still empty after the tries the deadline allows: status `empty`, letter Z, a miss; and
+    never stored, so a second run asks again (an empty reply was cached, and replayed)."""
+    name, server, args, steps = backend
+    server.default = lambda body: steps.empty()
+    p = project()
+    p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01", "--run-id", "first"
+                ).assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["behaviour"], rec["letter"], rec["grade"]) == \
+        ("empty", "empty", "Z", "wrong"), name
+    assert "empty" in rec["reason"]
+    # our three tries; Claude Code asks once more itself, in its session
+    tries = 2 if name == "claude-cli" else 3
+    assert len(server.requests) == tries
+    p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01", "--run-id", "second"
+                ).assert_outcomes(passed=1)
+    assert len(server.requests) == 2 * tries  # asked again: nothing was cached
+    if name != "claude-cli":  # the control: an answer is cached, and a third run asks nothing
+        server.default = lambda body: steps.text(A_PLUS)
+        for run_id in ("third", "fourth"):
+            p.runpytest("questions", *args, "--condition", "R1", "-k", "Q01", "--run-id",
+                        run_id).assert_outcomes(passed=1)
+        assert len(server.requests) == 2 * tries + 1
+
+
+def test_an_item_that_never_reported_says_its_fault(project, api) -> None:
+    """Its reason is the fault (the exception's own line), never the first line of a frame's
+    locals ("call: create = <bound method Messages.create of ...>")."""
+    api.default = lambda body: status(529, kind="overloaded_error")
+    p = project()
+    p.runpytest_subprocess("questions", "--model", "sonnet", "--condition", "R1", "-k", "Q01",
+                           "--model-reruns", "0").assert_outcomes(failed=1)
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (missing,) = report["missing"]
+    first = missing["why"].splitlines()[0]
+    assert first.startswith("call: pytest_kgbench.errors.TransientModelError: the API call "
+                            "failed (529) after the retries"), first
+    md = (only_run(p) / "report.md").read_text().split("## Items that never reported")[1]
+    assert "TransientModelError: the API call failed (529)" in md.splitlines()[2]
+    assert "bound method" not in md.split("## Fingerprints")[0]
+

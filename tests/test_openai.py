@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from conftest import credit_question, only_run, run_records
 from fake_openai import (
+    LOCAL_TOO_LONG,
+    local_too_long,
     malformed,
     no_choices,
     rate_limited,
@@ -18,9 +18,12 @@ from fake_openai import (
     text,
     too_long,
     tool_call,
+    trickle,
     truncated,
     unauthorized,
 )
+
+from conftest import credit_question, only_run, run_records, wait_until
 
 A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
 
@@ -212,14 +215,51 @@ def test_a_prompt_past_the_context_is_skipped_with_the_reason(project, chat_api)
     assert "maximum context length is 128000 tokens" in skipped["reason"]
 
 
+@pytest.mark.parametrize("server", sorted(LOCAL_TOO_LONG))
+def test_a_local_servers_too_long_is_skipped_as_the_providers_is(project, chat_api,
+                                                                 server) -> None:
+    """llama.cpp's 400 exceed_context_size_error was read as a malformed request and halted
+    the run; each local server's own body for a prompt past its context is a skip."""
+    chat_api.push(local_too_long(server), text(A_PLUS))
+    p = project()
+    result = ask(p, chat_api, "--condition", "R1", "-k", "Q01 or Q03")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert result.ret == 0
+    assert len(chat_api.requests) == 2  # not retried; the run went on
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (skipped,) = report["skipped"]
+    assert skipped["reason"].startswith("the prompt is longer than the model accepts (400)")
+    body = LOCAL_TOO_LONG[server][1]
+    said = body.get("error", body)
+    said = said if isinstance(said, str) else said["message"]
+    assert said[:40] in skipped["reason"]
+
+
 def test_a_stall_past_the_item_timeout_is_a_timeout_grade(project, chat_api) -> None:
-    chat_api.push(stall(4))
+    chat_api.push(stall(30))
     p = project()
     ask(p, chat_api, "--condition", "R1", "-k", "Q01", "--item-timeout", "1"
         ).assert_outcomes(passed=1)
     rec = run_records(p)[0]
     assert rec["status"] == "timeout" and rec["letter"] == "T" and rec["grade"] == "wrong"
-    assert rec["elapsed_s"] < 3.5
+    # it ended before the stalled reply came (30 s), and sent no retry past its deadline
+    assert rec["elapsed_s"] < 30 and len(chat_api.requests) == 1
+
+
+def test_a_reply_that_trickles_is_cut_at_the_item_deadline(project, chat_api) -> None:
+    """Headers at once, then the completion a byte every 0.1 s: the HTTP client's timeout
+    bounds each read, never the whole; the item's deadline does (test_faults.py has the
+    anthropic agent's)."""
+    chat_api.default = lambda body: trickle(text(A_PLUS), every=0.1)
+    p = project()
+    ask(p, chat_api, "--condition", "R1", "-k", "Q01", "--item-timeout", "2"
+        ).assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["letter"], rec["grade"]) == ("timeout", "T", "wrong")
+    assert wait_until(lambda: all(t["done"] for t in chat_api.trickles),
+                      timeout=max(t["size"] for t in chat_api.trickles) * 0.5)
+    assert chat_api.trickles and all(t["sent"] < t["size"] for t in chat_api.trickles), \
+        chat_api.trickles
 
 
 def test_an_answer_cut_at_the_limit_is_truncated(project, chat_api) -> None:

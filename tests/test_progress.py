@@ -18,15 +18,17 @@ class Clock:
         return self.now
 
 
-def _record(letter: str, model: str = "sonnet", **tokens: int) -> dict:
-    return {"letter": letter, "model": model, "answer": {"tokens": tokens} if tokens else {}}
+def _record(letter: str, model: str = "sonnet", elapsed_s: float = 0.0, **tokens: int) -> dict:
+    return {"letter": letter, "model": model, "answer": {"tokens": tokens} if tokens else {},
+            "elapsed_s": elapsed_s}
 
 
 def test_the_line_counts_items_grades_tokens_dollars_and_time_left() -> None:
     clock = Clock()
     progress = Progress(30, lambda m: PRICE if m == "sonnet" else None, clock)
     progress.expect(10)
-    progress.add(_record("C", input=1000, output=200, cache_read=9000))
+    clock.now += 10  # the first item's own 10 s
+    progress.add(_record("C", elapsed_s=10, input=1000, output=200, cache_read=9000))
     clock.now += 10
     progress.add(_record("W", input=500, output=100))
     clock.now += 10
@@ -36,8 +38,22 @@ def test_the_line_counts_items_grades_tokens_dollars_and_time_left() -> None:
     assert "10.5k in / 300 out tokens" in line
     dollars = (1500 * 3.0 + 300 * 15.0 + 9000 * 0.3) / 1e6
     assert f"${dollars:.2f} so far" in line
-    # 20 s for the two items after the first: 10 s an item, 7 left
+    # 30 s since the first item began, for three items: 10 s an item, 7 left
     assert line.endswith("about 1m10s left")
+
+
+def test_a_long_set_up_gets_a_line_at_the_first_item_and_is_not_an_items_time() -> None:
+    """Nothing was written until two items had finished (a first line was due only
+    --progress seconds after the first item), and the time left then ignored the first."""
+    clock = Clock()
+    progress = Progress(30, lambda m: None, clock)  # the run begins: builds, imports
+    progress.expect(10)
+    clock.now += 120  # two minutes of set-up and the first item, which took 20 s of them
+    progress.add(_record("C", elapsed_s=20))
+    assert progress.due()  # the first item reports two minutes in: a line now
+    line = progress.line()
+    # 20 s for the one item since the asking began (the set-up is no item's): 9 left
+    assert line == "1/10 items (10%) · C 1 · about 3m00s left", line
 
 
 def test_an_unpriced_model_makes_the_cost_unknown_never_zero() -> None:

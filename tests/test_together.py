@@ -288,7 +288,7 @@ def _check_session(records: list[dict], api: FakeMessagesAPI) -> None:
     # one conversation of three requests answered all three items
     assert len(api.requests) == 3
     first = api.requests[0]["body"]
-    asked = first["messages"][0]["content"][1]["text"]
+    asked = first["messages"][0]["content"][-1]["text"]  # the question block, last
     assert all(f"### {qid}" in asked for qid in IDS)
     run_query = next(t for t in first["tools"] if t["name"] == "run_query")
     assert "question" in run_query["input_schema"]["required"]

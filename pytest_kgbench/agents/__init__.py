@@ -16,6 +16,27 @@ from typing import TYPE_CHECKING, Any, Protocol
 LAST_ROUND = "You have used your last round of tools. Answer now, from what you have."
 """What a model is told with the results of its last round of tools (every backend)."""
 
+AGENT_SDK_IDENTITY = "You are a Claude agent, built on Anthropic's Claude Agent SDK."
+VERTEX_IDENTITY = "You are Claude Code, Anthropic's official CLI for Claude."
+
+
+def framing(provider: str, day: str | None = None) -> dict[str, str]:
+    """What Claude Code (2.1, print mode with --system-prompt) puts around our prompt, which it
+    cannot be told to leave out, and which the anthropic agent therefore sends too, so both
+    Anthropic backends ask the same way: `identity`, a system block before ours (on Vertex
+    Claude Code names itself), and `reminder`, a first user block with today's `date` (the
+    machine's local date, as Claude Code's): the credit questions are date-bound."""
+    import datetime as dt
+
+    day = day or dt.date.today().isoformat()
+    return {"identity": VERTEX_IDENTITY if provider == "vertex" else AGENT_SDK_IDENTITY,
+            "date": day,
+            "reminder": "<system-reminder>\nAs you answer the user's questions, you can use the "
+                        "following context:\n# currentDate\nToday's date is " + day + ".\n\n"
+                        "      IMPORTANT: this context may or may not be relevant to your tasks. "
+                        "You should not respond to this context unless it is highly relevant to "
+                        "your task.\n</system-reminder>\n\n"}
+
 if TYPE_CHECKING:
     from pytest_kgbench.answers import Answer
     from pytest_kgbench.build import Built

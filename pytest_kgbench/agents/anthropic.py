@@ -7,7 +7,9 @@ loop a second, rolling breakpoint on the latest message lets each round read the
 it from the cache.
 
 One deadline per item: --item-timeout bounds the whole item — every round and every retry —
-not each attempt. Each call is given only the time left, and the retries the SDK would make
+not each attempt. Each call is given only the time left, and its connection is cut when that
+time is up (the SDK's timeout bounds each read: a reply that trickles in a byte at a time would
+outlast it), and the retries the SDK would make
 (429, 529, 5xx, a reset, a timeout; honouring retry-after) are made here, within that deadline.
 
 Faults are classified, never confused (DESIGN §3; the table is agents/faults.py):
@@ -17,8 +19,11 @@ Faults are classified, never confused (DESIGN §3; the table is agents/faults.py
   `TransientModelError`, which pytest-rerunfailures reruns; it is never graded;
 - a prompt longer than the model's context window is `ItemSkipped`: the item is skipped with the
   reason and the run goes on;
-- an answer cut at --max-tokens (stop_reason max_tokens) is status `truncated`, and running past
-  --item-timeout is status `timeout`: the model failing, which is data (a miss).
+- an answer cut at --max-tokens (stop_reason max_tokens) is status `truncated`, a refusal
+  (stop_reason refusal) is status `refused`, and running past --item-timeout is status
+  `timeout`: the model failing, which is data (a miss);
+- an empty reply (content [], or blank text and no tool call) is asked again within the
+  deadline and never stored in the response cache; still empty, it is status `empty` (a miss).
 """
 
 from __future__ import annotations
@@ -27,12 +32,13 @@ import json
 import os
 import threading
 import time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults, framing
 from pytest_kgbench.agents.batch import AnthropicBatches, Batching
-from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
+from pytest_kgbench.agents.cache import Gate, abort_connections, cut_at, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
@@ -98,6 +104,23 @@ def provider_problem(provider: str) -> str | None:
         return ("no ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN) in the environment: the "
                 "anthropic agent cannot call the API")
     return None
+
+
+def sampling_problem(settings: Settings) -> str | None:
+    """Why --temperature / --top-p cannot be sent, or None: the installed SDK speaks the
+    Messages API as it is now, and its `Messages.create` (the same for Bedrock and Vertex)
+    has no parameter for them (anthropic 2.x takes none: the current models sample as they
+    are set). Refused before the run, never a TypeError in every item."""
+    import anthropic
+    from anthropic.resources.messages import Messages
+
+    missing = faults.untaken(Messages.create, settings)
+    if not missing:
+        return None
+    return (f"{', '.join(flag for _, flag in missing)}: the Messages API, as the installed "
+            f"anthropic SDK {anthropic.__version__} sends it, takes no "
+            f"{' or '.join(name for name, _ in missing)}; leave it out (the model's own "
+            "sampling is used, as without it)")
 
 
 def make_client(provider: str) -> Any:
@@ -177,7 +200,8 @@ def call_within(client: Any, deadline: float, *, pace: Any = None,
     return faults.call_within(client.messages.create, deadline, attempts=ATTEMPTS,
                               timeout_error=anthropic.APITimeoutError,
                               api_error=anthropic.APIError, retryable=_retryable,
-                              classify=classify, pace=pace, **kwargs)
+                              classify=classify, pace=pace,
+                              cut=lambda seconds: cut_at(client, seconds), **kwargs)
 
 
 def _cache_latest(messages: list[dict[str, Any]]) -> None:
@@ -196,6 +220,11 @@ def served(response: Any, attempts: int) -> dict[str, Any]:
     return {"model": getattr(response, "model", None),
             "stop_reason": getattr(response, "stop_reason", None),
             "request_id": getattr(response, "_request_id", None), "attempts": attempts}
+
+
+def _empty(response: Any) -> bool:
+    """Whether a message carries nothing (faults.empty_reply)."""
+    return faults.empty_reply(response.model_dump(mode="json"))
 
 
 def _usage(response: Any) -> dict[str, int]:
@@ -230,6 +259,9 @@ class AnthropicAgent(Batching, BaseAgent):
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
         check_models(settings)
+        sampling = sampling_problem(settings)
+        if sampling:
+            return sampling
         if settings.batch and settings.provider != "anthropic":
             return (f"--batch goes through the Message Batches API of Anthropic's own API; "
                     f"{settings.provider}'s batch inference is another job API (files in cloud "
@@ -259,11 +291,17 @@ class AnthropicAgent(Batching, BaseAgent):
         return endpoint_of(self.settings.provider)
 
     def first_request(self, task: Task) -> dict[str, Any]:
-        """The item's first (for a reading condition, only) request, as `ask` sends it."""
+        """The item's first (for a reading condition, only) request, as `ask` sends it: framed
+        as Claude Code frames it (agents.framing), so both backends ask the same way."""
+        frame = framing(self.settings.provider)
+        task.sent["framing"] = {"identity": frame["identity"], "date": frame["date"],
+                                "added_by": "the anthropic agent, as Claude Code adds them"}
         kwargs: dict[str, Any] = {
             "model": self.settings.model_id(task.model), "max_tokens": self.token_limit(task),
-            "system": [{"type": "text", "text": task.prompt.system}],
+            "system": [{"type": "text", "text": frame["identity"]},
+                       {"type": "text", "text": task.prompt.system}],
             "messages": [{"role": "user", "content": [
+                {"type": "text", "text": frame["reminder"]},
                 {"type": "text", "text": task.prompt.context,
                  "cache_control": {"type": "ephemeral"}},
                 {"type": "text", "text": task.prompt.question}]}]}
@@ -311,6 +349,11 @@ class AnthropicAgent(Batching, BaseAgent):
                           "temperature": self.settings.temperature,
                           "top_p": self.settings.top_p, "calls": calls})
         hits = 0
+
+        def spent(response: Any, hit: bool) -> None:
+            if not hit:  # a cached response costs nothing: its tokens are not spend
+                self._count(answer, getattr(response, "usage", None))
+
         for round_no in range(max_rounds + 1):
             kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
                                       "system": system, "messages": messages}
@@ -325,15 +368,19 @@ class AnthropicAgent(Batching, BaseAgent):
             if batched and round_no == 0:
                 response, attempts, hit = self.from_batch(client, deadline, kwargs, task)
                 deadline = float("inf")  # the wait for a batch is not the model's time
+                empties = int(response is not None and _empty(response))
+                if response is not None:
+                    spent(response, hit)
             else:
-                response, attempts, hit = self.gated(client, deadline, kwargs, task.repeat)
+                response, attempts, hit, empties = faults.retry_empty(
+                    partial(self.gated, client, deadline, kwargs, task.repeat), _empty,
+                    deadline, self.gate.clock, spent, ATTEMPTS)
             if response is None or (not hit and self.gate.clock() > deadline):
                 return self._timeout(answer, start, self.gate.clock())
-            calls.append({**served(response, attempts), **({"cache_hit": True} if hit else {})})
+            calls.append({**served(response, attempts), **({"cache_hit": True} if hit else {}),
+                          **({"empty_replies": empties} if empties else {})})
             answer.rounds += 1
             hits += hit
-            if not hit:  # a cached response costs nothing: its tokens are not spend
-                self._count(answer, getattr(response, "usage", None))
             tool_uses = [b for b in response.content if b.type == "tool_use"]
             if response.stop_reason == "tool_use" and tool_uses and round_no < max_rounds:
                 messages.append({"role": "assistant",
@@ -360,6 +407,13 @@ class AnthropicAgent(Batching, BaseAgent):
             if response.stop_reason == "max_tokens":
                 answer.status = "truncated"
                 answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
+            elif response.stop_reason == "refusal":
+                answer.status = "refused"
+                answer.error = "the model refused to answer (stop_reason refusal)"
+            elif _empty(response):
+                answer.status = "empty"
+                answer.error = (f"the model's reply was empty (no text, no tool call) "
+                                f"{empties} time(s) in a row")
             break
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}

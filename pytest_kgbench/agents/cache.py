@@ -6,7 +6,8 @@ Every model request an agent makes goes through `gated`:
   content — the endpoint, the model, the messages, the tools, every setting sent — and the
   item's repeat index, so a rerun, a resumed run after a crash mid-item, or a second run over
   the same items is answered from disk at no cost, while each repeat stays its own request.
-  Only what the model answered is stored (an error or a timeout never is); a hit is marked in
+  Only what the model answered is stored (an error, a timeout or an empty reply never is, and an
+  empty reply stored by an older version is asked again); a hit is marked in
   the item's record (`sent.calls[].cache_hit`, `sent.response_cache`) and its tokens are not
   counted as spend. The cache is one file per request under `responses_dir`, written
   atomically, so xdist workers share it without a lock.
@@ -31,10 +32,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_kgbench.agents.faults import empty_reply
 from pytest_kgbench.costs import CHARS_PER_TOKEN, dollars
 from pytest_kgbench.errors import BudgetReached
 from pytest_kgbench.pacing import Pace, Ticket, estimate_tokens
@@ -66,14 +69,21 @@ class ResponseCache:
         return self.dir / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """The stored response of a request, or None (absent, or unreadable: asked again)."""
+        """The stored response of a request, or None (absent, unreadable, or an empty reply:
+        asked again)."""
         try:
             data = json.loads(self.path(key).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return data.get("response") if isinstance(data, dict) else None
+        response = data.get("response") if isinstance(data, dict) else None
+        if not isinstance(response, dict) or empty_reply(response):
+            return None
+        return response
 
     def put(self, key: str, response: Mapping[str, Any]) -> None:
+        """Store a response; an empty reply is a fault, never stored (a rerun asks again)."""
+        if empty_reply(response):
+            return
         path = self.path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -243,15 +253,22 @@ class Gate:
 
 class _Tracked:
     """A network stream of the SDK's connection pool, known to its registry so a stopping run
-    can shut its socket down: a thread blocked reading the reply then wakes at once."""
+    can shut its socket down: a thread blocked reading the reply then wakes at once. It knows
+    the thread that last wrote a request on it (`owner`), which is the thread that reads the
+    reply: a deadline cuts that thread's connection alone (`cut_at`)."""
 
     def __init__(self, stream: Any, registry: Any) -> None:
         self._stream = stream
         self._registry = registry
+        self.owner: int | None = None
         registry.add(self)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+    def write(self, *args: Any, **kwargs: Any) -> Any:
+        self.owner = threading.get_ident()
+        return self._stream.write(*args, **kwargs)
 
     def start_tls(self, *args: Any, **kwargs: Any) -> _Tracked:
         return _Tracked(self._stream.start_tls(*args, **kwargs), self._registry)
@@ -290,9 +307,10 @@ class _TrackingBackend:
     def connect_unix_socket(self, *args: Any, **kwargs: Any) -> _Tracked:
         return _Tracked(self._inner.connect_unix_socket(*args, **kwargs), self)
 
-    def abort(self) -> None:
+    def abort(self, owner: int | None = None) -> None:
+        """Shut down every stream, or only those whose request `owner` (a thread) wrote."""
         with self._lock:
-            streams = list(self.streams)
+            streams = [s for s in self.streams if owner is None or s.owner == owner]
         for stream in streams:
             stream.abort()
 
@@ -318,3 +336,30 @@ def abort_connections(sdk_client: Any) -> None:
     backend = getattr(_pool_of(sdk_client), "_network_backend", None)
     if isinstance(backend, _TrackingBackend):
         backend.abort()
+
+
+@contextmanager
+def cut_at(sdk_client: Any, seconds: float) -> Iterator[threading.Event]:
+    """Within the block, the connection this thread sends its request on is shut down once
+    `seconds` pass, and the event yielded is set: the HTTP client's timeout bounds each read,
+    so a reply that trickles a byte at a time would otherwise hold the call for as long as
+    the server likes. Cutting the socket wakes the blocked read with a connection error. A
+    client whose pool cannot be tracked is never cut (its reads keep their own timeout)."""
+    fired = threading.Event()
+    backend = getattr(_pool_of(sdk_client), "_network_backend", None)
+    if not isinstance(backend, _TrackingBackend):
+        yield fired
+        return
+    me = threading.get_ident()
+
+    def cut() -> None:
+        fired.set()
+        backend.abort(owner=me)
+
+    timer = threading.Timer(max(0.0, seconds), cut)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield fired
+    finally:
+        timer.cancel()

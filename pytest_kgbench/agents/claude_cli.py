@@ -12,18 +12,26 @@ the way the `anthropic` agent asks:
   then is told LAST_ROUND and answers in a final turn in which every tool call is refused;
 - --item-timeout bounds the whole item: the CLI is stopped at the deadline (a timeout, a miss).
 
+Claude Code puts a system block naming itself before our system prompt and a first user block
+with today's date (agents.framing); no option leaves them out, so the anthropic agent sends the
+same, and both record them (`sent.framing`).
+
 Claude Code is isolated from the user's own instructions: no setting sources (no
 ~/.claude/CLAUDE.md, no CLAUDE.md in the folders above, no user or project settings) and no
 auto-memory. For querying conditions the store is offered as an MCP server (`kgbench mcp`,
-stdio), waited for at start (MCP_CONNECTION_NONBLOCKING=false: print mode otherwise reports a
-stdio server `pending` and never looks again); the session's init event must list it as
+stdio), waited for at start for as long as the item may last (MCP_CONNECTION_NONBLOCKING=false
+and MCP_CONNECT_TIMEOUT_MS: print mode otherwise gives a server 5 s, reports one still starting
+`pending` and never looks again); the session's init event must list it as
 connected with the tools its condition offers, or the harness is broken and the run halts — a
 client that silently lost its tools would otherwise score as a weak model. The MCP server logs
 every call, so the item banks the queries the session ran, with their results.
 
 Errors are classified as the anthropic agent's are (agents/faults.py): not logged in, a
-rejected key, no credit -> halt; a prompt too long for the window -> skipped; a malformed request
-or unknown model -> halt; overload and the rest -> rerun, never graded.
+rejected key, no credit -> halt (a 401 or 403 the CLI starts retrying stops it at once); a
+prompt too long for the window -> skipped; a malformed request or unknown model -> halt; overload
+and the rest -> rerun, never graded. A policy refusal (the result's stop_reason "refusal") is
+the model's answer, status `refused`, banked once; an empty reply (Claude Code asks once more
+itself) is status `empty`.
 
 The binary is `claude` on PATH, `.tools/node_modules/.bin/claude` under the repository, or the
 path in KGBENCH_CLAUDE. It reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL like the SDK, or the
@@ -46,7 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, framing
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken
@@ -68,7 +76,7 @@ QUIET = {"DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
          "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_ERROR_REPORTING": "1"}
 ASKS_AS_THE_SDK = {
     "MCP_CONNECTION_NONBLOCKING": "false",  # wait for the MCP server at start (see above)
-    "MCP_TIMEOUT": "60000",                 # ...for up to a minute
+    "MCP_TIMEOUT": "60000",                 # each request to it other than a tool call
     "CLAUDE_CODE_DISABLE_AUTO_MEMORY": "1",  # nothing of the user's carried in
     "CLAUDE_CODE_DISABLE_THINKING": "1",     # the anthropic agent sends no thinking either
     "MAX_THINKING_TOKENS": "0",
@@ -78,7 +86,26 @@ EFFORTS = ("low", "medium", "high", "xhigh", "max")  # what `claude --effort` ta
 CUT = "output token maximum"  # the CLI's words for an answer cut at the output limit
 
 MISSING = ("the claude CLI was not found (PATH, .tools/node_modules/.bin, KGBENCH_CLAUDE); "
-           "install it: npm install --prefix .tools @anthropic-ai/claude-code")
+           "install it: npm install --prefix .tools @anthropic-ai/claude-code@2.1.197")
+POSTINSTALL = ("npm may have left its placeholder in place (the package's postinstall script "
+               "puts the native binary there, and an npm that does not run install scripts "
+               "skips it): run `node .tools/node_modules/@anthropic-ai/claude-code/install.cjs` "
+               "(the folder of the claude you use)")
+
+
+def cli_version(binary: str) -> tuple[str | None, str]:
+    """The CLI's version (`claude --version`: "2.1.197 (Claude Code)"), or None and what the
+    binary said instead (a placeholder npm left prints how to install the real one)."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                             timeout=60, env={**os.environ, **QUIET})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, str(exc)
+    words = out.stdout.split()
+    if out.returncode != 0 or not words or not words[0][:1].isdigit():
+        said = " ".join((out.stderr or out.stdout).split())
+        return None, f"exit {out.returncode}: {said[:200]}"
+    return words[0], ""
 
 
 def find_claude(root: str) -> str | None:
@@ -126,6 +153,12 @@ class Stream:
     timed_out: bool = False
     returncode: int | None = None
     stderr: str = ""
+    # the CLI retrying a call the credential decides (401, 403): stopped at once, as more
+    # tries cannot succeed (it retried a 401 twice)
+    rejected: dict[str, Any] | None = None
+
+
+REJECTED = (401, 403)  # statuses the CLI retries that no retry can change
 
 
 def converse(cmd: list[str], *, cwd: Path, env: dict[str, str], first: str, deadline: float,
@@ -161,6 +194,11 @@ def converse(cmd: list[str], *, cwd: Path, env: dict[str, str], first: str, dead
             kind = event.get("type")
             if kind == "system" and event.get("subtype") == "init" and out.init is None:
                 out.init = event
+            elif kind == "system" and event.get("subtype") == "api_retry" and \
+                    event.get("error_status") in REJECTED:
+                out.rejected = event
+                _stop(proc)
+                break
             elif kind == "assistant":
                 out.assistant.append(event.get("message") or {})
             elif kind == "result":
@@ -233,8 +271,15 @@ class ClaudeCliAgent(BaseAgent):
         if given:  # never ignored in silence: Claude Code takes no sampling settings, and its
             # calls are its own (no cap can stand before them)
             return f"{', '.join(given)}: the claude CLI agent cannot honour it"
-        if asking and find_claude(settings.rootdir) is None:
+        if not asking:
+            return None
+        binary = find_claude(settings.rootdir)
+        if binary is None:
             return MISSING
+        version, said = cli_version(binary)
+        if version is None:  # checked before the run, not met as a broken harness per item
+            return f"the claude CLI at {binary} does not run (`claude --version`, {said}): " \
+                   + POSTINSTALL
         return None
 
     def base_command(self, binary: str, model: str, system: str) -> list[str]:
@@ -247,8 +292,13 @@ class ClaudeCliAgent(BaseAgent):
             cmd += ["--effort", self.settings.effort]
         return cmd
 
-    def environment(self, max_tokens: int) -> dict[str, str]:
+    def environment(self, max_tokens: int, budget: float) -> dict[str, str]:
+        """The CLI's environment for a call of at most `budget` seconds. Claude Code 2.1 waits
+        MCP_CONNECT_TIMEOUT_MS (5 s unless set; MCP_TIMEOUT is each request's) for its MCP
+        servers before it starts, then reports one still starting as `pending` and never
+        looks again: it may wait the whole budget, the deadline that stops it anyway."""
         return {**os.environ, **QUIET, **ASKS_AS_THE_SDK,
+                "MCP_CONNECT_TIMEOUT_MS": str(max(1000, int(budget * 1000))),
                 "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_tokens)}
 
     def token_limit(self, task: Task) -> int:
@@ -264,9 +314,14 @@ class ClaudeCliAgent(BaseAgent):
         model = self.settings.model_id(task.model)
         max_tokens = self.token_limit(task)
         rounds = self.settings.max_rounds * task.share
+        frame = framing("vertex" if os.environ.get("CLAUDE_CODE_USE_VERTEX") else "anthropic")
         task.sent.update({"backend": "claude-code", "model": model, "max_tokens": max_tokens,
                           "effort": self.settings.effort, "thinking": "disabled",
-                          "temperature": None, "max_rounds": rounds if querying else 0})
+                          "temperature": None, "max_rounds": rounds if querying else 0,
+                          # what Claude Code puts around our prompt (the anthropic agent sends
+                          # the same): it cannot be told to leave them out
+                          "framing": {"identity": frame["identity"], "date": frame["date"],
+                                      "added_by": "claude-code"}})
         with tempfile.TemporaryDirectory(prefix="kgbench-cli-") as tmp:
             workdir = Path(tmp) / "work"
             workdir.mkdir()
@@ -294,9 +349,9 @@ class ClaudeCliAgent(BaseAgent):
                 {"type": "text", "text": task.prompt.context,
                  "cache_control": {"type": "ephemeral"}},
                 {"type": "text", "text": task.prompt.question})
-            stream = converse(cmd, cwd=workdir, env=self.environment(max_tokens), first=first,
-                              deadline=start + self.item_timeout * task.share,
-                              follow_up=last_round)
+            budget = self.item_timeout * task.share
+            stream = converse(cmd, cwd=workdir, env=self.environment(max_tokens, budget),
+                              first=first, deadline=start + budget, follow_up=last_round)
             self._record(task.sent, stream)
             if stream.timed_out:
                 answer = Answer(status="timeout", error="the CLI ran past --item-timeout")
@@ -314,7 +369,7 @@ class ClaudeCliAgent(BaseAgent):
             raise HarnessBroken(MISSING)
         with tempfile.TemporaryDirectory(prefix="kgbench-cli-") as tmp:
             cmd = self.base_command(binary, model, system) + ["--max-turns", "1"]
-            stream = converse(cmd, cwd=Path(tmp), env=self.environment(max_tokens),
+            stream = converse(cmd, cwd=Path(tmp), env=self.environment(max_tokens, timeout),
                               first=user_message({"type": "text", "text": text}),
                               deadline=time.monotonic() + timeout)
         sent: dict[str, Any] = {}
@@ -351,6 +406,9 @@ class ClaudeCliAgent(BaseAgent):
         offering exactly `tools` of ours (a schema arm without discovery offers run_query
         alone: a list_tables there would be a broken harness, not a model's choice)."""
         init, results = stream.init, stream.results
+        if stream.rejected is not None:
+            raise classify_status(stream.rejected.get("error_status"),
+                                  str(stream.rejected.get("error") or "a rejected credential"))
         if init is None or not results:
             raise HarnessBroken(f"the CLI gave no init or result event (exit "
                                 f"{stream.returncode}): {stream.stderr.strip()[-500:]}")
@@ -361,7 +419,8 @@ class ClaudeCliAgent(BaseAgent):
             if servers.get(SERVER) != "connected" or ours != set(tools):
                 raise HarnessBroken(f"the MCP server did not connect with its tools "
                                     f"({', '.join(tools)}): servers {servers}, tools "
-                                    f"{sorted(offered)}")
+                                    f"{sorted(offered)} (Claude Code "
+                                    f"{init.get('claude_code_version')})")
         result = results[-1]
         usage = [r.get("usage") or {} for r in results]
         answer = Answer(
@@ -373,7 +432,14 @@ class ClaudeCliAgent(BaseAgent):
                     "cache_read": sum(int(u.get("cache_read_input_tokens") or 0) for u in usage),
                     "cache_write": sum(int(u.get("cache_creation_input_tokens") or 0)
                                        for u in usage)})
-        if result.get("is_error"):
+        if result.get("stop_reason") == "refusal":  # the model's own: banked, never retried
+            answer.text = _last_text(stream)
+            answer.status = "refused"
+            answer.error = ("the model refused to answer (stop_reason refusal): "
+                            + str(result.get("result") or "").splitlines()[0][:300]
+                            if result.get("result") else
+                            "the model refused to answer (stop_reason refusal)")
+        elif result.get("is_error"):
             message = str(result.get("result") or result.get("subtype") or "")
             if CUT in message:  # the CLI's own continuations were cut too
                 answer.text = _last_text(stream)
@@ -383,6 +449,10 @@ class ClaudeCliAgent(BaseAgent):
                 answer.text = _last_text(stream)  # it kept calling refused tools: no answer
             else:
                 raise classify_status(result.get("api_error_status"), message)
+        elif not answer.text.strip():
+            # Claude Code itself asks once more when a reply has no visible output
+            answer.status = "empty"
+            answer.error = "the model's reply was empty (no text), after Claude Code asked again"
         answer.block = extract_block(answer.text)
         return answer
 

@@ -15,9 +15,14 @@ with the last round's results, then `tool_choice: "none"`), the same one deadlin
 - a rate limit (429, honouring retry-after), an overload or a 5xx still failing after the
   retries, a reset, or a body that is not a completion, is `TransientModelError`: rerun, never
   graded;
-- a prompt longer than the model's context (`context_length_exceeded`) is `ItemSkipped`;
-- an answer cut at --max-tokens (finish_reason `length`) is `truncated`, and running past
-  --item-timeout is `timeout`: the model's misses.
+- a prompt longer than the model's context is `ItemSkipped`, in the words of OpenAI
+  (`context_length_exceeded`) and of the servers run behind --base-url: llama.cpp
+  (`exceed_context_size_error`), vLLM, Ollama, LM Studio, SGLang (agents/faults.py);
+- an answer cut at --max-tokens (finish_reason `length`) is `truncated`, a refusal
+  (`message.refusal`, or finish_reason `content_filter`) is `refused`, and running past
+  --item-timeout is `timeout`: the model's misses;
+- an empty reply (no content, no tool call) is asked again within the deadline and never
+  stored in the response cache; still empty, it is `empty` (a miss).
 
 The key is OPENAI_API_KEY; a local server (--base-url) needs none. Prices come from the
 settings ([tool.kgbench.prices."<model id>"]); a model without one (a local model, as a rule)
@@ -31,11 +36,12 @@ import json
 import os
 import threading
 import time
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, faults
 from pytest_kgbench.agents.batch import Batching, OpenAIBatches
-from pytest_kgbench.agents.cache import Gate, abort_connections, track_connections
+from pytest_kgbench.agents.cache import Gate, abort_connections, cut_at, track_connections
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
@@ -67,7 +73,7 @@ def classify(exc: Exception) -> Exception:
     if isinstance(exc, openai.APIStatusError):
         message = _message(exc)
         code = getattr(exc, "code", None)
-        if code == "context_length_exceeded":
+        if faults.too_long(message, code, getattr(exc, "type", None)):
             return ItemSkipped(f"the prompt is longer than the model accepts "
                                f"({exc.status_code}): {message}")
         if code == "insufficient_quota":
@@ -79,8 +85,11 @@ def classify(exc: Exception) -> Exception:
 
 def _message(exc: Any) -> str:
     """The API's own error message (OpenAI's body is {"error": {...}}; the SDK hands the
-    inner object, other servers may hand the whole body or a string)."""
+    inner object, other servers may hand the whole body or a string: LM Studio's is
+    {"error": "..."}, which the SDK hands as the string)."""
     body = getattr(exc, "body", None)
+    if isinstance(body, str) and body.strip():
+        return body
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
@@ -94,8 +103,9 @@ def _retryable(exc: Exception) -> bool:
     import openai
 
     if isinstance(exc, openai.APIStatusError):
-        if getattr(exc, "code", None) in ("insufficient_quota", "context_length_exceeded"):
-            return False
+        if getattr(exc, "code", None) == "insufficient_quota" or faults.too_long(
+                _message(exc), getattr(exc, "code", None), getattr(exc, "type", None)):
+            return False  # as long the second time (a local server may say it with a 500)
         should = exc.response.headers.get("x-should-retry")
         if should in ("true", "false"):
             return should == "true"
@@ -119,7 +129,7 @@ def call_within(client: Any, deadline: float, *, pace: Any = None,
     return faults.call_within(client.chat.completions.create, deadline, attempts=ATTEMPTS,
                               timeout_error=openai.APITimeoutError, api_error=openai.APIError,
                               retryable=_retryable, classify=classify, check=_has_choices,
-                              pace=pace, **kwargs)
+                              pace=pace, cut=lambda seconds: cut_at(client, seconds), **kwargs)
 
 
 def usage_of(response: Any) -> dict[str, int]:
@@ -160,6 +170,11 @@ def served(response: Any, attempts: int, hit: bool = False) -> dict[str, Any]:
     if hit:
         out["cache_hit"] = True
     return out
+
+
+def _empty(response: Any) -> bool:
+    """Whether a completion carries nothing (faults.empty_reply)."""
+    return faults.empty_reply(response.model_dump(mode="json"))
 
 
 def _dump(response: Any) -> dict[str, Any]:
@@ -227,6 +242,14 @@ class OpenAIAgent(Batching, BaseAgent):
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
         check_models(settings)
+        from openai.resources.chat.completions import Completions
+
+        missing = faults.untaken(Completions.create, settings)
+        if missing:  # what an older or newer SDK may lack: refused, never a TypeError per item
+            import openai
+
+            return (f"{', '.join(flag for _, flag in missing)}: the installed openai SDK "
+                    f"{openai.__version__} takes no {' or '.join(n for n, _ in missing)}")
         if asking and not settings.base_url and not os.environ.get("OPENAI_API_KEY"):
             return NO_CREDENTIAL
         return None
@@ -306,6 +329,14 @@ class OpenAIAgent(Batching, BaseAgent):
                           "effort": self.settings.effort,
                           "temperature": self.settings.temperature,
                           "top_p": self.settings.top_p, "calls": calls})
+
+        def spent(response: Any, hit: bool) -> None:
+            nonlocal known
+            if not hit:  # a cached response costs nothing: its tokens are not spend
+                for name, value in usage_of(response).items():
+                    answer.tokens[name] += value
+                known = known or reports_cache(response)
+
         for round_no in range(max_rounds + 1):
             kwargs = self.request(model, messages, max_tokens)
             if tools:
@@ -315,19 +346,20 @@ class OpenAIAgent(Batching, BaseAgent):
             if batched and round_no == 0:
                 response, attempts, hit = self.from_batch(client, kwargs, task, max_tokens)
                 deadline = float("inf")  # the wait for a batch is not the model's time
+                empties = int(response is not None and _empty(response))
+                if response is not None:
+                    spent(response, hit)
             else:
-                response, attempts, hit = self._call(client, deadline, kwargs, task.repeat,
-                                                     max_tokens)
+                response, attempts, hit, empties = faults.retry_empty(
+                    partial(self._call, client, deadline, kwargs, task.repeat, max_tokens),
+                    _empty, deadline, self.gate.clock, spent, ATTEMPTS)
             if response is None or (not hit and self.gate.clock() > deadline):
                 return unknown_cache(self._timeout(answer, start, task, hits, len(calls)),
                                      known)
-            calls.append(served(response, attempts, hit))
+            calls.append({**served(response, attempts, hit),
+                          **({"empty_replies": empties} if empties else {})})
             answer.rounds += 1
             hits += hit
-            if not hit:  # a cached response costs nothing: its tokens are not spend
-                for name, value in usage_of(response).items():
-                    answer.tokens[name] += value
-                known = known or reports_cache(response)
             message = response.choices[0].message
             tool_calls = list(getattr(message, "tool_calls", None) or [])
             if tool_calls and tools and round_no < max_rounds:
@@ -354,11 +386,21 @@ class OpenAIAgent(Batching, BaseAgent):
                 if round_no == max_rounds - 1:
                     messages.append({"role": "user", "content": LAST_ROUND})
                 continue
-            answer.text = message.content or ""
+            refusal = getattr(message, "refusal", None)
+            finish = response.choices[0].finish_reason
+            answer.text = message.content or refusal or ""
             answer.block = extract_block(answer.text)
-            if response.choices[0].finish_reason == "length":
+            if finish == "length":
                 answer.status = "truncated"
                 answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
+            elif refusal or finish == "content_filter":
+                answer.status = "refused"
+                answer.error = ("the model refused to answer (message.refusal)" if refusal else
+                                "the model refused to answer (finish_reason content_filter)")
+            elif _empty(response):
+                answer.status = "empty"
+                answer.error = (f"the model's reply was empty (no text, no tool call) "
+                                f"{empties} time(s) in a row")
             break
         task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
         task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
