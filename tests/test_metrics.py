@@ -161,6 +161,11 @@ CR = "PREFIX cr: <https://kgbench.example/credit/def#>\n"
     # a constant that happens to be the key
     ("credit-Q07", "D1", "SELECT 9 AS n"),
     ("credit-Q07", "D4", "SELECT (9 AS ?n) WHERE {}"),
+    # a constant read beside a table: it reads the store, but its value is the text's
+    ("credit-Q07", "D1", "SELECT 9 AS n FROM issuers LIMIT 1"),
+    ("credit-Q07", "D1", "SELECT lei, 9 AS n FROM issuers LIMIT 1"),
+    ("credit-Q07", "D4", CR + "SELECT ?n WHERE { ?i cr:lei ?lei BIND(9 AS ?n) } LIMIT 1"),
+    ("credit-Q07", "D4", CR + "SELECT ?lei ?n WHERE { ?i cr:lei ?lei VALUES ?n { 9 } } LIMIT 1"),
 ])
 def test_a_result_that_fits_any_question_does_not_pass(credit_base, qid, cid, statement) -> None:
     from conftest import credit_question
@@ -176,6 +181,50 @@ def test_a_result_that_fits_any_question_does_not_pass(credit_base, qid, cid, st
 
 
 BY_LANGUAGE = {"D1": "sql", "D4": "sparql"}
+
+
+@pytest.mark.parametrize(("statement", "language", "constant"), [
+    ("SELECT count(*) AS n FROM issuers", "sql", [False]),
+    ("SELECT 'Halvaria' AS country, count(*) AS n FROM issuers", "sql", [True, False]),
+    ("SELECT (SELECT count(*) FROM issuers) AS n", "sql", [False]),
+    ("WITH t AS (SELECT lei FROM issuers) SELECT count(*) FROM t", "sql", [False]),
+    ("SELECT x FROM (SELECT 9 AS x) s", "sql", [True]),
+    ("SELECT count(*) FROM range(9)", "sql", [True]),
+    ("SELECT 9 AS n UNION SELECT count(*) FROM issuers", "sql", [False]),
+    ("SELECT * FROM issuers", "sql", None),               # cannot tell: judged as before
+    (CR + "SELECT (COUNT(?i) AS ?n) WHERE { ?i a cr:Issuer }", "sparql", [False]),
+    (CR + "SELECT ?i (UCASE(STR(?i)) AS ?u) WHERE { ?i a cr:Issuer }", "sparql", [False, False]),
+    ("SELECT ?v WHERE { VALUES ?v { 1 2 } }", "sparql", [True]),
+    # a scale looked up by a stored value is the data's; a VALUES joined on nothing is not
+    (CR + "SELECT ?rank WHERE { ?i cr:rating ?r VALUES (?r ?rank) { ('A' 6) } }", "sparql",
+     [False]),
+    (CR + "SELECT ?r ?n WHERE { ?i cr:rating ?r VALUES ?n { 9 } }", "sparql", [False, True]),
+    (CR + "SELECT ?s WHERE { ?i cr:rank ?k VALUES (?s ?j) { ('A' 6) } FILTER(?j = ?k) }",
+     "sparql", [False]),
+    ("WITH s(r, k) AS (VALUES ('A', 6)) SELECT s.k FROM issuers i JOIN s ON s.r = i.rating",
+     "sql", [False]),
+])
+def test_constant_columns(statement, language, constant) -> None:
+    from pytest_kgbench.metrics.execution import constant_columns
+
+    assert constant_columns(statement, language) == constant
+
+
+def test_no_reference_query_is_read_as_constant(credit_questions, research_questions) -> None:
+    """Every gold query of both packs computes at least one of its columns from the data, so
+    the constant-column rule can never fail a reference answer."""
+    from pytest_kgbench.metrics.execution import constant_columns
+
+    prefixes = {"cr": "https://kgbench.example/credit/def#"}
+    seen = 0
+    for questions in (credit_questions, research_questions):
+        for q in questions.questions:
+            for language, statement in q.gold.items():
+                lang = "sparql" if language == "sparql" else "sql"
+                constant = constant_columns(statement, lang, prefixes)
+                seen += constant is not None
+                assert constant is None or not all(constant), (q.id, language)
+    assert seen > 100
 
 
 def test_listing_a_whole_entity_table_never_passes_an_entity_list(credit_base, research_base,

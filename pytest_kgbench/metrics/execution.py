@@ -7,6 +7,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from pytest_kgbench.fieldkinds import grouped, max_matching, norm_number
@@ -45,10 +46,18 @@ def same_cell(gold: Any, got: Any, *, rel: float = 0.005, abs_tol: float = 0.0) 
 
 
 def carries(gold_row: Sequence[Any], row: Sequence[Any], *, rel: float = 0.005,
-            abs_tol: float = 0.0) -> bool:
+            abs_tol: float = 0.0, constant: Sequence[bool] | None = None) -> bool:
     """A returned row carries a gold row when every gold value appears somewhere in it
-    (extra columns are allowed)."""
-    return all(any(same_cell(g, v, rel=rel, abs_tol=abs_tol) for v in row) for g in gold_row)
+    (extra columns are allowed). With `constant` (which of the query's columns are
+    constants of its text, `constant_columns`), at least one gold value must appear in a
+    column the query computed from the data: `SELECT lei, 9 FROM issuers LIMIT 1` does not
+    carry a count of 9 (a literal restating a filter beside a computed value does no harm)."""
+    if not all(any(same_cell(g, v, rel=rel, abs_tol=abs_tol) for v in row) for g in gold_row):
+        return False
+    if constant is None or not gold_row:
+        return True
+    return any(same_cell(g, v, rel=rel, abs_tol=abs_tol)
+               for g in gold_row for v, fixed in zip(row, constant) if not fixed)
 
 
 def _row_key(row: Sequence[Any]) -> tuple[str, ...]:
@@ -56,7 +65,8 @@ def _row_key(row: Sequence[Any]) -> tuple[str, ...]:
 
 
 def rows_carried(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
-                 ordered: bool = False, rel: float = 0.005, abs_tol: float = 0.0) -> bool:
+                 ordered: bool = False, rel: float = 0.005, abs_tol: float = 0.0,
+                 constant: Sequence[bool] | None = None) -> bool:
     """Each gold row is carried by a distinct returned row (extra rows allowed; see
     `rows_allowed`); with `ordered`, the carrying rows appear in the gold order.
 
@@ -66,7 +76,8 @@ def rows_carried(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
     if ordered:
         i = 0
         for row in got:
-            if i < len(gold) and carries(gold[i], row, rel=rel, abs_tol=abs_tol):
+            if i < len(gold) and carries(gold[i], row, rel=rel, abs_tol=abs_tol,
+                                         constant=constant):
                 i += 1
         return i == len(gold)
     if not gold:
@@ -76,7 +87,7 @@ def rows_carried(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
     gold_rows, gold_counts = grouped(list(gold), _row_key)
     got_rows, got_counts = grouped(list(got), _row_key)
     pairs = [(i, j) for i, g in enumerate(gold_rows) for j, r in enumerate(got_rows)
-             if carries(g, r, rel=rel, abs_tol=abs_tol)]
+             if carries(g, r, rel=rel, abs_tol=abs_tol, constant=constant)]
     return max_matching(gold_counts, got_counts, pairs) == len(gold)
 
 
@@ -109,6 +120,259 @@ def reads_store(result: Any, language: str, prefixes: Mapping[str, str] | None =
         return True  # not readable here (a prefix the store binds): not judged a constant
     return any(getattr(node, "name", None) == "BGP" and dict.get(node, "triples")
                for node in walk(query.algebra))
+
+
+# --- columns that are constants of the query's text ------------------------------------------
+
+def constant_columns(statement: str, language: str,
+                     prefixes: Mapping[str, str] | None = None) -> list[bool] | None:
+    """Which of a query's result columns are constants of its text rather than computed from
+    the store: `SELECT 9 FROM issuers LIMIT 1` -> [True]; `SELECT count(*) FROM issuers` ->
+    [False]; `SELECT ?n WHERE { ?s a cr:Issuer BIND(9 AS ?n) }` -> [True]. A column is
+    computed from the data when it reads a column of a stored table (a triple pattern's
+    variable), aggregates rows that come from one, or reads a table the query wrote itself
+    (VALUES, a CTE of constants) joined with stored rows: a rating scale looked up by a
+    stored rating is the data's. None when the query cannot be read so (a `*` over stored
+    tables, a parse this reader does not know): then no column is judged."""
+    try:
+        if language == "sparql":
+            return _sparql_constants(statement, prefixes or {})
+        return _sql_constants(statement)
+    except RecursionError:
+        return None
+
+
+# (rows come from the store, [(column, constant)] in order, or None for a stored table)
+_Source = tuple[bool, list[tuple[str, bool]] | None]
+
+
+def _sql_constants(statement: str) -> list[bool] | None:
+    import duckdb
+
+    from pytest_kgbench.evidence import _sql_parser
+
+    try:
+        row = _sql_parser().execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
+        tree = json.loads(row[0]) if row and row[0] else {}
+    except (duckdb.Error, ValueError):
+        return None
+    statements = tree.get("statements") or []
+    if tree.get("error") or len(statements) != 1:
+        return None
+    node = _sql_node(statements[0].get("node") or {}, {})
+    return None if node is None else [fixed for _, fixed in node[1]]
+
+
+def _sql_node(node: dict[str, Any], ctes: dict[str, dict[str, Any]]
+              ) -> tuple[bool, list[tuple[str, bool]]] | None:
+    """(rows come from the store, [(output column name, constant)]) of one query node."""
+    ctes = dict(ctes)
+    for entry in (node.get("cte_map") or {}).get("map") or []:
+        value = entry.get("value") or {}
+        ctes[str(entry.get("key", "")).lower()] = value
+    kind = node.get("type")
+    if kind == "SET_OPERATION_NODE":
+        children = node.get("children") or [c for c in (node.get("left"), node.get("right")) if c]
+        parts = [_sql_node(c, ctes) for c in children]
+        if not parts or any(p is None for p in parts):
+            return None
+        widths = {len(p[1]) for p in parts if p is not None}
+        if len(widths) != 1:
+            return None
+        first = parts[0]
+        assert first is not None
+        return (any(p[0] for p in parts if p is not None),
+                [(name, all(p[1][i][1] for p in parts if p is not None))
+                 for i, (name, _) in enumerate(first[1])])
+    if kind != "SELECT_NODE":
+        return None
+    sources: list[_Source] = []
+    if not _sql_sources(node.get("from_table") or {}, ctes, sources):
+        return None
+    from_store = any(stored for stored, _ in sources)
+    out: list[tuple[str, bool]] = []
+    for expr in node.get("select_list") or []:
+        if expr.get("class") == "STAR" or expr.get("type") == "STAR":
+            if from_store or expr.get("relation_name") or expr.get("exclude_list"):
+                return None
+            out.extend((name, True) for _, cols in sources for name, _ in cols or [])
+            continue
+        fixed = _sql_expr_constant(expr, sources, from_store, ctes)
+        if fixed is None:
+            return None
+        name = expr.get("alias") or (expr.get("column_names") or [""])[-1]
+        out.append((str(name).lower(), fixed))
+    return from_store, out
+
+
+def _sql_sources(table: dict[str, Any], ctes: dict[str, dict[str, Any]],
+                 out: list[_Source]) -> bool:
+    """The sources a FROM clause reads, appended to `out`; False when one is not known."""
+    kind = table.get("type")
+    if kind in (None, "EMPTY"):
+        return True
+    if kind == "JOIN":
+        return (_sql_sources(table.get("left") or {}, ctes, out)
+                and _sql_sources(table.get("right") or {}, ctes, out))
+    if kind == "BASE_TABLE":
+        name = str(table.get("table_name", "")).lower()
+        cte = ctes.get(name)
+        if cte is None or table.get("schema_name"):
+            out.append((True, None))  # a stored table: every column is its data
+            return True
+        inner = _sql_node(cte.get("query_node") or {}, {k: v for k, v in ctes.items()
+                                                         if k != name})
+        if inner is None:
+            return False
+        out.append((inner[0], _renamed(inner[1], cte.get("aliases"))))
+        return True
+    if kind == "SUBQUERY":
+        inner = _sql_node(((table.get("subquery") or {}).get("node")) or {}, ctes)
+        if inner is None:
+            return False
+        out.append((inner[0], _renamed(inner[1], table.get("column_name_alias"))))
+        return True
+    if kind == "EXPRESSION_LIST":  # VALUES (...): the query's own constants
+        width = max((len(row) for row in table.get("values") or []), default=0)
+        out.append((False, _renamed([(f"col{i}", True) for i in range(width)],
+                                    table.get("column_name_alias"))))
+        return True
+    if kind == "TABLE_FUNCTION":
+        out.append((False, []))  # range(9), a generator of the query's own: no stored data
+        return True
+    return False
+
+
+def _renamed(columns: list[tuple[str, bool]], aliases: Any) -> list[tuple[str, bool]]:
+    names = [str(a).lower() for a in aliases or []]
+    return [(names[i] if i < len(names) else name, fixed)
+            for i, (name, fixed) in enumerate(columns)]
+
+
+@lru_cache(maxsize=1)
+def _sql_aggregates() -> frozenset[str]:
+    """DuckDB's aggregate functions, by name (count_star is `count(*)`)."""
+    from pytest_kgbench.evidence import _sql_parser
+
+    rows = _sql_parser().execute("SELECT DISTINCT function_name FROM duckdb_functions() "
+                                 "WHERE function_type = 'aggregate'").fetchall()
+    return frozenset(str(r[0]).lower() for r in rows) | {"count_star"}
+
+
+def _sql_expr_constant(expr: Any, sources: list[_Source], from_store: bool,
+                       ctes: dict[str, dict[str, Any]]) -> bool | None:
+    """Whether one select expression is a constant of the text (None: cannot tell)."""
+    stack = [expr]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+            continue
+        if not isinstance(item, dict):
+            continue
+        cls = item.get("class")
+        if cls == "COLUMN_REF":
+            column = str((item.get("column_names") or [""])[-1]).lower()
+            known = [fixed for _, cols in sources for name, fixed in cols or []
+                     if name == column]
+            if any(cols is None for _, cols in sources) or not known or not all(known):
+                return False
+            continue
+        if cls == "SUBQUERY":
+            inner = _sql_node(((item.get("subquery") or {}).get("node")) or {}, ctes)
+            if inner is None or inner[0] or not all(f for _, f in inner[1]):
+                return False
+            continue
+        if cls == "WINDOW" or (cls == "FUNCTION"
+                               and str(item.get("function_name", "")).lower()
+                               in _sql_aggregates()):
+            if from_store:
+                return False
+        stack.extend(v for k, v in item.items() if k not in ("query_location",))
+    return True
+
+
+def _sparql_constants(statement: str, prefixes: Mapping[str, str]) -> list[bool] | None:
+    from rdflib.term import Variable
+
+    from pytest_kgbench.evidence import read_sparql
+
+    query = read_sparql(statement, tuple(sorted(prefixes.items()))).query
+    if query is None:
+        return None
+    root = query.algebra
+    projected = root.get("PV") or []
+    if not projected:
+        return None
+    nodes = [n for n in _sparql_walk(root)]
+    data: set[Variable] = set()
+    reads = False
+    for node in nodes:
+        if node.name == "BGP":
+            for triple in node.get("triples") or []:
+                if len(triple) == 3:
+                    reads = True
+                data.update(t for t in triple if isinstance(t, Variable))
+        elif node.name == "Graph" and isinstance(node.get("term"), Variable):
+            data.add(node["term"])
+    rows_aggregates = ("Aggregate_Count", "Aggregate_Sum", "Aggregate_GroupConcat")
+    changed = True
+    while changed:  # BIND, lookup tables and aggregates that read what the data gives
+        changed = False
+        for node in nodes:
+            if node.name == "Extend":
+                var = node.get("var")
+                if var not in data and _sparql_vars(node.get("expr")) & data:
+                    data.add(var)
+                    changed = True
+            elif node.name in ("values", "Filter"):
+                # a lookup table (a rating scale) joined on a variable of the data, or compared
+                # with one: the row the data selects is the data's
+                bound = ({v for row in node.get("res") or [] for v in row}
+                         if node.name == "values" else _sparql_vars(node.get("expr")))
+                if bound & data and not bound <= data:
+                    data.update(bound)
+                    changed = True
+            elif node.name == "AggregateJoin":
+                for agg in node.get("A") or []:
+                    res = agg.get("res")
+                    if res in data:
+                        continue
+                    if (_sparql_vars(agg.get("vars")) & data
+                            or (reads and agg.name in rows_aggregates)):
+                        data.add(res)
+                        changed = True
+    return [Variable(str(v)) not in data for v in projected]
+
+
+def _sparql_walk(root: Any) -> list[Any]:
+    from rdflib.plugins.sparql.parserutils import CompValue
+
+    out, stack = [], [root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, CompValue):
+            out.append(item)
+            stack.extend(v for k, v in item.items() if not k.startswith("_"))
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return out
+
+
+def _sparql_vars(expr: Any) -> set[Any]:
+    from rdflib.plugins.sparql.parserutils import CompValue
+    from rdflib.term import Variable
+
+    found, stack = set(), [expr]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Variable):
+            found.add(item)
+        elif isinstance(item, CompValue):
+            stack.extend(v for k, v in item.items() if not k.startswith("_"))
+        elif isinstance(item, (list, tuple, set)):
+            stack.extend(item)
+    return found
 
 
 def result_set_exact(gold: Sequence[Sequence[Any]], got: Sequence[Sequence[Any]], *,
@@ -257,7 +521,14 @@ def _carried(item: MetricInput) -> bool | None:
     if returned > allowed:
         item.details["rows_allowed"] = allowed
         return False
-    return rows_carried(gold.rows, last.rows, ordered=item.ordered, **item.tolerance)
+    constant = constant_columns(last.statement, item.condition.language, item.prefixes)
+    if constant is not None and len(constant) != len(last.columns or constant):
+        constant = None  # the columns as run are not the ones read: judge none
+    if constant is not None and all(constant):
+        item.details["note"] = "every column is a constant of the query's text"
+        return False
+    return rows_carried(gold.rows, last.rows, ordered=item.ordered, constant=constant,
+                        **item.tolerance)
 
 
 def _figure(item: MetricInput) -> bool | None:
