@@ -578,3 +578,66 @@ def test_gold_passes_on_postgres_with_duckdbs_answers(project, pg_server) -> Non
     for path in run.rglob("*"):
         if path.is_file():
             assert pg_server.password not in path.read_text(errors="replace"), path
+
+
+PG_BLOWUPS = [
+    "SELECT repeat('x', 500000000) AS x",                          # a half-gigabyte cell
+    "SELECT repeat('x', 1000000) AS x FROM generate_series(1, 100000)",  # 100 GB of rows
+    "SELECT string_agg(CAST(x AS text), ',') AS s FROM generate_series(1, 300000000) x",
+    "SELECT count(*) AS n FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+]
+
+
+def test_a_result_blowup_on_postgres_stops_at_the_deadline_within_the_memory_cap(
+        credit_base, dsn) -> None:
+    """Issue 32, item 3 on PostgreSQL: the server's statement_timeout stops the query, and the
+    client that receives its rows runs in a worker held to WORKER_MEMORY and killed at the
+    deadline, so a gigabyte cell or a flood of wide rows neither outlives the deadline nor
+    comes into this process; the rows past the cap are counted on the server, not sent."""
+    import resource
+
+    from peaks import PeakRss, address_space_limit
+
+    from pytest_kgbench.executors.worker import WORKER_MEMORY
+
+    timeout = 2.0
+    pg = pg_store(credit_base, "sql", ANALYST, dsn, timeout=timeout)
+    try:
+        assert address_space_limit(pg.worker.pid) == WORKER_MEMORY
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        for statement in PG_BLOWUPS:
+            pg.info  # noqa: B018 - a worker replaced after the last kill has connected
+            with PeakRss(lambda: [pg.worker.pid]) as peak:
+                started = time.monotonic()
+                res = pg.run(statement)
+                spent = time.monotonic() - started
+            assert spent <= timeout + 1.0, (statement, spent)
+            assert res.timed_out or (res.ok and res.truncated), (statement, res.error)
+            assert 0 < peak.most <= WORKER_MEMORY, (statement, peak.peaks)
+            assert pg.run("SELECT count(*) AS n FROM issuers").rows == \
+                [[credit_base.manifest["tables"]["issuers"]["rows"]]]
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+        assert grown < 256 << 20, grown
+    finally:
+        pg.close()
+
+
+def test_what_the_model_reads_on_postgres_is_within_the_stated_cap(both) -> None:
+    """Issue 32, item 5 on PostgreSQL: the tool's text within 30,000 characters, the rows past
+    the cap counted on the server as DuckDB counts them."""
+    from pytest_kgbench.executors import CAPS
+
+    pg, duck = both
+    pg.timeout = duck.timeout = 30.0
+    for statement in ("SELECT * FROM rating_actions, countries",
+                      "SELECT a.*, b.* FROM issuers a, issuers b",
+                      "SELECT repeat('x', 5000) AS a, repeat('y', 5000) AS b "
+                      "FROM generate_series(1, 50)",
+                      "SELECT a.action_id FROM rating_actions a, rating_actions b, countries c"):
+        text, res = call_tool(pg, "run_query", {"query": statement})
+        assert res is not None and res.ok and res.truncated, (statement, res.error)
+        assert len(text) <= CAPS.result_chars, (statement, len(text))
+        if "generate_series" not in statement:
+            other = duck.run(statement)
+            assert (res.row_count, res.row_count_exact) == \
+                (other.row_count, other.row_count_exact), statement
