@@ -375,3 +375,20 @@ def test_the_lists_differ_where_the_engines_do(sql) -> None:
     res = sql.run("SELECT median(amount_mn) AS m, count(*) AS n, "
                   "row_number() OVER () AS r FROM instruments")
     assert res.ok and res.rows, res.error
+
+
+def test_docs_list_every_function_each_engine_offers() -> None:
+    """docs/safety.md lists the functions a query may call, per engine, as the guard has them."""
+    import re
+    from pathlib import Path
+
+    from pytest_kgbench.executors import guard
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text("utf-8")
+    sections = {
+        "Both engines": guard.SQL_COMMON, "DuckDB also": guard.DUCKDB_ONLY,
+        "PostgreSQL also": guard.POSTGRES_ONLY}
+    for title, names in sections.items():
+        block = re.split(r"\n- \*\*|\n\n", text[text.index(f"- **{title}") + 3:])[0]
+        words = {w for item in re.findall(r"`([^`]+)`", block) for w in item.split()}
+        assert set(names) <= words, (title, sorted(set(names) - words))
