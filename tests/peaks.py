@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 
 def vm_hwm(pid: int) -> int | None:
@@ -93,3 +95,15 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
         self._poll()
+
+
+def watched_run(store: Any, statement: str) -> tuple[Any, float, PeakRss]:
+    """`store.run(statement)` on a store whose engine runs in a worker: its result, its wall
+    from arrival to answer (a worker replaced after a kill has loaded first: not the query's
+    time), and the worker's peak memory meanwhile."""
+    store.worker.ready()
+    with PeakRss(lambda: [store.worker.pid]) as peak:
+        started = time.monotonic()
+        result = store.run(statement)
+        spent = time.monotonic() - started
+    return result, spent, peak

@@ -3,8 +3,6 @@ persona's own build of the data, reporting reads."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -249,7 +247,7 @@ def test_a_result_blowup_stops_at_the_deadline_within_the_memory_cap(credit_base
     of it past the cap, this process not grown by it, and the next query answered."""
     import resource
 
-    from peaks import PeakRss, address_space_limit
+    from peaks import address_space_limit, watched_run
 
     from pytest_kgbench.executors.worker import WORKER_MEMORY
 
@@ -260,11 +258,7 @@ def test_a_result_blowup_stops_at_the_deadline_within_the_memory_cap(credit_base
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         issuers = credit_base.manifest["tables"]["issuers"]["rows"]
         for statement in BLOWUPS:
-            ex.info  # noqa: B018 - a worker replaced after the last kill has loaded
-            with PeakRss(lambda: [ex.worker.pid]) as peak:
-                started = time.monotonic()
-                res = ex.run(statement)
-                spent = time.monotonic() - started
+            res, spent, peak = watched_run(ex, statement)
             assert not res.ok and not res.rows, (statement, res)
             assert res.timed_out or "Out of Memory" in (res.error or ""), (statement, res)
             assert spent <= timeout + 1.0, (statement, spent)

@@ -431,6 +431,7 @@ def duckdb_raw(sentinel_built, sentinel):
     yield h
     h.executor.close()
     assert _hashes(sentinel_built) == before
+    assert h.examples >= EXAMPLES  # hypothesis ran them all
 
 
 @pytest.fixture(scope="module", params=["rdflib", "oxigraph"])
@@ -484,6 +485,7 @@ def postgres_raw(sentinel_built, sentinel, pg_server):
         yield h
         h.executor.close()
     assert _hashes(sentinel_built) == before
+    assert h.examples >= EXAMPLES  # hypothesis ran them all
 
 
 @FUZZ

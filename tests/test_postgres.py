@@ -596,7 +596,7 @@ def test_a_result_blowup_on_postgres_stops_at_the_deadline_within_the_memory_cap
     comes into this process; the rows past the cap are counted on the server, not sent."""
     import resource
 
-    from peaks import PeakRss, address_space_limit
+    from peaks import address_space_limit, watched_run
 
     from pytest_kgbench.executors.worker import WORKER_MEMORY
 
@@ -606,11 +606,7 @@ def test_a_result_blowup_on_postgres_stops_at_the_deadline_within_the_memory_cap
         assert address_space_limit(pg.worker.pid) == WORKER_MEMORY
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         for statement in PG_BLOWUPS:
-            pg.info  # noqa: B018 - a worker replaced after the last kill has connected
-            with PeakRss(lambda: [pg.worker.pid]) as peak:
-                started = time.monotonic()
-                res = pg.run(statement)
-                spent = time.monotonic() - started
+            res, spent, peak = watched_run(pg, statement)
             assert spent <= timeout + 1.0, (statement, spent)
             assert res.timed_out or (res.ok and res.truncated), (statement, res.error)
             assert 0 < peak.most <= WORKER_MEMORY, (statement, peak.peaks)
