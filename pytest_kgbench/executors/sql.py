@@ -30,7 +30,7 @@ from pytest_kgbench.executors.guard import (
     SqlFunctions,
     classify_sql,
 )
-from pytest_kgbench.executors.worker import Worker, WorkerDied
+from pytest_kgbench.executors.worker import START_TIMEOUT, Worker, WorkerDied
 from pytest_kgbench.packs import TableSpec, parse_value
 
 if TYPE_CHECKING:
@@ -333,6 +333,7 @@ class WorkerSqlExecutor(SqlStore):
         self.worker = worker
         self.title = title
         self.functions = functions
+        self._counts: dict[str, int] | None = None
 
     @classmethod
     def start(cls, engine: str, config: Mapping[str, Any], specs: Mapping[str, TableSpec],
@@ -350,14 +351,22 @@ class WorkerSqlExecutor(SqlStore):
 
     @property
     def info(self) -> dict[str, Any]:
-        """What the worker reported once its store was open (the row counts, the limits)."""
+        """What the worker reported once its store was open (the limits it runs with)."""
         return self.worker.ready()
 
     def close(self) -> None:
         self.worker.close()
 
     def _count(self, name: str) -> int:
-        return int(self.info["counts"][name])
+        """A table's rows, counted by the worker once for all tables (the catalog keeps them:
+        a worker started again after a kill does not count them again)."""
+        if self._counts is None:
+            reply = self.worker.call({"op": "counts"}, START_TIMEOUT)
+            if reply is None or "counts" not in reply:
+                raise HarnessBroken(f"the {self.title} store could not count its tables: "
+                                    f"{(reply or {}).get('error') or 'no reply in time'}")
+            self._counts = {str(k): int(v) for k, v in reply["counts"].items()}
+        return self._counts[name]
 
     def run(self, statement: str) -> QueryResult:
         """One query within the deadline, from its arrival to its answer: the guard's parse,
