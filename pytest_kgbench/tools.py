@@ -35,8 +35,10 @@ TOOLS: tuple[dict[str, Any], ...] = (
         "name": "run_query",
         "description": "Run one read-only query (SQL for a SQL store, SPARQL for a graph) and "
                        "return its rows. One SELECT (or, in SPARQL, ASK) per call; writes, "
-                       "settings, catalog and file functions, SERVICE, CONSTRUCT and DESCRIBE "
-                       "are refused; a query past the time limit fails. " + CAPS.describe(),
+                       "settings, catalog and file functions, SQL functions other than the "
+                       "usual scalar, aggregate and window ones, SERVICE, CONSTRUCT and "
+                       "DESCRIBE are refused; a query past the time limit fails. "
+                       + CAPS.describe(),
         "input_schema": {
             "type": "object",
             "properties": {"query": {"type": "string"}},

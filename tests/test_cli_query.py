@@ -4,6 +4,7 @@ printed as JSON; a refusal is a result (exit 0)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,29 @@ def test_a_condition_picks_the_store_and_a_mismatch_is_a_usage_error(query) -> N
     assert code == 2 and "does not fit" in out["stderr"]
     code, out = query("--condition", "R1", "SELECT 1")
     assert code == 2 and "not a querying condition" in out["stderr"]
+
+
+def test_a_query_that_would_end_the_session_is_a_result_on_postgres(query, pg_server) -> None:
+    """Issue 32, item 1: on PostgreSQL `pg_terminate_backend(pg_backend_pid())` made `kgbench
+    query` exit 2 (the harness broken). It is the query's own result, refused by name."""
+    engine = f"postgres={pg_server.database()}"
+    for statement in ("SELECT pg_terminate_backend(pg_backend_pid())",
+                      "SELECT pg_cancel_backend(pg_backend_pid())"):
+        code, out = query("--sql-engine", engine, statement)
+        assert code == 0, out
+        name = statement.split("(")[0].split()[-1]
+        assert f"{name}()" in out["result"]["refused"] and not out["result"]["timed_out"]
+    code, out = query("--sql-engine", engine, "SELECT count(*) AS n FROM issuers")
+    assert code == 0 and out["result"]["rows"][0][0] > 0
+
+
+def test_a_result_blowup_is_stopped_at_the_deadline(query) -> None:
+    """Issue 32, item 3: a result DuckDB builds past its memory limit ends at --query-timeout,
+    in a worker without network."""
+    started = time.monotonic()
+    code, out = query("--query-timeout", "2", "SELECT unnest(range(50000000)) AS n")
+    assert time.monotonic() - started < 60  # the store's open and build included
+    assert code == 0 and out["result"]["timed_out"], out
+    assert out["result"]["elapsed_s"] <= 3.0
+    assert out["shown"].startswith("FAILED: the query was stopped after the time limit")
+    assert "network namespace" in out["sandbox"]

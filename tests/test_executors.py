@@ -4,6 +4,8 @@ persona's own build of the data, reporting reads."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pytest_kgbench.executors.guard import Guard
 from pytest_kgbench.executors.sql import SqlExecutor
@@ -17,6 +19,17 @@ def sql(credit_base):
     ex = open_store(credit_base, "sql", ANALYST, timeout=2.0)
     yield ex
     ex.close()
+
+
+@pytest.fixture
+def engine(sql):
+    """The engine the store's worker runs, made in this process from the very configuration
+    the worker got: the database beneath the guard."""
+    from pytest_kgbench.executors.sql_worker import SqlEngine
+
+    made = SqlEngine(sql.worker.config)
+    yield made.executor
+    made.executor.close()
 
 
 @pytest.fixture(scope="module", params=["rdflib", "oxigraph"])
@@ -62,25 +75,27 @@ def test_the_database_itself_is_read_only_beneath_the_guard(credit_base) -> None
     ex.close()
 
 
-def test_sql_has_no_external_access(sql) -> None:
+def test_sql_has_no_external_access(sql, engine) -> None:
     res = sql.run("SELECT * FROM read_csv('/etc/passwd')")
     assert res.refused and "read_csv" in res.refused
     import duckdb
 
     with pytest.raises(duckdb.Error, match="disabled"):  # and beneath the guard, DuckDB's own
-        sql.con.execute("SELECT * FROM read_csv('/etc/passwd')")
+        engine.con.execute("SELECT * FROM read_csv('/etc/passwd')")
 
 
-def test_sql_limits_are_set_and_locked(sql) -> None:
+def test_sql_limits_are_set_and_locked(sql, engine) -> None:
     import duckdb
 
-    got = sql.con.execute("SELECT current_setting('threads'), current_setting('memory_limit'), "
-                          "current_setting('max_temp_directory_size')").fetchone()
-    assert got[0] == 1 and got[1].endswith("MiB") and got[2] == "0 bytes"
+    # as the worker's DuckDB reports them
+    got = sql.info["settings"]
+    assert got["threads"] == 1 and got["memory_limit"].endswith("MiB")
+    assert got["max_temp_directory_size"] == "0 bytes"
+    assert got["lock_configuration"] is True and got["enable_external_access"] is False
     for statement in ("SET threads = 8", "SET memory_limit = '64GB'",
                       "SET enable_external_access = true", "RESET lock_configuration"):
         with pytest.raises(duckdb.Error, match="locked"):  # beneath the guard, too
-            sql.con.execute(statement)
+            engine.con.execute(statement)
         assert sql.run(statement).refused
 
 
@@ -100,7 +115,7 @@ def test_personal_columns_are_refused_to_an_analyst(sql, credit_base) -> None:
     assert sql.run("SELECT name, role FROM contacts").ok
     # a whole row, a star: the analyst's store has no such columns to give
     for statement in ("SELECT * FROM contacts", "SELECT c FROM contacts c",
-                      "SELECT to_json(c) FROM contacts c"):
+                      "SELECT c::VARCHAR FROM contacts c"):
         res = sql.run(statement)
         assert res.ok and res.rows and "@" not in str(res.rows), statement
     officer = open_store(credit_base, "sql", "privacy_officer")
@@ -212,3 +227,108 @@ def test_the_census_counts_instances_not_values(tmp_path) -> None:
                        "ex:B": (1, {"ex:p": "1 uses", "ex:q": "1 uses"})}, plugin
         assert want is None or engine.vocabulary == want
         want = engine.vocabulary
+
+
+# --- issue 32: a query's result is held to the deadline and the memory cap ---------------------
+
+BLOWUPS = [
+    "SELECT unnest(range(50000000)) AS n",  # a list DuckDB materialises past its memory_limit
+    "SELECT repeat('x', 1000000000) AS x",  # a gigabyte cell
+    "SELECT string_agg(CAST(x AS VARCHAR), ',') AS s FROM range(300000000) t(x)",
+    "SELECT count(*) AS n FROM range(100000) a, range(100000) b, range(100000) c",
+]
+
+
+def test_a_result_blowup_stops_at_the_deadline_within_the_memory_cap(credit_base) -> None:
+    """Issue 32, item 3: `unnest(range(50000000))` with a 5 s deadline came back after 62 s at
+    3.5 GB, reported as 'stopped after 5 s'. The store's DuckDB runs in a worker the operating
+    system holds to WORKER_MEMORY of address space and kills at the deadline: each blow-up ends
+    by the deadline (+1 s for the kill and the reply), as a failure of its own, no process
+    of it past the cap, this process not grown by it, and the next query answered."""
+    import resource
+
+    from peaks import address_space_limit, watched_run
+
+    from pytest_kgbench.executors.worker import WORKER_MEMORY
+
+    timeout = 2.0
+    ex = open_store(credit_base, "sql", ANALYST, timeout=timeout)
+    try:
+        assert ex.info and address_space_limit(ex.worker.pid) == WORKER_MEMORY
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        issuers = credit_base.manifest["tables"]["issuers"]["rows"]
+        for statement in BLOWUPS:
+            res, spent, peak = watched_run(ex, statement)
+            assert not res.ok and not res.rows, (statement, res)
+            assert res.timed_out or "Out of Memory" in (res.error or ""), (statement, res)
+            assert spent <= timeout + 1.0, (statement, spent)
+            assert 0 < peak.most <= WORKER_MEMORY, (statement, peak.peaks)
+            after = ex.run("SELECT count(*) AS n FROM issuers")
+            assert after.ok and after.rows == [[issuers]], statement
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+        assert grown < 256 << 20, grown  # the rows never came into this process
+    finally:
+        ex.close()
+
+
+# --- issue 32: the stated cap is the cap, on the text the model reads ---------------------------
+
+CAPPED = [
+    "SELECT * FROM rating_actions, countries",                         # many short rows
+    "SELECT repeat('x', 990) AS x FROM range(100)",                     # rows near the cell cap
+    "SELECT repeat('x', 5000) AS a, repeat('y', 5000) AS b FROM range(50)",  # cells cut
+    "SELECT " + ", ".join(f"{i} AS c{i:03d}" for i in range(400)) + " FROM range(600)",  # wide
+    "SELECT repeat('é', 40000) AS x",                                   # one cell, cut
+    "SELECT a.*, b.* FROM issuers a, issuers b",
+]
+
+
+@pytest.mark.parametrize("statement", CAPPED)
+def test_what_the_model_reads_is_within_the_stated_cap(sql, statement: str) -> None:
+    """Issue 32, item 5: DuckDB's result ran to 30,062 characters for a stated 30,000. The cap
+    is counted on the tool's text, header, rows and closing line together; a cell on its cap."""
+    from pytest_kgbench.executors import CAPS
+    from pytest_kgbench.tools import call_tool
+
+    sql.timeout = 30.0
+    text, res = call_tool(sql, "run_query", {"query": statement})
+    assert res is not None and res.ok and res.truncated, (statement, res.error)
+    assert len(text) <= CAPS.result_chars, (statement, len(text))
+    assert all(len(str(v)) <= CAPS.cell_chars for row in res.rows for v in row)
+    assert text.splitlines()[1:1 + len(res.rows)] == \
+        [" | ".join("" if v is None else str(v) for v in row) for row in res.rows]  # as kept
+    assert text.endswith(f"{CAPS.describe()})") and f"showing {len(res.rows)} of" in text
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(columns=st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=8),
+       cells=st.lists(st.one_of(st.none(), st.integers(), st.floats(allow_nan=False),
+                                st.text(max_size=300)), max_size=4000),
+       rows=st.integers(1, 600), result_chars=st.integers(200, 40000),
+       cell_chars=st.integers(10, 2000), count_rows=st.integers(600, 5000))
+def test_fill_capped_keeps_the_text_within_the_cap(columns, cells, rows, result_chars,
+                                                   cell_chars, count_rows) -> None:
+    """Whatever the rows: the text a model reads (`QueryResult.preview`) is at most
+    `result_chars`, the rows kept are the first ones, each cell within `cell_chars`, and
+    the count is every row (up to `count_rows`)."""
+    from pytest_kgbench.executors import Caps, QueryResult, fill_capped
+
+    caps = Caps(rows=rows, result_chars=result_chars, cell_chars=cell_chars,
+                count_rows=count_rows)
+    width = len(columns)
+    data = [cells[i:i + width] + [None] * (width - len(cells[i:i + width]))
+            for i in range(0, len(cells), width)]
+    res = QueryResult("sql", "")
+    fill_capped(res, columns, iter(data), lambda v: v, caps)
+    text = res.preview(caps)
+    assert len(text) <= result_chars
+    if res.error:  # names too long for the cap: said so, nothing shown
+        assert not res.rows and res.truncated
+        return
+    assert res.row_count == min(len(data), count_rows)
+    assert len(res.rows) <= rows
+    for got, row in zip(res.rows, data):
+        assert len(got) == width and all(
+            g == v if not isinstance(v, str) or len(v) <= cell_chars
+            else len(g) <= cell_chars for g, v in zip(got, row))
+    assert res.truncated == (len(res.rows) < len(data) or res.cells_cut > 0)

@@ -1,15 +1,22 @@
 """Fuzzing the stores as the model reaches them, with hypothesis: hostile queries composed from
 the attack classes of the audit (whole-row, struct, positional and alias references, table
 functions, string-built identifiers, error-message and yes/no probes, SERVICE placements,
-parser-differential syntax, comments, case and unicode wrapping, batches, nesting), at least
-2,000 per engine — DuckDB, rdflib, Oxigraph — against a test pack whose personal columns hold
-planted sentinel values.
+parser-differential syntax, comments, case and unicode wrapping, batches, nesting) and, on
+SQL, of issue 32 (a query ending its own session, advisory locks, functions that run SQL text,
+result blow-ups by unnest, repeat and cross joins), at least 2,000 per engine — DuckDB,
+PostgreSQL, rdflib, Oxigraph — against a test pack whose personal columns hold planted
+sentinel values.
 
 For the restricted persona, every example asserts: no sentinel appears in the text the model
 sees, the result, the answer record or the MCP log line (beyond what the query itself said);
 a probe answers a true guess exactly as a false one; the sentinel HTTP server gets no request;
-the query ends inside its deadline and leaves no thread behind (a killed worker is gone). At
-the end of each engine's run the database and graph files hash as before.
+the query ends inside its deadline and leaves no thread behind (a killed worker is gone). On
+SQL also: the wall from the query's arrival to its answer is within the deadline + 1 s, the
+engine's worker stays under its memory cap, and the next query is answered as before (on
+PostgreSQL, with no advisory lock left behind). At the end of each engine's run the database
+and graph files hash as before. Hypothesis has no deadline and no health check that load can
+fail (the suite runs on a loaded two-core machine): the walls asserted are derived from the
+deadline the test sets, not performance claims.
 """
 
 from __future__ import annotations
@@ -26,17 +33,20 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from peaks import PeakRss, address_space_limit
 from sentinel_http import SentinelServer
 
 from pytest_kgbench.answers import Answer
 from pytest_kgbench.build import build_variant
+from pytest_kgbench.executors.worker import WORKER_MEMORY
 from pytest_kgbench.mcp_server import log_line
 from pytest_kgbench.packs import find_pack
 from pytest_kgbench.stores import open_store
 from pytest_kgbench.tools import call_tool
 
 EXAMPLES = int(os.environ.get("KGBENCH_FUZZ_EXAMPLES", "2000"))
-TIMEOUT = 5.0
+TIMEOUT = 5.0       # the graph stores' deadline
+SQL_TIMEOUT = 2.0   # the SQL stores': a blow-up costs at most this (and a worker's restart)
 PROBE = "\u00a7GUESS\u00a7"  # where a probe puts its guess of a withheld value
 ECHO = f"SELECT * FROM contacts c NATURAL JOIN (SELECT '{PROBE}' AS email) g"  # found by the
 #      fuzz on PostgreSQL: the guess echoed in a cell, which tells nothing about the data
@@ -193,9 +203,50 @@ SQL_WHOLE = ["PRAGMA storage_info('contacts')", "SET threads = 8", "RESET memory
              "FROM contacts", "SELECT 1"]
 
 
+LOCK_KEY = 0x6B6762656E6368  # the PostgreSQL loader's advisory lock (executors/postgres.py)
+# issue 32: what a query may try against the engine itself, quickly
+SQL_ENGINE_ATTACKS = [
+    "SELECT pg_terminate_backend(pg_backend_pid())",            # its own session ended
+    "SELECT pg_cancel_backend(pg_backend_pid())",
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity",
+    "SELECT pg_terminate_backend(pg_backend_pid()) FROM contacts",
+    f"SELECT pg_advisory_lock({LOCK_KEY})",                    # a lock past the rollback
+    "SELECT pg_try_advisory_lock(1), pg_advisory_lock_shared(2)",
+    "SELECT pg_advisory_xact_lock(3) FROM contacts",
+    "SELECT query_to_xml('SELECT email FROM contacts', true, true, '')",  # SQL text run
+    "SELECT database_to_xml(true, true, '')",
+    "SELECT table_to_xml('contacts', true, true, '')",
+    "SELECT xpath('//email', query_to_xml('SELECT * FROM contacts', true, true, ''))",
+    "SELECT * FROM query('SELECT email FROM contacts')",
+    "SELECT query_table('contacts')",
+    "SELECT lo_creat(-1), lo_import('/etc/passwd')",
+    "SELECT pg_notify('kgbench', 'x'), txid_current()",
+    "SELECT set_config('statement_timeout', '0', false)",
+    "SELECT current_setting('data_directory')",
+    "SELECT pg_sleep(30)",
+]
+# issue 32: results built past the engine's limits (each costs up to SQL_TIMEOUT)
+SQL_BLOWUPS = [
+    "SELECT unnest(range(50000000)) AS n",
+    "SELECT unnest(generate_series(1, 50000000)) AS n",
+    "SELECT repeat('x', 1000000000) AS x",
+    "SELECT repeat('x', 1000000) AS x FROM generate_series(1, 100000)",
+    "SELECT string_agg(CAST(x AS VARCHAR), ',') AS s FROM generate_series(1, 300000000) t(x)",
+    "SELECT count(*) FROM contacts a, contacts b, contacts c, contacts d, contacts e, "
+    "contacts f, contacts g, contacts h, contacts i, contacts j, contacts k, contacts l",
+    "SELECT * FROM generate_series(1, 100000000) a, generate_series(1, 100000000) b",
+    "SELECT a.name, repeat(b.role, 100000) FROM contacts a, contacts b, contacts c, contacts d",
+]
+
+
 @st.composite
 def sql_statements(draw: Any) -> str:
-    if draw(st.integers(0, 4)) == 0:
+    which = draw(st.integers(0, 119))
+    if which == 0:
+        return draw(st.sampled_from(SQL_BLOWUPS))
+    if which < 10:
+        return draw(st.sampled_from(SQL_ENGINE_ATTACKS))
+    if which < 34:
         return draw(st.sampled_from(SQL_WHOLE))
     target = draw(st.sampled_from(SQL_TARGETS))
     q = f"SELECT {target} FROM {draw(st.sampled_from(SQL_SOURCES))}"
@@ -255,12 +306,20 @@ SPARQL_QUERIES = wrapped(sparql_statements(), ("#", "\n"), _nest_sparql)
 # --- the check --------------------------------------------------------------------------------
 
 class Harness:
-    """One store under fuzz, with the sentinel server and the baseline it is held to."""
+    """One store under fuzz, with the sentinel server and the baseline it is held to.
+    `slack`: seconds past the store's deadline a query's answer may take (the kill of a worker
+    and the reply); `canary`: a query run after each example, whose answer must not change;
+    `loader`: on PostgreSQL, the loader's connection, to see no advisory lock is left."""
 
-    def __init__(self, executor: Any, built: Any, sentinel: SentinelServer) -> None:
+    def __init__(self, executor: Any, built: Any, sentinel: SentinelServer, *,
+                 slack: float = 2.0, canary: str | None = None, loader: Any = None) -> None:
         self.executor = executor
         self.built = built
         self.sentinel = sentinel
+        self.slack = slack
+        self.canary = canary
+        self.loader = loader
+        self.expected = executor.run(canary).rows if canary else None
         self.threads = threading.active_count()
         self.full = str(built.duckdb_path)
         self.examples = 0
@@ -282,12 +341,16 @@ class Harness:
         words may come back (an error message quoting it), so every other sentinel's own
         tokens must not."""
         worker = getattr(self.executor, "worker", None)
+        if worker is not None:
+            worker.ready()  # a worker replaced after a kill loads first: not the query's time
         pid = worker.pid if worker is not None else None
-        started = time.monotonic()
-        text, result = call_tool(self.executor, "run_query", {"query": query})
-        spent = time.monotonic() - started
+        with PeakRss(lambda: [worker.pid if worker is not None else None]) as peak:
+            started = time.monotonic()
+            text, result = call_tool(self.executor, "run_query", {"query": query})
+            spent = time.monotonic() - started
         assert result is not None
-        assert spent < TIMEOUT + 2.0, (query, spent)
+        assert spent <= self.executor.timeout + self.slack, (query, spent)
+        assert peak.most <= WORKER_MEMORY, (query, peak.peaks)
         record = json.dumps(Answer(text=text, queries=[result]).to_dict(), ensure_ascii=False)
         blob = text + record + log_line("run_query", {"query": query}, text, result)
         blob = blob.replace(query, "§").casefold()
@@ -303,6 +366,7 @@ class Harness:
         if worker is not None and worker.pid != pid and pid is not None:
             assert not Path(f"/proc/{pid}").exists(), "a killed worker outlived its deadline"
         self.refused += bool(result.refused)
+        self.after(query)
         said = [EMAILS[guess], PHONES[guess]] if guess is not None and guess < N else DECOYS
         error = (result.error or "").split("\nLINE ")[0]  # DuckDB quoting the query back
 
@@ -316,6 +380,16 @@ class Harness:
         rows = [[own_words(v) if isinstance(v, str) else v for v in row]
                 for row in result.rows or []]
         return (result.columns, rows, result.refused, own_words(error), result.timed_out)
+
+    def after(self, query: str) -> None:
+        """No later query affected: the canary answers as before, no lock is left."""
+        if self.canary is not None:
+            again = self.executor.run(self.canary)
+            assert again.ok and again.rows == self.expected, (query, again.error)
+        if self.loader is not None:
+            held = self.loader.execute("SELECT count(*) FROM pg_locks WHERE locktype = "
+                                       "'advisory' AND granted").fetchone()[0]
+            assert held == 0, query
 
     def check(self, template: str) -> None:
         self.examples += 1
@@ -338,11 +412,16 @@ def sentinel():
         yield server
 
 
-def _harness(built, sentinel, where: str, engine: str | None) -> Harness:
-    engines = ({"sql" if engine.startswith("postgres=") else "sparql": engine} if engine
-               else None)
-    return Harness(open_store(built, where, "analyst", engines=engines, timeout=TIMEOUT),
-                   built, sentinel)
+def _harness(built, sentinel, where: str, engine: str | None, loader: Any = None) -> Harness:
+    sql = where != "sparql"
+    engines = ({"sql" if sql else "sparql": engine} if engine else None)
+    store = open_store(built, where, "analyst", engines=engines,
+                       timeout=SQL_TIMEOUT if sql else TIMEOUT)
+    if not sql:
+        return Harness(store, built, sentinel)
+    assert store.info and address_space_limit(store.worker.pid) == WORKER_MEMORY
+    return Harness(store, built, sentinel, slack=1.0, loader=loader,
+                   canary="SELECT count(*) AS n, min(name) AS first FROM contacts")
 
 
 @pytest.fixture(scope="module")
@@ -352,6 +431,7 @@ def duckdb_raw(sentinel_built, sentinel):
     yield h
     h.executor.close()
     assert _hashes(sentinel_built) == before
+    assert h.examples >= EXAMPLES  # hypothesis ran them all
 
 
 @pytest.fixture(scope="module", params=["rdflib", "oxigraph"])
@@ -364,9 +444,17 @@ def graph(request, sentinel_built, sentinel):
     assert _hashes(sentinel_built) == before
 
 
+def every_engine_attack(test: Any) -> Any:
+    """Each of issue 32's SQL classes as an explicit example (hypothesis also draws them)."""
+    for template in (*SQL_ENGINE_ATTACKS, *SQL_BLOWUPS):
+        test = example(template=template)(test)
+    return test
+
+
 @FUZZ
 @given(template=SQL_QUERIES)
 @example(template=ECHO)
+@every_engine_attack
 def test_fuzz_duckdb(duckdb_raw, template: str) -> None:
     duckdb_raw.check(template)
 
@@ -388,17 +476,23 @@ def test_fuzz_duckdb_executed_tables(duckdb_executed, template: str) -> None:
 def postgres_raw(sentinel_built, sentinel, pg_server):
     """The same store on PostgreSQL: the full data is in the server, the analyst's role may
     read none of the personal columns (executors/postgres.py)."""
-    h = _harness(sentinel_built, sentinel, "sql", f"postgres={pg_server.database()}")
-    before = _hashes(sentinel_built)
-    yield h
-    h.executor.close()
+    import psycopg
+
+    dsn = pg_server.database()
+    with psycopg.connect(dsn, autocommit=True) as loader:
+        h = _harness(sentinel_built, sentinel, "sql", f"postgres={dsn}", loader=loader)
+        before = _hashes(sentinel_built)
+        yield h
+        h.executor.close()
     assert _hashes(sentinel_built) == before
+    assert h.examples >= EXAMPLES  # hypothesis ran them all
 
 
-@settings(FUZZ, max_examples=300)
+@FUZZ
 @given(template=SQL_QUERIES)
 @example(template=ECHO)
 @example(template=f"SELECT count(*) FROM contacts WHERE email = '{PROBE}'")
+@every_engine_attack
 def test_fuzz_postgres(postgres_raw, template: str) -> None:
     postgres_raw.check(template)
 
@@ -438,7 +532,7 @@ def test_the_checks_catch_a_store_that_holds_the_data(sentinel_built, sentinel,
     else:
         ex = SparqlExecutor.over("default", [(full.data, full.data_format)], guard)
         routes = ["SELECT ?o WHERE { ?s ?p ?o }", f"ASK {{ ?s ?p '{PROBE}' }}"]
-    h = Harness(ex, sentinel_built, sentinel)
+    h = Harness(ex, sentinel_built, sentinel, slack=1.0)
     for route in routes:
         with pytest.raises(AssertionError):
             h.check(route)

@@ -272,3 +272,123 @@ def test_a_privacy_officers_store_holds_the_personal_data(credit_base, withheld)
         res = ex.run(query)
         assert res.ok and {r[0] for r in res.rows} <= withheld and res.rows
         ex.close()
+
+
+# --- issue 32: functions are admitted by list, per engine -------------------------------------
+
+def _reference_sql(pack_name: str) -> list[tuple[str, str]]:
+    """(where, text) of every gold and trap SQL query of a pack's questions."""
+    import os
+    from pathlib import Path
+
+    from pytest_kgbench.packs import find_pack
+    from pytest_kgbench.questions import load_questions
+
+    repo = Path(__file__).resolve().parents[1]
+    external = os.environ.get("KGBENCH_EXTERNAL")
+    pack = find_pack(pack_name, repo / "datasets", repo / "ontology",
+                     external=Path(external) if external else None)
+    if pack.unavailable:
+        pytest.skip(f"{pack_name}: {pack.unavailable}")
+    out = []
+    for path in pack.question_files:
+        for q in load_questions(path, pack=pack_name, source=pack).questions:
+            for refs in (q.gold, q.trap):
+                out += [(f"{q.id} {where}", text) for where, text in (refs or {}).items()
+                        if where in ("sql", "executed") and text]
+    return out
+
+
+@pytest.mark.parametrize("pack_name", ["credit", "research", "cwd-acme"])  # ck25's: SPARQL
+def test_every_reference_query_passes_both_engines_lists(pack_name: str) -> None:
+    """The lists are derived from what the packs' gold and trap SQL calls: no reference query
+    is refused for a function, on DuckDB's guard or PostgreSQL's (a write the question expects
+    refused is refused as a write)."""
+    import duckdb
+
+    from pytest_kgbench.executors.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
+
+    con = duckdb.connect(":memory:")
+    queries = _reference_sql(pack_name)
+    assert queries
+    for where, text in queries:
+        for functions in (DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS):
+            verdict = classify_sql(con, text, Guard(reads_personal=True), functions=functions)
+            assert verdict.runs or "statements are not allowed" in (verdict.refused or "") \
+                or "batches" in (verdict.refused or ""), (where, functions.engine, verdict)
+    con.close()
+
+
+# what ran at d89df2a (issue 32, item 2), and what DuckDB's list leaves out the same way
+OUTSIDE_THE_LISTS = [
+    ("SELECT pg_terminate_backend(pg_backend_pid())", "pg_terminate_backend"),
+    ("SELECT pg_cancel_backend(pg_backend_pid())", "pg_cancel_backend"),
+    ("SELECT query_to_xml('SELECT rolname FROM pg_roles', true, true, '')", "query_to_xml"),
+    ("SELECT database_to_xml(true, true, '')", "database_to_xml"),
+    ("SELECT pg_advisory_lock(1)", "pg_advisory_lock"),
+    ("SELECT pg_try_advisory_xact_lock(1)", "pg_try_advisory_xact_lock"),
+    ("SELECT lo_creat(-1)", "lo_creat"),
+    ("SELECT pg_notify('a', 'b')", "pg_notify"),
+    ("SELECT txid_current()", "txid_current"),
+    ("SELECT set_config('work_mem', '1TB', true)", "set_config"),
+    ("SELECT current_setting('data_directory')", "current_setting"),
+    ("SELECT * FROM query('SELECT 1')", "query"),
+    ("SELECT getvariable('x')", "getvariable"),
+    ("SELECT nextval('s')", "nextval"),
+    ("SELECT version()", "version"),
+    ("SELECT count(*) OVER (), pg_sleep(10)", "pg_sleep"),
+    ("SELECT xpath('/a', '<a/>')", "xpath"),
+    ("SELECT public.count(1)", "public.count"),
+    ("SELECT * FROM contacts WHERE name = pg_read_file('/etc/passwd')", "pg_read_file"),
+]
+
+
+@pytest.mark.parametrize("statement, name", OUTSIDE_THE_LISTS)
+def test_a_function_outside_the_list_is_refused_by_name_on_both_engines(statement: str,
+                                                                         name: str) -> None:
+    import duckdb
+
+    from pytest_kgbench.executors.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
+
+    con = duckdb.connect(":memory:")
+    for functions in (DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS):
+        verdict = classify_sql(con, statement, GUARD, functions=functions)
+        assert verdict.refused and f"{name}()" in verdict.refused, (functions.engine, verdict)
+    con.close()
+
+
+def test_the_lists_differ_where_the_engines_do(sql) -> None:
+    """A DuckDB-only function is offered on DuckDB and refused by name on PostgreSQL's list,
+    and the other way round; the store runs what its list offers."""
+    import duckdb
+
+    from pytest_kgbench.executors.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
+
+    con = duckdb.connect(":memory:")
+    for statement, offered, refused in (
+            ("SELECT median(amount_mn) FROM instruments", DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS),
+            ("SELECT to_char(issue_date, 'YYYY') FROM instruments", POSTGRES_FUNCTIONS,
+             DUCKDB_FUNCTIONS)):
+        assert classify_sql(con, statement, GUARD, functions=offered).runs
+        assert "()" in (classify_sql(con, statement, GUARD, functions=refused).refused or "")
+    con.close()
+    res = sql.run("SELECT median(amount_mn) AS m, count(*) AS n, "
+                  "row_number() OVER () AS r FROM instruments")
+    assert res.ok and res.rows, res.error
+
+
+def test_docs_list_every_function_each_engine_offers() -> None:
+    """docs/safety.md lists the functions a query may call, per engine, as the guard has them."""
+    import re
+    from pathlib import Path
+
+    from pytest_kgbench.executors import guard
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text("utf-8")
+    sections = {
+        "Both engines": guard.SQL_COMMON, "DuckDB also": guard.DUCKDB_ONLY,
+        "PostgreSQL also": guard.POSTGRES_ONLY}
+    for title, names in sections.items():
+        block = re.split(r"\n- \*\*|\n\n", text[text.index(f"- **{title}") + 3:])[0]
+        words = {w for item in re.findall(r"`([^`]+)`", block) for w in item.split()}
+        assert set(names) <= words, (title, sorted(set(names) - words))

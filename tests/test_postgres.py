@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from conftest import REPO
 from pytest_kgbench.executors import QueryResult
 from pytest_kgbench.settings import Settings, redact_secrets
 from pytest_kgbench.stores import open_store
+from pytest_kgbench.tools import call_tool
 
 ANALYST, OFFICER = "analyst", "privacy_officer"
 
@@ -39,6 +41,37 @@ def both(credit_base, dsn):
     yield pg, duck
     pg.close()
     duck.close()
+
+
+@pytest.fixture
+def local(credit_base, dsn):
+    """The executor the analyst's store worker runs, in this process: the database beneath
+    the guard (`_execute` runs a statement the guard never saw)."""
+    from pytest_kgbench.executors.postgres import PostgresStore
+    from pytest_kgbench.stores import guard_for
+
+    ex = PostgresStore(dsn).local(credit_base, "raw", guard_for(credit_base, ANALYST),
+                                  timeout=1.0)
+    yield ex
+    ex.close()
+
+
+@contextmanager
+def granted(dsn: str, built, persona: str, *functions: str):
+    """EXECUTE on `functions` (signatures) given to the persona's role for the block: what
+    the database refuses it otherwise, to test what lies past that wall."""
+    import psycopg
+
+    role = _role_dsn(dsn, built, persona)["user"]
+    with psycopg.connect(dsn, autocommit=True) as con:
+        for f in functions:
+            con.execute(f'GRANT EXECUTE ON FUNCTION {f} TO "{role}"')
+    try:
+        yield
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as con:
+            for f in functions:
+                con.execute(f'REVOKE EXECUTE ON FUNCTION {f} FROM "{role}"')
 
 
 def _schema(built, data="raw") -> str:
@@ -142,7 +175,7 @@ def test_every_pack_type_comes_back_as_duckdbs(dsn) -> None:
 
 # --- the database's own defences, beneath the guard ---------------------------------------------
 
-def test_a_withheld_column_is_refused_by_postgres_itself(credit_base, dsn, both) -> None:
+def test_a_withheld_column_is_refused_by_postgres_itself(credit_base, dsn, both, local) -> None:
     import psycopg
 
     pg, _ = both
@@ -150,11 +183,11 @@ def test_a_withheld_column_is_refused_by_postgres_itself(credit_base, dsn, both)
     assert "Cannot select from columns [email]" in pg.run("SELECT email FROM contacts").refused
     # past the guard: the analyst's tables are views without the column ...
     with pytest.raises(psycopg.errors.UndefinedColumn):
-        pg._execute("SELECT email FROM contacts", QueryResult("sql", ""))
+        local._execute("SELECT email FROM contacts", QueryResult("sql", ""))
     # ... and the table beneath them grants its role every column but the withheld ones
     schema = _schema(credit_base)
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        pg._execute(f"SELECT email FROM {schema}.contacts", QueryResult("sql", ""))
+        local._execute(f"SELECT email FROM {schema}.contacts", QueryResult("sql", ""))
     with psycopg.connect(**_role_dsn(dsn, credit_base, ANALYST)) as con:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             con.execute(f"SELECT phone FROM {schema}.contacts")
@@ -175,14 +208,17 @@ def test_a_withheld_column_is_refused_by_postgres_itself(credit_base, dsn, both)
         officer.close()
 
 
-def test_a_write_is_refused_by_the_database_even_past_the_guard(credit_base, dsn, both) -> None:
+def test_a_write_is_refused_by_the_database_even_past_the_guard(credit_base, dsn, both,
+                                                                local) -> None:
     import psycopg
 
     pg, _ = both
     assert pg.run("INSERT INTO contacts (contact_id) VALUES ('x')").refused  # the guard
-    # past the guard: every statement runs in a READ ONLY transaction ...
+    # past the guard: every statement runs in a READ ONLY transaction (the role may read the
+    # setting only when granted it: current_setting is not the guard's to offer) ...
     shown = QueryResult("sql", "")
-    pg._execute("SELECT current_setting('transaction_read_only') AS ro", shown)
+    with granted(dsn, credit_base, ANALYST, "current_setting(text)"):
+        local._execute("SELECT current_setting('transaction_read_only') AS ro", shown)
     assert shown.rows == [["on"]]
     # ... as the body of a cursor, which takes one query and no data-modifying WITH ...
     for statement in ("CREATE TABLE kept (a integer)",
@@ -190,10 +226,13 @@ def test_a_write_is_refused_by_the_database_even_past_the_guard(credit_base, dsn
                       "SELECT * FROM w",
                       "SELECT 1; CREATE TABLE kept (a integer)"):
         with pytest.raises((psycopg.errors.SyntaxError, psycopg.errors.FeatureNotSupported)):
-            pg._execute(statement, QueryResult("sql", ""))
+            local._execute(statement, QueryResult("sql", ""))
     # ... and is rolled back: what a read-only transaction still lets a SELECT do (create a
-    # large object) does not outlive it
-    pg._execute("SELECT lo_create(0) AS oid", QueryResult("sql", ""))
+    # large object: the role may not, unless granted it) does not outlive it
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="lo_create"):
+        local._execute("SELECT lo_create(0) AS oid", QueryResult("sql", ""))
+    with granted(dsn, credit_base, ANALYST, "lo_create(oid)"):
+        local._execute("SELECT lo_create(0) AS oid", QueryResult("sql", ""))
     with psycopg.connect(dsn) as con:
         assert con.execute("SELECT count(*) FROM pg_largeobject_metadata").fetchone() == (0,)
     # the role's own sessions are read-only too, whatever it sends
@@ -210,13 +249,14 @@ def test_a_write_is_refused_by_the_database_even_past_the_guard(credit_base, dsn
     assert pg.run("SELECT 1 AS one").rows == [[1]]  # and the store goes on
 
 
-def test_a_slow_query_stops_at_statement_timeout(credit_base, dsn, both) -> None:
+def test_a_slow_query_stops_at_statement_timeout(credit_base, dsn, both, local) -> None:
     import psycopg
 
     pg, duck = both
     started = time.monotonic()
     with pytest.raises(psycopg.errors.QueryCanceled, match="statement timeout"):
-        pg._execute("SELECT pg_sleep(5)", QueryResult("sql", ""))  # no guard, no client timer
+        local._execute("SELECT count(*) FROM generate_series(1, 10000000000)",
+                       QueryResult("sql", ""))  # no guard, no client timer
     assert time.monotonic() - started < 4
     # through the guard, a query too big for its time ends as DuckDB's does
     huge = ("SELECT count(*) FROM rating_actions a, rating_actions b, rating_actions c, "
@@ -237,12 +277,130 @@ def test_a_server_that_is_gone_halts_the_run_not_the_grade(pg_server, credit_bas
 
     dsn = pg_server.database()
     store = pg_store(credit_base, "sql", ANALYST, dsn)
-    with psycopg.connect(dsn, autocommit=True) as con:
+    name = dsn.rsplit("/", 1)[1]
+    with psycopg.connect(pg_server.dsn, autocommit=True) as con:  # the database is gone
+        con.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
         con.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE usename LIKE 'kgb\\_%' AND datname = current_database()")
+                    "WHERE usename LIKE 'kgb\\_%%' AND datname = %s", [name])
     with pytest.raises(HarnessBroken, match="stopped answering"):
         store.run("SELECT count(*) FROM issuers")
     store.close()
+
+
+def test_a_connection_lost_between_queries_is_opened_again(pg_server, credit_base) -> None:
+    """The store's session ended from outside (an administrator, a restart) while no query
+    ran: the next query opens a new one and is answered, neither a halt nor a graded error."""
+    import psycopg
+
+    dsn = pg_server.database()
+    store = pg_store(credit_base, "sql", ANALYST, dsn)
+    assert store.run("SELECT count(*) AS n FROM issuers").ok
+    with psycopg.connect(dsn, autocommit=True) as con:
+        ended = con.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                            "WHERE usename LIKE 'kgb\\_%' AND datname = current_database()"
+                            ).fetchone()[0]
+    assert ended == 1
+    res = store.run("SELECT count(*) AS n FROM issuers")
+    assert res.ok and res.rows == [[credit_base.manifest["tables"]["issuers"]["rows"]]]
+    store.close()
+
+
+# --- issue 32: a query cannot stop the run, nor call what the list does not offer -------------
+
+SESSION_KILL = "SELECT pg_terminate_backend(pg_backend_pid()) AS ended"
+SELF_CANCEL = "SELECT pg_cancel_backend(pg_backend_pid()) AS cancelled"
+# what ran on PostgreSQL at d89df2a (issue 32, item 2), each with the signature to grant it by
+OUTSIDE_THE_LIST = {
+    "pg_terminate_backend": (SESSION_KILL, "pg_terminate_backend(integer, bigint)"),
+    "pg_cancel_backend": (SELF_CANCEL, "pg_cancel_backend(integer)"),
+    "query_to_xml": ("SELECT query_to_xml('SELECT rolname FROM pg_roles', true, true, '')",
+                     "query_to_xml(text, boolean, boolean, text)"),
+    "database_to_xml": ("SELECT database_to_xml(true, true, '')",
+                        "database_to_xml(boolean, boolean, text)"),
+    "pg_advisory_lock": ("SELECT pg_advisory_lock(30240810224169832)",
+                         "pg_advisory_lock(bigint)"),
+    "lo_creat": ("SELECT lo_creat(-1)", "lo_creat(integer)"),
+    "pg_notify": ("SELECT pg_notify('kgbench', 'x')", "pg_notify(text, text)"),
+    "txid_current": ("SELECT txid_current()", "txid_current()"),
+    "current_setting": ("SELECT current_setting('data_directory')", "current_setting(text)"),
+    "pg_sleep": ("SELECT pg_sleep(0)", "pg_sleep(double precision)"),
+}
+
+
+def test_a_query_that_ends_its_own_session_is_its_own_failed_query(credit_base, dsn) -> None:
+    """Issue 32, item 1: `pg_terminate_backend(pg_backend_pid())` halted the run (HarnessBroken,
+    and the MCP server failed every later call). Through the tool, as the MCP server runs it,
+    the guard refuses it by name; the store goes on either way."""
+    pg = pg_store(credit_base, "sql", ANALYST, dsn, timeout=5.0)
+    try:
+        for statement in (SESSION_KILL, SELF_CANCEL):
+            text, res = call_tool(pg, "run_query", {"query": statement})
+            assert res is not None and not res.ok and not res.timed_out, text
+            assert statement.split("(")[0].split()[-1] in text  # the function, by name
+            after = pg.run("SELECT count(*) AS n FROM issuers")
+            assert after.ok and after.rows == [[credit_base.manifest["tables"]["issuers"]["rows"]]]
+    finally:
+        pg.close()
+
+
+def test_past_the_guard_and_the_grant_a_session_kill_is_still_the_querys_error(
+        credit_base, dsn, local) -> None:
+    """The wall beneath both others: a role that could end its own session (granted it here,
+    the guard's list widened) gets its query's error with the server's own words, the
+    connection is opened again, and the next query is answered; a cancel it sends itself is
+    reported as what it is, not as the deadline (it came back in 0.1 s labelled 'stopped after
+    5 s' at d89df2a)."""
+    from dataclasses import replace
+
+    local.functions = replace(local.functions, names=local.functions.names
+                              | {"pg_terminate_backend", "pg_cancel_backend", "pg_backend_pid"})
+    local.timeout = 5.0
+    with granted(dsn, credit_base, ANALYST, "pg_terminate_backend(integer, bigint)",
+                 "pg_cancel_backend(integer)", "pg_backend_pid()"):
+        first = local.con.info.backend_pid
+        res = local.run(SESSION_KILL)
+        assert not res.ok and not res.timed_out and not res.refused, res
+        assert "terminating connection" in res.error and "ended its own session" in res.error
+        assert local.con.info.backend_pid != first  # a new session
+        assert local.run("SELECT count(*) AS n FROM issuers").ok
+        res = local.run(SELF_CANCEL)
+        assert not res.ok and not res.timed_out, res
+        assert "canceling statement due to user request" in res.error
+        assert local.run("SELECT 1 AS one").rows == [[1]]
+
+
+def test_functions_outside_the_list_are_refused_by_name_and_denied_by_postgres(
+        credit_base, dsn, local, pg_server) -> None:
+    """Issue 32, item 2: each function that ran at d89df2a is refused by the guard, naming it,
+    and — past the guard — denied by PostgreSQL itself to the persona's role; no advisory lock
+    outlives the query; every function the list offers stays executable by the role."""
+    import psycopg
+
+    from pytest_kgbench.executors.postgres import kept_functions
+
+    pg = pg_store(credit_base, "sql", ANALYST, dsn)
+    try:
+        for name, (statement, _) in OUTSIDE_THE_LIST.items():
+            res = pg.run(statement)
+            assert res.refused and f"{name}()" in res.refused, (name, res)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match=name):
+                local._execute(statement, QueryResult("sql", ""))
+    finally:
+        pg.close()
+    role = _role_dsn(dsn, credit_base, ANALYST)["user"]
+    with psycopg.connect(dsn, autocommit=True) as con:
+        assert con.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'"
+                           ).fetchone() == (0,)
+        refused = con.execute(
+            "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = 'pg_catalog' AND p.proname = ANY(%s) "
+            "AND NOT has_function_privilege(%s, p.oid, 'EXECUTE')",
+            [sorted(kept_functions()), role]).fetchall()
+        assert refused == []
+        offered = con.execute("SELECT count(DISTINCT p.proname) FROM pg_proc p "
+                              "WHERE p.proname = ANY(%s)", [sorted(kept_functions())]
+                              ).fetchone()[0]
+        assert offered > 80
 
 
 # --- loading --------------------------------------------------------------------------------------
@@ -423,3 +581,62 @@ def test_gold_passes_on_postgres_with_duckdbs_answers(project, pg_server) -> Non
     for path in run.rglob("*"):
         if path.is_file():
             assert pg_server.password not in path.read_text(errors="replace"), path
+
+
+PG_BLOWUPS = [
+    "SELECT repeat('x', 500000000) AS x",                          # a half-gigabyte cell
+    "SELECT repeat('x', 1000000) AS x FROM generate_series(1, 100000)",  # 100 GB of rows
+    "SELECT string_agg(CAST(x AS text), ',') AS s FROM generate_series(1, 300000000) x",
+    "SELECT count(*) AS n FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+]
+
+
+def test_a_result_blowup_on_postgres_stops_at_the_deadline_within_the_memory_cap(
+        credit_base, dsn) -> None:
+    """Issue 32, item 3 on PostgreSQL: the server's statement_timeout stops the query, and the
+    client that receives its rows runs in a worker held to WORKER_MEMORY and killed at the
+    deadline, so a gigabyte cell or a flood of wide rows neither outlives the deadline nor
+    comes into this process; the rows past the cap are counted on the server, not sent."""
+    import resource
+
+    from peaks import address_space_limit, watched_run
+
+    from pytest_kgbench.executors.worker import WORKER_MEMORY
+
+    timeout = 2.0
+    pg = pg_store(credit_base, "sql", ANALYST, dsn, timeout=timeout)
+    try:
+        assert address_space_limit(pg.worker.pid) == WORKER_MEMORY
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        for statement in PG_BLOWUPS:
+            res, spent, peak = watched_run(pg, statement)
+            assert spent <= timeout + 1.0, (statement, spent)
+            assert res.timed_out or (res.ok and res.truncated), (statement, res.error)
+            assert 0 < peak.most <= WORKER_MEMORY, (statement, peak.peaks)
+            assert pg.run("SELECT count(*) AS n FROM issuers").rows == \
+                [[credit_base.manifest["tables"]["issuers"]["rows"]]]
+        grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+        assert grown < 256 << 20, grown
+    finally:
+        pg.close()
+
+
+def test_what_the_model_reads_on_postgres_is_within_the_stated_cap(both) -> None:
+    """Issue 32, item 5 on PostgreSQL: the tool's text within 30,000 characters, the rows past
+    the cap counted on the server as DuckDB counts them."""
+    from pytest_kgbench.executors import CAPS
+
+    pg, duck = both
+    pg.timeout = duck.timeout = 30.0
+    for statement in ("SELECT * FROM rating_actions, countries",
+                      "SELECT a.*, b.* FROM issuers a, issuers b",
+                      "SELECT repeat('x', 5000) AS a, repeat('y', 5000) AS b "
+                      "FROM generate_series(1, 50)",
+                      "SELECT a.action_id FROM rating_actions a, rating_actions b, countries c"):
+        text, res = call_tool(pg, "run_query", {"query": statement})
+        assert res is not None and res.ok and res.truncated, (statement, res.error)
+        assert len(text) <= CAPS.result_chars, (statement, len(text))
+        if "generate_series" not in statement:
+            other = duck.run(statement)
+            assert (res.row_count, res.row_count_exact) == \
+                (other.row_count, other.row_count_exact), statement

@@ -72,26 +72,21 @@ class QueryResult:
         return asdict(self)
 
     def preview(self, caps: Caps = CAPS) -> str:
-        """The result as text for a model: a header, the (capped) rows, and how it ended."""
+        """The result as text for a model: a header, the (capped) rows, and how it ended; at
+        most `caps.result_chars` characters (`fill_capped` keeps the rows that fit)."""
         if self.refused:
-            return f"REFUSED by the executor: {self.refused}"
-        if self.timed_out:
-            return f"FAILED: the query was stopped after the time limit. {self.error or ''}".strip()
-        if self.error:
-            return f"ERROR: {self.error}"
-        lines = [" | ".join(self.columns)]
-        for row in self.rows:
-            lines.append(" | ".join("" if v is None else str(v) for v in row))
-        total = len(self.rows) if self.row_count is None else self.row_count
-        if self.truncated:
-            more = "" if self.row_count_exact else "more than "
-            cut = (f"; {self.cells_cut} cell(s) cut at {caps.cell_chars:,} characters"
-                   if self.cells_cut else "")
-            lines.append(f"(result capped: showing {len(self.rows)} of {more}{total} rows{cut}. "
-                         f"{caps.describe()})")
+            text = f"REFUSED by the executor: {self.refused}"
+        elif self.timed_out:
+            text = f"FAILED: the query was stopped after the time limit. {self.error or ''}".strip()
+        elif self.error:
+            text = f"ERROR: {self.error}"
         else:
-            lines.append(f"({len(self.rows)} rows)")
-        return "\n".join(lines)
+            total = len(self.rows) if self.row_count is None else self.row_count
+            lines = [render_row(self.columns), *(render_row(row) for row in self.rows),
+                     ending(len(self.rows), total, self.row_count_exact, self.cells_cut,
+                            self.truncated, caps)]
+            text = "\n".join(lines)
+        return clip(text, caps.result_chars)
 
     def cap_text(self, caps: Caps = CAPS) -> None:
         """Shorten the statement and the messages to their caps (in place)."""
@@ -103,21 +98,51 @@ class QueryResult:
 
 
 def clip(text: str, limit: int) -> str:
-    """`text` cut to `limit` characters, saying how long it was."""
+    """`text` cut to at most `limit` characters, the cut saying how long it was."""
     if len(text) <= limit:
         return text
-    return f"{text[:limit]}… [cut: {len(text):,} characters]"
+    mark = f"… [cut: {len(text):,} characters]"
+    return text[:max(0, limit - len(mark))] + mark[:limit]
+
+
+def render_row(row: Sequence[Any]) -> str:
+    """One row (or the header) as the model reads it."""
+    return " | ".join("" if v is None else str(v) for v in row)
+
+
+def ending(shown: int, total: int, exact: bool, cut: int, truncated: bool,
+           caps: Caps = CAPS) -> str:
+    """The last line of a result as the model reads it: how many rows, and how it was capped."""
+    if not truncated:
+        return f"({shown} rows)"
+    more = "" if exact else "more than "
+    cells = f"; {cut} cell(s) cut at {caps.cell_chars:,} characters" if cut else ""
+    return (f"(result capped: showing {shown} of {more}{total} rows{cells}. "
+            f"{caps.describe()})")
 
 
 def fill_capped(result: QueryResult, columns: Sequence[str], rows: Iterable[Sequence[Any]],
-                convert: Callable[[Any], Any], caps: Caps = CAPS) -> None:
-    """Put a query's rows into `result`, capped: at most `caps.rows` rows, each cell at most
-    `caps.cell_chars` characters once converted (`convert` makes a cell JSON-able), all of them
-    within `caps.result_chars`; rows past the cap are counted (up to `caps.count_rows`), not
-    kept. `rows` is consumed lazily, so an engine streaming its result never hands over more
-    than that."""
+                convert: Callable[[Any], Any], caps: Caps = CAPS,
+                skip: Callable[[int], int] | None = None) -> None:
+    """Put a query's rows into `result`, capped so that what the model reads of it
+    (`QueryResult.preview`: the header, the rows, the closing line) is at most
+    `caps.result_chars` characters: at most `caps.rows` rows, each cell at most
+    `caps.cell_chars` characters once converted (`convert` makes a cell JSON-able); rows past
+    the cap are counted (up to `caps.count_rows`), not kept. `rows` is consumed lazily, so an
+    engine streaming its result never hands over more than that; `skip(n)`, where the engine
+    can, passes over up to n rows not yet handed over and says how many it passed (a server
+    counting them without sending them). The one cap of every engine (SQL and SPARQL)."""
     result.columns = [clip(str(c), 200) for c in columns]
-    budget = caps.result_chars - sum(len(c) for c in result.columns)
+    # the closing line at its longest (every count at its cap), so the rows kept leave room
+    longest = ending(caps.rows, caps.count_rows, False, caps.rows * max(1, len(columns)),
+                     True, caps)
+    budget = caps.result_chars - len(render_row(result.columns)) - 1 - len(longest)
+    if budget < 0:
+        result.error = (f"the result has {len(columns)} columns whose names alone take more "
+                        f"than the {caps.result_chars:,} characters a result may hold: select "
+                        f"fewer columns")
+        result.columns, result.rows, result.truncated = [], [], True
+        return
     kept: list[list[Any]] = []
     count = 0
     full = False
@@ -127,25 +152,31 @@ def fill_capped(result: QueryResult, columns: Sequence[str], rows: Iterable[Sequ
             result.row_count_exact = False
             break
         count += 1
+        if full and skip is not None:  # the rest counted where it is, up to one past the cap
+            wanted = caps.count_rows - count + 1
+            passed = skip(wanted)
+            count += min(passed, wanted - 1)
+            result.row_count_exact = passed < wanted
+            break
         if full:
             continue
         if len(kept) >= caps.rows:
             full = True
             continue
         cells: list[Any] = []
+        shortened = 0
         for value in row:
             cell = convert(value)
             if isinstance(cell, str) and len(cell) > caps.cell_chars:
                 cell = clip(cell, caps.cell_chars)
-                cut += 1
-            size = len(str(cell)) if cell is not None else 0
-            if size > budget:
-                full = True
-                break
-            budget -= size
+                shortened += 1
             cells.append(cell)
-        if full:
+        size = len(render_row(cells)) + 1  # its line and the line break before it
+        if size > budget:
+            full = True
             continue
+        budget -= size
+        cut += shortened
         kept.append(cells)
     result.rows = kept
     result.row_count = count

@@ -4,8 +4,9 @@ the query — DuckDB's own for SQL, rdflib's (and on Oxigraph, Oxigraph's too) f
 The guard is not the defence of withheld data: a persona that may not read personal data is
 given a store built without it (build.py), so no query of any shape can return it. The guard is
 the classifier in front of the store: it refuses what the store must never run (writes, batches,
-settings, catalog and file table functions, SERVICE, CONSTRUCT and DESCRIBE) and gives a clear,
-Trino-style refusal naming the column when a query asks for withheld data. It never raises: a
+settings, catalog and file table functions, any SQL function outside the engine's list,
+SERVICE, CONSTRUCT and DESCRIBE) and gives a clear, Trino-style refusal naming the column when
+a query asks for withheld data. It never raises: a
 text its parser rejects is not run and comes back as an error, a statement it does not
 recognise is refused, because "allow what cannot be parsed" is how a parser differential gets
 through.
@@ -136,10 +137,68 @@ TABLE_REFS = frozenset({"BASE_TABLE", "JOIN", "SUBQUERY", "TABLE_FUNCTION", "EXP
                         "EMPTY", "EMPTY_FROM", "PIVOT", "DELIM_GET", "COLUMN_DATA"})
 ORDER_TYPES = frozenset({"ORDER_DEFAULT", "ASCENDING", "DESCENDING", "INVALID"})
 TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
-DENIED_FUNCTIONS = frozenset({"query", "query_table", "getvariable", "current_setting", "getenv",
-                              "json_execute_serialized_sql", "sql_auto_complete",
-                              "which_secret", "checkpoint", "force_checkpoint"})
-DENIED_PREFIXES = ("duckdb_", "pragma_", "sqlite_", "read_", "parquet_", "sniff_", "glob")
+
+
+@dataclass(frozen=True)
+class SqlFunctions:
+    """The functions an engine's guard admits, by the name DuckDB's parser gives them (an
+    operator by its symbol: LIKE is `~~`; `count(*)` is `count_star`, EXTRACT `date_part`):
+    what a question could need, and nothing that reads the catalog or the settings, runs SQL
+    text, takes a lock, signals a session or writes (docs/safety.md lists them). Every other
+    function is refused by name; beneath the guard the engine's own walls stay (PostgreSQL:
+    the persona role may not execute the functions outside the list, executors/postgres.py)."""
+
+    engine: str
+    names: frozenset[str]
+
+    def refusal(self, name: str, schema: str = "") -> str | None:
+        """Why a call of `name` (qualified by `schema`) is refused, or None."""
+        if schema.lower() not in ("", "pg_catalog", "main"):
+            return (f"the function {schema}.{name}() is not allowed: call a function by its "
+                    f"plain name")
+        if name.lower() in self.names:
+            return None
+        return (f"the function {name}() is not allowed in a query on {self.engine}: the store "
+                f"offers SQL's usual scalar, aggregate and window functions, not this one")
+
+
+# what both engines offer under the same name (a name one of them lacks fails there with that
+# engine's own error); every function the packs' reference SQL calls is here (a test)
+SQL_OPERATORS = frozenset({"+", "-", "*", "/", "//", "%", "^", "||", "~~", "!~~", "~~*",
+                           "!~~*", "regexp_full_match"})  # the last is SIMILAR TO
+SQL_AGGREGATES = frozenset({
+    "count", "count_star", "sum", "avg", "min", "max", "bool_and", "bool_or", "string_agg",
+    "array_agg", "stddev", "stddev_samp", "stddev_pop", "variance", "var_samp", "var_pop",
+    "corr", "covar_pop", "covar_samp", "regr_slope", "regr_intercept", "mode",
+    "quantile_cont", "quantile_disc"})  # the last two: percentile_cont/_disc WITHIN GROUP
+SQL_WINDOW = frozenset({"row_number", "rank", "dense_rank", "percent_rank", "cume_dist", "ntile",
+                        "lag", "lead", "first_value", "last_value", "nth_value"})
+SQL_SCALARS = frozenset({
+    # numbers
+    "abs", "round", "ceil", "ceiling", "floor", "trunc", "sqrt", "cbrt", "power", "pow", "exp",
+    "ln", "log", "log10", "sign", "mod", "greatest", "least", "nullif",
+    # text
+    "lower", "upper", "length", "char_length", "character_length", "substring", "substr",
+    "trim", "ltrim", "rtrim", "replace", "concat", "concat_ws", "left", "right", "position",
+    "strpos", "starts_with", "split_part", "reverse", "repeat", "lpad", "rpad", "translate",
+    "regexp_replace", "regexp_matches",
+    # dates
+    "date_part", "date_trunc", "make_date", "age",
+    # arrays, rows (`x = ANY(ARRAY[...])` is an unnest to DuckDB's parser)
+    "array_position", "array_length", "cardinality", "unnest", "generate_series", "row",
+    # DuckDB's spelling that cwd-acme's reference SQL uses; PostgreSQL has no such function
+    "date_diff"})
+SQL_COMMON = SQL_OPERATORS | SQL_AGGREGATES | SQL_WINDOW | SQL_SCALARS
+DUCKDB_ONLY = frozenset({
+    "median", "quantile", "any_value", "first", "last", "arg_max", "arg_min", "max_by",
+    "min_by", "count_if", "list", "datediff", "date_sub", "date_add", "year", "month", "day",
+    "quarter", "dayofweek", "dayofyear", "week", "isodow", "strftime", "strptime", "last_day",
+    "make_timestamp", "list_value", "list_position", "list_contains", "array_contains",
+    "list_extract", "array_extract", "len", "if", "ifnull", "contains", "ends_with", "suffix",
+    "prefix", "instr", "lcase", "ucase", "strlen", "regexp_extract", "range"})
+POSTGRES_ONLY = frozenset({"to_char", "to_date", "to_number", "btrim", "every"})
+DUCKDB_FUNCTIONS = SqlFunctions("DuckDB", SQL_COMMON | DUCKDB_ONLY)
+POSTGRES_FUNCTIONS = SqlFunctions("PostgreSQL", SQL_COMMON | POSTGRES_ONLY)
 CATALOG_PREFIXES = ("duckdb_", "pragma_", "sqlite_", "pg_")
 CATALOG_SCHEMAS = frozenset({"information_schema", "pg_catalog"})
 CATALOG_NAMES = frozenset({"system", "temp"})
@@ -148,10 +207,12 @@ CATALOG_NAMES = frozenset({"system", "temp"})
 CATALOG_HINT = ": use the list_tables and describe tools"
 
 
-def classify_sql(con: Any, statement: str, guard: Guard, caps: Caps = CAPS) -> Verdict:
+def classify_sql(con: Any, statement: str, guard: Guard, caps: Caps = CAPS,
+                 functions: SqlFunctions | None = None) -> Verdict:
     """DuckDB's parser on `statement`: exactly one SELECT, reading no catalog, file or other
-    table by name, naming no withheld column. `con` is the store's connection (so the
-    store's deadline interrupts the parse too) or any DuckDB connection."""
+    table by name, calling only the engine's `functions` (DuckDB's by default), naming no
+    withheld column. `con` is the store's connection (so the store's deadline interrupts the
+    parse too) or any DuckDB connection."""
     import duckdb
 
     if len(statement) > caps.query_chars:
@@ -182,10 +243,11 @@ def classify_sql(con: Any, statement: str, guard: Guard, caps: Caps = CAPS) -> V
     if tree is None:
         return Verdict(refused="DuckDB's parser cannot describe this SELECT to the guard; "
                                "it was not run")
-    return _classify_tree(tree, guard)
+    return _classify_tree(tree, guard, functions or DUCKDB_FUNCTIONS)
 
 
-def _classify_tree(tree: dict[str, Any], guard: Guard) -> Verdict:
+def _classify_tree(tree: dict[str, Any], guard: Guard, functions: SqlFunctions
+                   ) -> Verdict:
     verdict = Verdict(tables=sql_tables(tree))
     refs: set[str] = set()
     for node in walk(tree):
@@ -193,10 +255,11 @@ def _classify_tree(tree: dict[str, Any], guard: Guard) -> Verdict:
         if cls is not None:
             if cls == "COLUMN_REF" and node.get("column_names"):
                 refs.add(str(node["column_names"][-1]).lower())
-            elif cls == "FUNCTION":
-                name = str(node.get("function_name") or "").lower()
-                if name in DENIED_FUNCTIONS or name.startswith(DENIED_PREFIXES):
-                    verdict.refused = f"the function {name}() is not allowed in a query"
+            elif cls in ("FUNCTION", "WINDOW"):
+                why = functions.refusal(str(node.get("function_name") or ""),
+                                        str(node.get("schema") or ""))
+                if why:
+                    verdict.refused = why
                     return verdict
             continue
         kind = node.get("type")

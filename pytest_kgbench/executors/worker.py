@@ -1,6 +1,7 @@
 """A store's engine in a long-lived worker process of its own, so that the operating system
-enforces what the engine cannot promise: the worker has no network (it is started in a fresh
-network namespace with `unshare`), and a query past its deadline is ended by killing the worker
+enforces what the engine cannot promise: the worker may map `WORKER_MEMORY` bytes (RLIMIT_AS),
+has no network (it is started in a fresh network namespace with `unshare`; a database client's
+worker keeps it, to reach its server), and a query past its deadline is ended by killing the worker
 (SIGKILL to its process group), so no engine thread runs on after it was reported stopped. A
 killed worker is replaced at once, loading its store while the model thinks; one worker per
 store keeps a process spawn off the path of each query.
@@ -39,6 +40,7 @@ SANDBOXES: tuple[tuple[str, ...], ...] = (("unshare", "--net"), ("unshare", "--m
 # the probe: a process in a new network namespace sees another namespace than its parent's
 PROBE = "import os, sys; sys.exit(os.readlink('/proc/self/ns/net') == sys.argv[1])"
 WORKER_MEMORY = 4 << 30  # bytes of address space a worker may map (RLIMIT_AS)
+NETWORKED = "none: the engine is a client of its database server, over the network"
 START_TIMEOUT = 600.0    # seconds a worker may take to load its store
 
 
@@ -82,14 +84,16 @@ class Worker:
     until a deadline; past it the worker is killed (and a fresh one started)."""
 
     def __init__(self, module: str, config: Mapping[str, Any], *,
-                 start_timeout: float = START_TIMEOUT) -> None:
+                 start_timeout: float = START_TIMEOUT, network: bool = False) -> None:
         self.module = module
         self.config = {"memory_bytes": WORKER_MEMORY, **dict(config)}
         self.start_timeout = start_timeout
         self.proc: subprocess.Popen[bytes] | None = None
         self.info: dict[str, Any] | None = None
         self.kills = 0
-        self.sandbox = sandbox()[1]
+        # a worker whose engine is a client of a server keeps the network to reach it
+        self.network = network
+        self.sandbox = (NETWORKED if network else sandbox()[1])
         self._buf = b""
         self._ready = False
         self._stderr: IO[bytes] | None = None
@@ -104,7 +108,7 @@ class Worker:
 
     def start(self) -> None:
         """Start the worker without waiting for it: it loads its store in the background."""
-        prefix, _ = sandbox()
+        prefix = () if self.network else sandbox()[0]
         self._stderr = tempfile.TemporaryFile()
         self._buf = b""
         self._ready = False

@@ -1,0 +1,109 @@
+"""Peak memory of processes while a block of code runs, read from Linux's /proc: each
+process's own high-water mark of resident memory (VmHWM), polled on a thread, so a process
+that is killed between two polls loses only its growth since the last one. Used by the tests
+of the stores' limits and by benchmarks/limits.py."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+
+def vm_hwm(pid: int) -> int | None:
+    """The process's peak resident memory so far, in bytes (None once it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def address_space_limit(pid: int) -> int | None:
+    """The process's RLIMIT_AS (soft), in bytes; None if unlimited or unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+            if line.startswith("Max address space"):
+                value = line.split()[3]
+                return None if value == "unlimited" else int(value)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def tree(root: int) -> list[int]:
+    """`root` and every process descending from it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+class PeakRss:
+    """`with PeakRss(lambda: [pid, ...]) as peak:` — `peak.peaks` maps each process seen to its
+    peak resident bytes, `peak.most` is the largest. `pids` is asked at each poll (a worker
+    replaced, a process tree that grows)."""
+
+    def __init__(self, pids: Callable[[], Iterable[int | None]], every: float = 0.02) -> None:
+        self.pids = pids
+        self.every = every
+        self.peaks: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="peak-rss")
+
+    def _poll(self) -> None:
+        for pid in self.pids():
+            if pid is None:
+                continue
+            hwm = vm_hwm(pid)
+            if hwm is not None:
+                self.peaks[pid] = max(self.peaks.get(pid, 0), hwm)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.every):
+            self._poll()
+
+    @property
+    def most(self) -> int:
+        return max(self.peaks.values(), default=0)
+
+    def __enter__(self) -> PeakRss:
+        self._poll()
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._poll()
+
+
+def watched_run(store: Any, statement: str) -> tuple[Any, float, PeakRss]:
+    """`store.run(statement)` on a store whose engine runs in a worker: its result, its wall
+    from arrival to answer (a worker replaced after a kill has loaded first: not the query's
+    time), and the worker's peak memory meanwhile."""
+    store.worker.ready()
+    with PeakRss(lambda: [store.worker.pid]) as peak:
+        started = time.monotonic()
+        result = store.run(statement)
+        spent = time.monotonic() - started
+    return result, spent, peak
