@@ -263,7 +263,7 @@ def norm_string(value: Any) -> str | None:
     return re.sub(r"\s+", " ", norm_text(value)).strip().strip(".,;:").casefold()
 
 
-def _entity_of(text: str, aliases: Mapping[str, str]) -> str | None:
+def entity_of(text: str, aliases: Mapping[str, str]) -> str | None:
     """The canonical id `text` names through the aliases (`packs.id_candidates`: the text
     itself, else the id its IRI or prefixed name ends with), or None."""
     for candidate in id_candidates(text):
@@ -286,13 +286,13 @@ def norm_entity(value: Any, aliases: Mapping[str, str]) -> str | None:
     if is_none(value):
         return None
     text = norm_text(value)
-    found = _entity_of(text, aliases)
+    found = entity_of(text, aliases)
     if found is not None:
         return found
     named = _NAMED.fullmatch(text.strip())
     if named:
-        hits = {h for h in (_entity_of(named.group(1), aliases),
-                            _entity_of(named.group(2), aliases)) if h is not None}
+        hits = {h for h in (entity_of(named.group(1), aliases),
+                            entity_of(named.group(2), aliases)) if h is not None}
         if len(hits) == 1:
             return hits.pop()
     return normalise_id(bare_id(text))

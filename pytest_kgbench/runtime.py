@@ -20,6 +20,7 @@ from pytest_kgbench.cases import Case, session_of
 from pytest_kgbench.conditions import Condition
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
 from pytest_kgbench.executors import Executor
+from pytest_kgbench.fieldkinds import entity_of
 from pytest_kgbench.grading import Grade, grade
 from pytest_kgbench.locate import open_pack
 from pytest_kgbench.metrics import MetricInput, measure_all
@@ -569,9 +570,10 @@ def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | 
 
 
 def _canonical(record: str, aliases: Mapping[str, Mapping[str, str]]) -> str:
-    """A record id as its entity's canonical id when an alias table knows it."""
-    norm = normalise_id(record)
+    """A record id as its entity's canonical id when an alias table knows it, in any spelling
+    a condition shows it in (`fieldkinds.entity_of`: 'issuer:ISS-1', an IRI, an alias)."""
     for table in aliases.values():
-        if norm in table:
-            return normalise_id(table[norm])
-    return norm
+        found = entity_of(str(record), table)
+        if found is not None:
+            return found
+    return normalise_id(record)

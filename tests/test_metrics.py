@@ -287,3 +287,17 @@ def test_a_repeated_claim_counts_once() -> None:
     assert attribution(["Ceiling", "ceiling ", "CEILING", "credit:RatingOnDate"], given) == \
         {"claims": 2, "true": 1}
     assert attribution(["x", "x", 5, 5, "5"], given) == {"claims": 3, "true": 0}
+
+
+def test_a_cited_record_counts_in_every_spelling_a_condition_shows() -> None:
+    """records_used names a record as the graph conditions write it ('issuer:ISS-1', an IRI)
+    or by an alias: each is the record the key depends on."""
+    from pytest_kgbench.metrics.citations import citations
+    from pytest_kgbench.runtime import _canonical
+
+    aliases = {"issuer": {"iss-1": "ISS-1", "5493001kjtiigc8y1r12": "ISS-1", "iss-2": "ISS-2"}}
+    canonical = lambda r: _canonical(r, aliases)  # noqa: E731
+    for spelling in ("ISS-1", "issuer:ISS-1", "<https://kgbench.example/credit/id/issuer/ISS-1>",
+                     "5493001KJTIIGC8Y1R12", "cri:issuer\\/ISS-1"):
+        assert citations([spelling], ["ISS-1"], canonical)["recall"] == 1.0, spelling
+    assert citations(["issuer:ISS-2"], ["ISS-1"], canonical)["recall"] == 0.0
