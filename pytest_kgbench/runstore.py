@@ -172,8 +172,11 @@ class RunStore:
         (self.dir / "prompts").mkdir(exist_ok=True)
         if self.settings.resume:
             drop_torn_tail(self.answers_path)
+            if self.unreadable:
+                set_aside(self.answers_path, [b["line"] for b in self.unreadable])
             for bad in self.unreadable:
-                line = f"{unreadable_text(bad, self.answers_path)}: it is asked again"
+                line = (f"{unreadable_text(bad, self.answers_path)}: it is asked again (the "
+                        f"line is kept in {self.answers_path.name}.unreadable)")
                 if say is not None:
                     say(line)
         self._write_json("meta.json", self.meta)
@@ -358,12 +361,47 @@ def write_atomic(path: Path, text: str) -> None:
 
 def drop_torn_tail(path: Path) -> None:
     """Cut a last line a kill left unfinished (no newline) off answers.jsonl before a resume
-    appends to it; its item was never banked and will be asked again."""
+    appends to it, keeping it in answers.jsonl.unreadable; its item was never banked and will
+    be asked again."""
     if not path.is_file():
         return
     with path.open("rb+") as fh:
         data = fh.read()
         if data and not data.endswith(b"\n"):
-            fh.truncate(data.rfind(b"\n") + 1)
+            cut = data.rfind(b"\n") + 1
+            try:  # whole but for its newline (a kill between the two): a record, kept
+                whole = isinstance(json.loads(data[cut:]), dict)
+            except ValueError:
+                whole = False
+            if whole:
+                fh.write(b"\n")
+            else:
+                _keep_aside(path, [data[cut:]])
+                fh.truncate(cut)
             fh.flush()
             os.fsync(fh.fileno())
+
+
+def set_aside(path: Path, numbers: list[int]) -> None:
+    """Move the lines `numbers` (from 1) of answers.jsonl, which are not records, to
+    answers.jsonl.unreadable, so the file holds records only and no later resume or reader
+    meets them again (the file is rewritten whole, then renamed over the old)."""
+    lines = path.read_bytes().split(b"\n")
+    bad = set(numbers)
+    _keep_aside(path, [line for n, line in enumerate(lines, 1) if n in bad and line])
+    kept = b"".join(line + b"\n" for n, line in enumerate(lines, 1) if n not in bad and line)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(kept)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def _keep_aside(path: Path, lines: list[bytes]) -> None:
+    if not lines:
+        return
+    with path.with_name(path.name + ".unreadable").open("ab") as fh:
+        fh.write(b"".join(line.rstrip(b"\n") + b"\n" for line in lines))
+        fh.flush()
+        os.fsync(fh.fileno())
