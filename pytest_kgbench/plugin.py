@@ -150,7 +150,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 # --- the run's selection: part of the run, restored and checked on --resume --------------------
 
-SELECTION = {"args": "the paths", "keyword": "-k", "markexpr": "-m", "deselect": "--deselect"}
+SELECTION = {"args": "the path list", "keyword": "-k", "markexpr": "-m", "deselect": "--deselect"}
 
 
 def _selection(config: pytest.Config) -> dict[str, Any]:
