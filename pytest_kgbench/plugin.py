@@ -295,7 +295,8 @@ class XdistHooks:
 
         settings: Settings = node.config.stash[keys.SETTINGS]
         node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict(secrets=True))
-        node.workerinput[WORKER_SELECTION] = json.dumps(_selection(node.config))
+        if _collects_questions(node.config, settings):  # a resumed run's, restored
+            node.workerinput[WORKER_SELECTION] = json.dumps(_selection(node.config))
         # a worker then knows a context's items all come to it (--concurrency looks ahead)
         node.workerinput[BY_CONTEXT] = node.config.getoption("dist") == "loadgroup"
         interrupt = node.config.stash.get(keys.INTERRUPT, None)
@@ -571,11 +572,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config
                              ) -> tuple[str, str, str] | None:
-    """The grade as the status letter: C P W T A B D (F still means a must-pass failure); M
+    """The grade as the status letter: C P W T A B D (F still means a must-pass failure); -
     for an item whose answer was not banked (Ctrl-C, a replay with nothing to give)."""
     if report.when == "call" and any(k == NOT_BANKED_PROPERTY for k, _ in
                                      report.user_properties):
-        return "missing", "M", "MISSING"
+        return "missing", "-", "MISSING"
     if report.when != "call" or not report.passed:
         return None
     letter = dict(report.user_properties).get(LETTER_PROPERTY)
