@@ -89,6 +89,10 @@ def test_ctrl_c_stops_a_model_run_and_resume_asks_the_rest(tmp_path: Path, kg_ca
         why = {m["nodeid"].split("::")[1].split("[")[0]: m["why"] for m in report["missing"]}
         assert "while this item was asked" in why["credit-Q03"]  # in flight: dropped
         assert why["credit-Q05"].startswith("not asked: the run was interrupted")
+        from pytest_kgbench import load_run
+
+        summary = load_run(root / "reports" / "run").summary
+        assert summary.status == "interrupted" and "pytest --resume run" in str(summary.reason)
 
         api.script.clear()
         resumed = _start(root, env, "--resume", "run")  # its selection restored: 3 items
