@@ -16,23 +16,15 @@ from typing import Any
 import pytest
 from fake_api import FakeMessagesAPI, stall, text
 
-from conftest import REPO, wait_until
+from conftest import subprocess_project, wait_until
 
 A_PLUS = "A+.\n```json\n{\"rating\": \"A+\"}\n```"
 SELECT = "Q01 or Q02 or Q03 or Q04 or Q05"
 
 
 def _project(tmp_path: Path, kg_cache: Path) -> Path:
-    (tmp_path / "questions").mkdir()
-    (tmp_path / "questions" / "credit.yaml").write_text(
-        (REPO / "questions" / "credit.yaml").read_text(encoding="utf-8"), encoding="utf-8")
-    (tmp_path / "pytest.ini").write_text(
-        "[pytest]\n"
-        f"kgbench_datasets = {REPO / 'datasets'}\n"
-        f"kgbench_ontology = {REPO / 'ontology'}\n"
-        f"kgbench_cache = {kg_cache}\n"
-        "kgbench_no_cache = true\n")  # every answer is a request the fake counts
-    return tmp_path
+    # every answer is a request the fake counts: none from the response cache
+    return subprocess_project(tmp_path, kg_cache, "kgbench_no_cache = true\n")
 
 
 def _start(root: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:

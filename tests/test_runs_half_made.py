@@ -10,16 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import REPO
-
-TABLES = {"customers": {"columns": {"customer_id": "VARCHAR", "name": "VARCHAR",
-                                    "country": "VARCHAR", "email": "VARCHAR"},
-                        "primary_key": "customer_id"},
-          "orders": {"columns": {"order_id": "VARCHAR", "customer_id": "VARCHAR",
-                                 "placed": "DATE", "amount": "DOUBLE", "status": "VARCHAR",
-                                 "is_test": "BOOLEAN"}, "primary_key": "order_id"}}
+from conftest import REPO, STARTER_TABLES, starter_pack
 
 
 def _one_line(result: pytest.RunResult, root: Path) -> str:
@@ -33,15 +25,8 @@ def _one_line(result: pytest.RunResult, root: Path) -> str:
 
 def _shop(pytester: pytest.Pytester, **manifest: object) -> Path:
     """The starter pack (kgbench init), its manifest changed by `manifest`."""
-    from pytest_kgbench.cli import main
-
-    folder = pytester.path / "shop"
-    assert main(["init", str(folder)]) == 0
-    data = yaml.safe_load((folder / "pack.yaml").read_text(encoding="utf-8"))
-    data.update(manifest)
-    (folder / "pack.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
     pytester.makeini(f"[pytest]\nkgbench_cache = {pytester.path / 'cache'}\n")
-    return folder
+    return starter_pack(pytester.path / "shop", **manifest)
 
 
 def test_a_variant_no_pack_has(project) -> None:
@@ -60,7 +45,7 @@ def test_a_question_file_that_is_not_yaml(project) -> None:
 @pytest.mark.parametrize("workers", [(), ("-n", "2")])
 def test_a_pack_whose_declared_table_file_is_missing(pytester: pytest.Pytester,
                                                      workers) -> None:
-    shop = _shop(pytester, tables=TABLES)
+    shop = _shop(pytester, tables=STARTER_TABLES)
     (shop / "data" / "orders.csv").unlink()
     result = pytester.runpytest_subprocess(f"--pack={shop}", "--agent", "gold",
                                            "-p", "no:cacheprovider", *workers)
@@ -83,7 +68,7 @@ def test_an_r2rml_pack_without_morph_kgc(pytester: pytest.Pytester, monkeypatch)
 def test_data_its_declared_types_cannot_hold(pytester: pytest.Pytester, workers) -> None:
     """Found only by building: the variant is built before the first item (on the controller
     under -n) and the build's failure stops the run there."""
-    shop = _shop(pytester, tables=TABLES)
+    shop = _shop(pytester, tables=STARTER_TABLES)
     orders = shop / "data" / "orders.csv"
     orders.write_text(orders.read_text(encoding="utf-8").replace("80.50", "eighty", 1),
                       encoding="utf-8")

@@ -8,9 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import REPO
+from conftest import REPO, starter_pack
 from pytest_kgbench.cli import main
 
 
@@ -39,11 +38,7 @@ def test_the_readme_estimate_runs_without_external_data(capsys, monkeypatch,
 @pytest.fixture
 def r2rml_pack(tmp_path: Path, monkeypatch) -> Path:
     """The starter pack, its graph made by an R2RML mapping; morph-kgc as if not installed."""
-    folder = tmp_path / "shop"
-    assert main(["init", str(folder)]) == 0
-    manifest = yaml.safe_load((folder / "pack.yaml").read_text(encoding="utf-8"))
-    manifest["rdf"] = {"r2rml": "mapping.ttl"}
-    (folder / "pack.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
+    folder = starter_pack(tmp_path / "shop", rdf={"r2rml": "mapping.ttl"})
     (folder / "mapping.ttl").write_text("# an R2RML mapping\n", encoding="utf-8")
     monkeypatch.setitem(sys.modules, "morph_kgc", None)
     return folder

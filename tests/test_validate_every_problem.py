@@ -6,27 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
+from conftest import STARTER_TABLES, starter_pack
 from pytest_kgbench.cli import main
-
-TABLES = {"customers": {"columns": {"customer_id": "VARCHAR", "name": "VARCHAR",
-                                    "country": "VARCHAR", "email": "VARCHAR"},
-                        "primary_key": "customer_id"},
-          "orders": {"columns": {"order_id": "VARCHAR", "customer_id": "VARCHAR",
-                                 "placed": "DATE", "amount": "DOUBLE", "status": "VARCHAR",
-                                 "is_test": "BOOLEAN"}, "primary_key": "order_id"}}
 
 
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
     """The starter pack with its tables declared."""
-    folder = tmp_path / "shop"
-    assert main(["init", str(folder)]) == 0
-    manifest = yaml.safe_load((folder / "pack.yaml").read_text(encoding="utf-8"))
-    manifest["tables"] = TABLES
-    (folder / "pack.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
-    return folder
+    return starter_pack(tmp_path / "shop", tables=STARTER_TABLES)
 
 
 def _validate(capsys: pytest.CaptureFixture[str], shop: Path) -> tuple[int, list[str], str]:
