@@ -19,8 +19,10 @@ __all__ = ["__version__", "load_run"]
 
 def load_run(run: str | Path, reports: str | Path = "reports") -> Run:
     """One stored run (a folder, or a run id under `reports`) as plain records: its items, one
-    flat dict per item, and its comparisons; `.to_pandas()` when pandas is installed. See
-    pytest_kgbench.runs.load_run (imported here only when called: the plugin starts light)."""
+    flat dict per item, its comparisons, and the items it was meant to have and did not bank
+    (`.missing`, from meta.json against answers.jsonl; `.summary.status` is then incomplete);
+    `.to_pandas()` when pandas is installed. See pytest_kgbench.runs.load_run (imported here
+    only when called: the plugin starts light)."""
     from pytest_kgbench.runs import load_run as load
 
     return load(run, reports)

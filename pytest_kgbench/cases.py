@@ -250,25 +250,3 @@ def asks_together(settings: Settings) -> bool:
     from pytest_kgbench.registry import current
 
     return settings.ask == "together" and current().agent(settings.agent).kind != "replay"
-
-
-def session_notes(settings: Settings, args: list[str]) -> list[str]:
-    """The not-run lines of the session's packs (those whose question files the collection
-    arguments reach; every selected pack when there are none)."""
-    from pathlib import Path
-
-    from pytest_kgbench.errors import InputError
-    from pytest_kgbench.locate import open_pack, selected
-
-    roots = [Path(a.split("::", 1)[0]).resolve() for a in args]
-    out: list[str] = []
-    for source in selected(settings).values():
-        if roots and not any(f == r or r in f.parents for f in source.question_files
-                             for r in roots):
-            continue
-        try:
-            pack = open_pack(settings, source.name)
-        except InputError:
-            continue  # collection reports it, naming the file and field
-        out += not_run(pack, settings.conditions)
-    return out

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_kgbench.errors import KgbenchError
+from pytest_kgbench.errors import InputError, KgbenchError
 
 
 def _pack_args(p: argparse.ArgumentParser) -> None:
@@ -72,13 +72,43 @@ def _settings(args: argparse.Namespace, **values: Any) -> Any:
 
 
 def _pack(args: argparse.Namespace) -> Any:
+    """The pack a command names (--pack), able to run here."""
+    settings = _settings(args)
+    return _runnable(settings, settings.pack_names[0])
+
+
+def _runnable(settings: Any, name: str) -> Any:
+    """A pack a command was named, opened as every command opens packs (locate.open_pack):
+    one that cannot run here (its external data absent, an optional dependency not installed)
+    is one line saying why, the line a pytest run prints for it (cases.not_run)."""
+    from pytest_kgbench.cases import not_run
     from pytest_kgbench.locate import open_pack
 
-    settings = _settings(args)
-    pack = open_pack(settings, settings.pack_names[0])
+    pack = open_pack(settings, name)
     if pack.unavailable:
-        raise KgbenchError(f"pack {pack.name} cannot run here: {pack.unavailable}")
+        raise KgbenchError(not_run(pack, ())[0])
     return pack
+
+
+def _runnable_packs(settings: Any) -> list[Any]:
+    """Every pack a command over several packs runs (--pack's, else every pack known), those
+    that cannot run here left out with one line each on stderr (the line a pytest run prints
+    for them); KgbenchError when none can."""
+    from pytest_kgbench.cases import not_run
+    from pytest_kgbench.locate import open_pack, selected
+
+    out, left = [], []
+    for name in selected(settings):
+        pack = open_pack(settings, name)
+        if pack.unavailable:
+            left += not_run(pack, ())
+        else:
+            out.append(pack)
+    for line in left:
+        print(f"not run: {line}", file=sys.stderr)
+    if not out:
+        raise KgbenchError("no pack can run here" + (f": {'; '.join(left)}" if left else ""))
+    return out
 
 
 def _questions(pack: Any) -> Any:
@@ -173,6 +203,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from pytest_kgbench.validate import validate_pack
 
     settings = _settings(args, engines=_engines(args))
+    try:
+        _runnable(settings, settings.pack_names[0])  # one that cannot run here: its one line
+    except InputError:
+        pass  # a problem of the pack: validate reports it with every other
     report = validate_pack(settings, settings.pack_names[0], needs=not args.no_needs)
     for problem in report.problems:
         print(f"PROBLEM {problem}")
@@ -335,7 +369,6 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     from pytest_kgbench import conditions
     from pytest_kgbench.cases import Case, cases_for
     from pytest_kgbench.costs import estimate_lines
-    from pytest_kgbench.locate import selected
     from pytest_kgbench.questions import load_questions
     from pytest_kgbench.settings import default_agent
 
@@ -346,10 +379,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         condition_ids=tuple(c.id for c in conditions.select(
             args.condition, conditions.schema_arms(args.schema))))
     cases: list[Case] = []
-    for name, source in selected(runtime.settings).items():
-        for path in source.question_files:
-            pack = runtime.pack(name)
-            cases += cases_for(load_questions(path, pack=name, source=pack), pack,
+    for pack in _runnable_packs(runtime.settings):
+        for path in pack.question_files:
+            cases += cases_for(load_questions(path, pack=pack.name, source=pack), pack,
                                runtime.settings)
     estimates = runtime.estimate(cases, together=args.ask == "together")
     runtime.close()
@@ -362,9 +394,18 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Every registered piece: the shipped ones and those of installed plugins."""
+    from pytest_kgbench.locate import open_pack, selected
     from pytest_kgbench.registry import current
 
     reg = current()
+    settings = _settings(args)
+    print("packs:")
+    for name, source in sorted(selected(settings).items()):
+        try:
+            why = open_pack(settings, name).unavailable
+        except KgbenchError as exc:
+            why = f"cannot be read: {exc}"
+        print(f"  {name:<12} {source.dir}" + (f" — not run here: {why}" if why else ""))
     print("agents:")
     for name, cls in sorted(reg.agents.items()):
         flags = [cls.kind] + [f for f in ("asks_together", "judged", "simulated", "must_pass")
@@ -409,7 +450,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     out = Path(args.output or f"{run.id}.{args.format}")
     rows = export(run, out, args.format)
     print(f"wrote {rows} item row(s) of run {run.id} to {out}")
+    _say_incomplete(run)
     return 0
+
+
+def _say_incomplete(run: Any) -> None:
+    """A line when a run is not whole (what `kgbench show` says first), on stderr."""
+    s = run.summary
+    if s.status != "complete":
+        print(f"kgbench: run {s.id} is {s.status.upper()}: {s.reason}", file=sys.stderr)
 
 
 def cmd_power(args: argparse.Namespace) -> int:
@@ -474,7 +523,10 @@ def _trap_right(args: argparse.Namespace, questions: list[Any]) -> tuple[list[bo
 def cmd_compare(args: argparse.Namespace) -> int:
     from pytest_kgbench.report import discordant_text, p_text
     from pytest_kgbench.rescore import compare_runs, question_hashes
+    from pytest_kgbench.runs import load_run
 
+    for run in (args.run_a, args.run_b):  # each run as its folder has it, not as it reported
+        _say_incomplete(load_run(run))
     a = json.loads((Path(args.run_a) / "report.json").read_text(encoding="utf-8"))
     b = json.loads((Path(args.run_b) / "report.json").read_text(encoding="utf-8"))
     comparisons = compare_runs(a, b, seed=args.seed, force=args.force, questions=(
@@ -493,13 +545,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_rescore(args: argparse.Namespace) -> int:
+    from pytest_kgbench.record import gaps_text
     from pytest_kgbench.rescore import rescore
 
     result = rescore(Path(args.run), force=args.force)
     print(f"rescored {len(result.records)} items; {len(result.moved)} grades moved")
     if result.missing:
-        print(f"INCOMPLETE: the run did not bank {len(result.missing)} item(s); the rescore "
-              "keeps them missing")
+        expected = len(result.records) + len(result.missing)
+        print(f"INCOMPLETE: {gaps_text(result.missing, expected)}; the rescore keeps them "
+              "missing")
     for name, change in (result.data_changed or {}).items():
         print(f"DATA CHANGED since the run ({name}: build {change['run'].get('build')} then, "
               f"{change['now']['build']} now): graded against today's data, as forced")
@@ -600,9 +654,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", default=None)
     p.add_argument("--datasets", default=None)
     p.add_argument("--ontology", default=None)
+    p.add_argument("--external-data", default=None,
+                   help="folder holding packs' external data (default: $KGBENCH_EXTERNAL); a "
+                   "pack that cannot run here is left out, saying why")
     p.set_defaults(func=cmd_estimate)
-    p = sub.add_parser("list", help="list the registered agents, engines, field kinds, metrics "
-                       "and conditions (the shipped ones and installed plugins')")
+    p = sub.add_parser("list", help="list the packs (and which cannot run here, and why), the "
+                       "registered agents, engines, field kinds, metrics and conditions (the "
+                       "shipped ones and installed plugins')")
+    p.add_argument("--root", default=".", help="project root (default: .)")
+    p.add_argument("--external-data", default=None,
+                   help="folder holding packs' external data (default: $KGBENCH_EXTERNAL)")
     p.set_defaults(func=cmd_list)
     p = sub.add_parser("show", help="print a run's status and headline table")
     p.add_argument("run", help="a run id under --reports, or a run folder")
@@ -634,6 +695,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cache", default=None)
     p.add_argument("--datasets", default=None)
     p.add_argument("--ontology", default=None)
+    p.add_argument("--external-data", default=None,
+                   help="folder holding packs' external data (default: $KGBENCH_EXTERNAL)")
     p.set_defaults(func=cmd_power)
     p = sub.add_parser("compare", help="pair two runs question by question")
     p.add_argument("run_a")

@@ -8,14 +8,15 @@ the same list.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
 from pytest_kgbench import keys
-from pytest_kgbench.cases import Case, cases_for, session_of
+from pytest_kgbench.cases import Case, cases_for, not_run, session_of
 from pytest_kgbench.errors import InputError
-from pytest_kgbench.locate import open_pack, source_of_file
+from pytest_kgbench.locate import PackSource, open_pack, selected, source_of_file
 from pytest_kgbench.packs import Pack
 from pytest_kgbench.questions import KEY_QUERIES, Question, QuestionSet, load_questions
 from pytest_kgbench.registry import current
@@ -25,22 +26,52 @@ BY_CONTEXT = "kgbench_by_context"
 """The workerinput key saying the controller schedules by prompt context (plugin.py)."""
 
 
+def _not_banked(item: pytest.Item, runtime: Any, why: str) -> NoReturn:
+    """Drop the item's answer: it is never banked, the run lists it as missing (the hook
+    attaches `why` to its report), and --resume asks it again."""
+    item.stash[keys.NOT_BANKED] = why
+    if runtime is not None and keys.INTERRUPT in item.config.stash and \
+            item.config.stash[keys.INTERRUPT].requested:
+        runtime.stop()  # nothing more is asked: answers in flight are cut, never banked
+    pytest.skip(why)
+
+
 def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
-    """The body of every kgbench item: ask, grade, bank; fail only a must-pass rule."""
-    from pytest_kgbench.errors import BudgetReached, HarnessBroken
+    """The body of every kgbench item: ask, grade, bank; fail only a must-pass rule. After a
+    Ctrl-C (interrupt.py) the item's answer is dropped, whatever it was: what the interruption
+    hit (a query DuckDB stopped, a model call cut short) must not be graded."""
+    from contextlib import nullcontext
+
+    from pytest_kgbench.errors import BudgetReached, HarnessBroken, NoAnswer
+    from pytest_kgbench.interrupt import INTERRUPTED
 
     item = request.node
     case: Case = item.stash[keys.CASE]
     broken: str | None = None
     settings: Settings = kgbench_runtime.settings
+    interrupt = item.config.stash.get(keys.INTERRUPT, None)
+    dropped = (f"not banked: the run was {INTERRUPTED} while this item was asked; "
+               f"pytest --resume {settings.run_id} asks it again")
     ahead = upcoming(item, 2 * settings.concurrency) if settings.concurrency > 1 else []
     try:
-        record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()),
-                                          upcoming=ahead)
-    except BudgetReached as exc:
-        broken = f"kgbench: the run halts at its spending cap: {exc}"
-    except HarnessBroken as exc:
-        broken = f"kgbench: the harness is broken, the run halts: {exc}"
+        with interrupt.abortable() if interrupt is not None else nullcontext():
+            record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()),
+                                              upcoming=ahead)
+    except BaseException as exc:
+        if interrupt is not None and interrupt.requested:
+            # whatever it is (DuckDB turns the KeyboardInterrupt into a RuntimeError), the
+            # interruption may be what raised it: never graded, never a halt
+            _not_banked(item, kgbench_runtime, dropped)
+        if isinstance(exc, NoAnswer):
+            _not_banked(item, None, f"not banked: {exc}")
+        elif isinstance(exc, BudgetReached):
+            broken = f"kgbench: the run halts at its spending cap: {exc}"
+        elif isinstance(exc, HarnessBroken):
+            broken = f"kgbench: the harness is broken, the run halts: {exc}"
+        else:
+            raise
+    if interrupt is not None and interrupt.requested:
+        _not_banked(item, kgbench_runtime, dropped)  # what broke may be the interruption
     if broken is not None:
         # stop after this item, in this process and (through xdist's shouldstop) in the whole
         # run; the controller banks what finished and exits 3 (RunStore.finish)
@@ -173,6 +204,20 @@ def not_answerable(items: list[pytest.Item], settings: Settings) -> list[pytest.
     return [i for i in items if keys.CASE in i.stash and not keep(i.stash[keys.CASE])]
 
 
+def not_planned(items: list[pytest.Item], settings: Settings) -> list[pytest.Item]:
+    """Resuming: the items the run was not started with (meta.json's `expected`: a question
+    added to the file since), which it does not ask; with --force-resume, none."""
+    from pytest_kgbench.settings import stored_meta
+
+    if not settings.resume or settings.force_resume:
+        return []
+    planned = stored_meta(settings.run_dir).get("expected")
+    if not isinstance(planned, list):
+        return []  # a run from before it recorded its items
+    keep = set(planned)
+    return [i for i in items if keys.CASE in i.stash and i.nodeid not in keep]
+
+
 def not_sampled(items: list[pytest.Item], settings: Settings) -> list[pytest.Item]:
     """With --sample N, the items whose question is not among the N drawn per pack and tier."""
     from pytest_kgbench.cases import sample_questions
@@ -230,6 +275,52 @@ def check_collected(qset: QuestionSet, pack: Pack, settings: Settings) -> None:
             pack.key_function(q.key, question=q.id)
 
 
+def questions_of(config: pytest.Config, path: Path, name: str, pack: Pack) -> QuestionSet:
+    """A question file's questions, read and checked once per session (the run's preflight
+    reads them, then collection)."""
+    read = config.stash.setdefault(keys.QUESTION_SETS, {})
+    key = (str(path), name)
+    if key not in read:
+        read[key] = load_questions(path, pack=name, source=pack)
+    return read[key]
+
+
+def reached(settings: Settings, paths: Sequence[Path]) -> list[PackSource]:
+    """The packs whose question files the collection paths reach (every selected pack when
+    there are none)."""
+    roots = [p.resolve() for p in paths]
+    return [source for source in selected(settings).values()
+            if not roots or any(f == r or r in f.parents for f in source.question_files
+                                for r in roots)]
+
+
+def preflight(config: pytest.Config, settings: Settings, paths: Sequence[Path]) -> list[str]:
+    """What would stop the run's collection, found before anything is made (a run that fails
+    here leaves no run folder): each pack the paths reach opens, its question files read and
+    check (collect.check_collected: the variants, personas, key functions), and at least one
+    pack can run here. Returns the not-run lines of the reached packs (a pack whose external
+    data or optional dependency is absent is left out, saying why); raises InputError naming
+    the file and field, or saying why nothing can run."""
+    roots = [p.resolve() for p in paths]
+    sources = reached(settings, paths)
+    notes: list[str] = []
+    runnable = 0
+    for source in sources:
+        pack = open_pack(settings, source.name)
+        notes += not_run(pack, settings.conditions)
+        if pack.unavailable:
+            continue
+        runnable += 1
+        for path in source.question_files:
+            if roots and not any(path == r or r in path.parents for r in roots):
+                continue
+            check_collected(questions_of(config, path, source.name, pack), pack, settings)
+    if sources and not runnable:
+        where = "--pack" if settings.pack_names else ", ".join(str(p) for p in paths)
+        raise InputError(where, "nothing can run here: " + "; ".join(notes))
+    return notes
+
+
 class QuestionFile(pytest.File):
     """A `questions/<pack>.yaml` file."""
 
@@ -243,8 +334,8 @@ class QuestionFile(pytest.File):
         try:
             pack = open_pack(settings, name)
             if pack.unavailable:
-                return  # the controller's notes say why (runstore.RunStore.not_run)
-            qset = load_questions(self.path, pack=name, source=pack)
+                return  # the controller's notes say why (collect.preflight)
+            qset = questions_of(self.config, self.path, name, pack)
             check_collected(qset, pack, settings)
         except InputError as exc:
             raise self.CollectError(str(exc)) from exc

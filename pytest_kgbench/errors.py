@@ -40,6 +40,11 @@ class ItemSkipped(KgbenchError):
     graded, listed apart in the report — and the run goes on."""
 
 
+class NoAnswer(KgbenchError):
+    """The item has no answer to give (a replay of a run that never banked it): it is not
+    graded, and the run lists it as missing, so the run says it is incomplete."""
+
+
 class BudgetReached(HarnessBroken):
     """The next model request could take the run's spending past --max-cost: the run halts
     as a broken harness does (banked results kept, the report marked HALTED), with the budget

@@ -499,12 +499,14 @@ def _banners(report: Mapping[str, Any]) -> str:
     counts = report.get("counts", {})
     missing = report.get("missing") or []
     out = []
-    if report.get("halted"):
+    stopped = report.get("halted") or report.get("interrupted")
+    if stopped:
+        word = "HALTED" if report.get("halted") else "INTERRUPTED"
         never = sum(1 for m in missing if str(m.get("why", "")).startswith("not asked"))
-        out.append(f'<div class="banner">HALTED — {_e(report["halted"])}<small>'
+        out.append(f'<div class="banner">{word} — {_e(stopped)}<small>'
                    f"{_e(counts.get('items'))} of {_e(counts.get('expected'))} items banked and "
-                   f"kept; {never} never asked because the run halted. The figures below cover "
-                   "only the banked items.</small></div>")
+                   f"kept; {never} never asked because the run {word.lower()}. The figures "
+                   "below cover only the banked items.</small></div>")
     elif not report.get("complete", True):
         whys: dict[str, int] = {}
         for m in missing:
@@ -525,8 +527,9 @@ def _header(report: Mapping[str, Any]) -> str:
     s = report.get("settings", {})
     counts = report.get("counts", {})
     missing = report.get("missing", [])
-    if report.get("halted"):
-        status = (f'<span class="bad">HALTED</span> — {_e(counts.get("items"))} of '
+    if report.get("halted") or report.get("interrupted"):
+        word = "HALTED" if report.get("halted") else "INTERRUPTED"
+        status = (f'<span class="bad">{word}</span> — {_e(counts.get("items"))} of '
                   f'{_e(counts.get("expected"))} items banked')
     elif report.get("complete"):
         status = (f'<span class="ok">complete</span> — {_e(counts.get("items"))} of '

@@ -8,6 +8,8 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_kgbench.cases import Case
+    from pytest_kgbench.interrupt import Interrupt
+    from pytest_kgbench.questions import QuestionSet
     from pytest_kgbench.record import ItemRecord
     from pytest_kgbench.registry import Registry
     from pytest_kgbench.runstore import RunStore
@@ -51,3 +53,13 @@ PREBUILT: pytest.StashKey[Any] = pytest.StashKey()
 """The Runtime that built the session's variants before the first item (serial runs only):
 the session fixture's own, so the first item does not load the packs and check their builds
 again."""
+
+INTERRUPT: pytest.StashKey[Interrupt] = pytest.StashKey()
+"""Ctrl-C for this process of the run (interrupt.py): on the controller and on each worker."""
+
+NOT_BANKED: pytest.StashKey[str] = pytest.StashKey()
+"""Why the item's answer was dropped, never banked (Ctrl-C while it was asked, a replay with
+nothing to give): the run lists it as missing, and --resume asks it again."""
+
+QUESTION_SETS: pytest.StashKey[dict[tuple[str, str], QuestionSet]] = pytest.StashKey()
+"""The question files read this session, by path and pack (the preflight's, then collection's)."""

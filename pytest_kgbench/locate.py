@@ -6,7 +6,8 @@ Pure module: no pytest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib.util
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -86,14 +87,54 @@ def source_of_file(settings: Settings, path: Path) -> PackSource | None:
 
 
 def open_pack(settings: Settings, name: str) -> Pack:
-    """The pack `name`, loaded as the session's settings find it."""
+    """The pack `name`, loaded as the session's settings find it: every command opens packs
+    here, so each says alike why a pack cannot run on this machine (`Pack.unavailable`: its
+    external data absent, or an optional dependency it needs not installed), and leaves it
+    out with that one line (cases.not_run)."""
     external = Path(settings.external_dir) if settings.external_dir else None
     source = sources(settings).get(name)
     if source is None:
-        return find_pack(name, Path(settings.datasets_dir), Path(settings.ontology_dir),
+        pack = find_pack(name, Path(settings.datasets_dir), Path(settings.ontology_dir),
                          external=external)
-    return load_pack(source.dir, name=name, ontology_dir=source.ontology_dir,
-                     question_files=source.question_files, external=external)
+    else:
+        pack = load_pack(source.dir, name=name, ontology_dir=source.ontology_dir,
+                         question_files=source.question_files, external=external)
+    if pack.unavailable is None:
+        missing = missing_dependency(pack)
+        if missing:
+            pack = replace(pack, unavailable=missing)
+    return pack
+
+
+# what a manifest's key needs installed beyond the plugin's own dependencies, and how to get it
+OPTIONAL_DEPENDENCIES: dict[str, tuple[tuple[str, ...], str]] = {
+    "rdf.r2rml": (("morph_kgc", "sqlalchemy", "duckdb_engine"),
+                  "pip install 'pytest-kgbench[r2rml]' && pip install --no-deps "
+                  "morph-kgc==2.10.0; docs/packs.md, 'RDF'"),
+}
+
+
+def missing_dependency(pack: Pack) -> str | None:
+    """Why the pack cannot run here for want of an optional dependency its manifest needs
+    (an R2RML mapping is run by morph-kgc, installed apart), naming the file and field; None
+    when nothing is missing."""
+    for key, (modules, install) in OPTIONAL_DEPENDENCIES.items():
+        section, _, field = key.partition(".")
+        value = (pack.manifest.get(section) or {}).get(field)
+        if not value:
+            continue
+        absent = [m for m in modules if _absent(m)]
+        if absent:
+            return (f"{pack.dir / 'pack.yaml'}: field '{key}': {value} needs what is not "
+                    f"installed here (the modules {', '.join(absent)}: {install})")
+    return None
+
+
+def _absent(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is None
+    except (ImportError, ValueError):
+        return True
 
 
 def question_file(settings: Settings, pack: str, file_name: str) -> Path | None:

@@ -396,9 +396,17 @@ def data_spec(pack_dir: Path, manifest: Mapping[str, Any], external: Path | None
     spec = DataSpec(path=base.resolve(), ddl=ddl_path,
                     files={str(k): str(v) for k, v in (entry.get("files") or {}).items()},
                     where=where, loader=str(entry.get("loader") or ""))
-    if (manifest.get("tables") and base.is_dir() and ddl is None and not spec.loader
-            and all((base / f"{t}.csv").is_file() for t in manifest["tables"])):
-        return None, None  # declared tables over their CSV files: read with the declared types
+    if manifest.get("tables") and base.is_dir() and ddl is None and not spec.loader:
+        from pytest_kgbench.tabledata import table_file
+
+        for table in manifest["tables"]:  # a declared table is read from its own file
+            found = table_file(spec, str(table))
+            if found is None or not found.is_file():
+                raise InputError(where, f"declares table '{table}', but " + (
+                    f"its file {found} does not exist" if found is not None else
+                    f"{base} holds no {table}.csv or {table}.parquet"), field=f"tables.{table}")
+        if all((base / f"{t}.csv").is_file() for t in manifest["tables"]):
+            return None, None  # declared tables over their CSV files: read as declared
     return spec, None
 
 

@@ -19,13 +19,20 @@ from typing import Any
 import pytest
 
 from pytest_kgbench import keys
-from pytest_kgbench.errors import InputError
+from pytest_kgbench.errors import InputError, KgbenchError
 from pytest_kgbench.options import add_options, settings_from_config
 from pytest_kgbench.registry import Registry, activate, deactivate
-from pytest_kgbench.runstore import BROKEN_PROPERTY, LETTER_PROPERTY, RECORD_PROPERTY, RunStore
-from pytest_kgbench.settings import Settings, check_settings
+from pytest_kgbench.runstore import (
+    BROKEN_PROPERTY,
+    LETTER_PROPERTY,
+    NOT_BANKED_PROPERTY,
+    RECORD_PROPERTY,
+    RunStore,
+)
+from pytest_kgbench.settings import Settings, check_fresh_run, check_settings, stored_meta
 
 WORKER_SETTINGS = "kgbench_settings"
+WORKER_SELECTION = "kgbench_selection"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -57,16 +64,28 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from exc
     activate(registry)
     config.stash[keys.REGISTRY] = registry
+    notes: list[str] = []
+    selection: dict[str, Any] = {}
+    differs: dict[str, Any] = {}
     if _is_worker(config):
         settings = Settings.from_dict(json.loads(config.workerinput[WORKER_SETTINGS]))  # type: ignore[attr-defined]
+        chosen = config.workerinput.get(WORKER_SELECTION)  # type: ignore[attr-defined]
+        if chosen:  # the controller's selection (a resumed run's is restored there)
+            _apply_selection(config, json.loads(chosen), tuple(SELECTION))
     else:
         try:
             settings = settings_from_config(config)
             _point_at_packs(config, settings)
+            selection, differs = _resume_selection(config, settings)
+            collects = _collects_questions(config, settings)
             check_settings(settings, registry, asking=not config.option.collectonly
-                           and _collects_questions(config, settings))
-        except InputError as exc:
-            raise pytest.UsageError(str(exc)) from exc
+                           and collects)
+            if collects:
+                if not config.option.collectonly:
+                    check_fresh_run(settings)
+                notes = _preflight(config, settings)
+        except KgbenchError as exc:
+            raise pytest.UsageError(" ".join(str(exc).split())) from exc
     config.stash[keys.SETTINGS] = settings
     from pytest_kgbench.cases import marker_lines
 
@@ -75,15 +94,22 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _is_worker(config) and not config.option.collectonly and \
             _collects_questions(config, settings):
         store = RunStore(settings)
-        from pytest_kgbench.cases import session_notes
-
-        store.meta["not_run"] = session_notes(settings, [str(Path(config.invocation_params.dir,
-                                                                   a)) for a in config.args])
+        store.meta["not_run"] = notes
+        store.meta["selection"] = selection
+        if differs and store.meta.get("resumes"):
+            store.meta["resumes"][-1]["selection_differs"] = differs
         config.stash[keys.RUNSTORE] = store
         config.pluginmanager.register(store, "kgbench-runstore")
         if settings.progress > 0 and config.get_verbosity() >= 0:
             config.pluginmanager.register(ProgressHooks(config, settings, store),
                                           "kgbench-progress")
+    if keys.RUNSTORE in config.stash or (_is_worker(config) and
+                                         _collects_questions(config, settings)):
+        from pytest_kgbench.interrupt import Interrupt
+
+        interrupt = Interrupt(hard_second=not _is_worker(config))
+        if interrupt.install():
+            config.stash[keys.INTERRUPT] = interrupt
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "kgbench-xdist")
         if not _is_worker(config) and _collects_questions(config, settings):
@@ -91,12 +117,114 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    interrupt = config.stash.get(keys.INTERRUPT, None)
+    if interrupt is not None:
+        interrupt.uninstall()
     prebuilt = config.stash.get(keys.PREBUILT, None)
     if prebuilt is not None:  # no item asked for the session's runtime
         prebuilt.close()
     registry = config.stash.get(keys.REGISTRY, None)
     if registry is not None:
         deactivate(registry)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The first Ctrl-C stops the session after the item in flight (interrupt.py): on the
+    controller, the run store records it and xdist stops sending items."""
+    config = session.config
+    interrupt = config.stash.get(keys.INTERRUPT, None)
+    if interrupt is None:
+        return
+
+    def stop(why: str) -> None:
+        session.shouldstop = f"kgbench: {why}"
+        dsession = config.pluginmanager.get_plugin("dsession")
+        if dsession is not None:
+            dsession.shouldstop = f"kgbench: {why}"
+
+    interrupt.on_request.append(stop)
+    store = config.stash.get(keys.RUNSTORE, None)
+    if store is not None:
+        interrupt.on_request.append(lambda why: setattr(store, "interrupted", why))
+
+
+# --- the run's selection: part of the run, restored and checked on --resume --------------------
+
+SELECTION = {"args": "the path list", "keyword": "-k", "markexpr": "-m", "deselect": "--deselect"}
+
+
+def _selection(config: pytest.Config) -> dict[str, Any]:
+    """What chose the session's items besides kgbench's own options: the paths (relative to
+    the rootdir where they lie in it), -k, -m and --deselect."""
+    root = Path(config.rootpath).resolve()
+
+    def relative(arg: str) -> str:
+        path, sep, rest = str(arg).partition("::")
+        full = Path(config.invocation_params.dir, path).resolve()
+        try:
+            shown = full.relative_to(root).as_posix() or "."
+        except ValueError:
+            shown = str(full)
+        return shown + sep + rest
+
+    return {"args": sorted(relative(a) for a in config.args),
+            "keyword": config.option.keyword or "", "markexpr": config.option.markexpr or "",
+            "deselect": sorted(str(d) for d in config.getoption("deselect", None) or [])}
+
+
+def _apply_selection(config: pytest.Config, selection: dict[str, Any],
+                     names: tuple[str, ...]) -> None:
+    """Make `selection`'s `names` the session's (paths relative to the rootdir)."""
+    root = Path(config.rootpath)
+    if "args" in names and selection.get("args"):
+        config.args = [str(root / a.partition("::")[0]) + "".join(a.partition("::")[1:])
+                       for a in selection["args"]]
+    if "keyword" in names:
+        config.option.keyword = selection.get("keyword") or ""
+    if "markexpr" in names:
+        config.option.markexpr = selection.get("markexpr") or ""
+    if "deselect" in names:
+        config.option.deselect = list(selection.get("deselect") or [])
+
+
+def _resume_selection(config: pytest.Config, settings: Settings
+                      ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The session's selection, and what it changes of the resumed run's. A resumed run
+    continues the items it was started with: what the command line leaves out is restored
+    from meta.json, and what it gives otherwise is refused (InputError, one line) unless
+    --force-resume, which records both."""
+    now = _selection(config)
+    if not settings.resume:
+        return now, {}
+    stored = stored_meta(settings.run_dir).get("selection")
+    if not isinstance(stored, dict):
+        return now, {}  # a run from before its selection was recorded
+    given = {"args": config.args_source == pytest.Config.ArgsSource.ARGS,
+             "keyword": bool(now["keyword"]), "markexpr": bool(now["markexpr"]),
+             "deselect": bool(now["deselect"])}
+    differs = {SELECTION[k]: {"stored": stored.get(k), "now": now[k]} for k in SELECTION
+               if given[k] and stored.get(k) != now[k]}
+    if differs and not settings.force_resume:
+        def shown(value: Any) -> str:
+            if isinstance(value, list):
+                return ",".join(value) or "none"
+            return f"'{value}'" if value else "none"
+
+        what = "; ".join(f"{label} was {shown(v['stored'])}, now {shown(v['now'])}"
+                         for label, v in differs.items())
+        raise InputError("--resume", f"run '{settings.run_id}' was started with another "
+                         f"selection ({what}): leave them out to continue it as it was started "
+                         "(its selection is restored), or pass --force-resume to change it "
+                         "(both are recorded in meta.json)")
+    _apply_selection(config, stored, tuple(k for k in SELECTION if not given[k]))
+    return _selection(config), differs
+
+
+def _preflight(config: pytest.Config, settings: Settings) -> list[str]:
+    from pytest_kgbench.collect import preflight
+
+    paths = [Path(config.invocation_params.dir, a.split("::", 1)[0]) for a in config.args]
+    return preflight(config, settings, paths)
 
 
 def _schedule_by_context(config: pytest.Config, settings: Settings) -> None:
@@ -167,25 +295,32 @@ class XdistHooks:
 
         settings: Settings = node.config.stash[keys.SETTINGS]
         node.workerinput[WORKER_SETTINGS] = json.dumps(settings.to_dict(secrets=True))
+        if _collects_questions(node.config, settings):  # a resumed run's, restored
+            node.workerinput[WORKER_SELECTION] = json.dumps(_selection(node.config))
         # a worker then knows a context's items all come to it (--concurrency looks ahead)
         node.workerinput[BY_CONTEXT] = node.config.getoption("dist") == "loadgroup"
+        interrupt = node.config.stash.get(keys.INTERRUPT, None)
+        spec = getattr(node.gateway, "spec", None)
+        if interrupt is not None and getattr(spec, "popen", False) and not getattr(
+                spec, "via", None):
+            try:  # a local worker: a Ctrl-C sent to the controller alone is passed on to it
+                interrupt.forward_to.add(int(node.gateway._rinfo().pid))
+            except (AttributeError, TypeError, ValueError, OSError):
+                pass  # no pid to be had: the worker stops when the controller shuts it down
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         """The controller builds the variants the items ask about once, before any is sent
         to a worker (which then finds them cached), saying so on the terminal."""
         config = node.config
-        if keys.RUNSTORE not in config.stash or self.prebuilt:
+        if keys.RUNSTORE not in config.stash:
             return
-        self.prebuilt = True
-        from pytest_kgbench.cases import built_by
-        from pytest_kgbench.runtime import Runtime
+        store: RunStore = config.stash[keys.RUNSTORE]
+        if not self.prebuilt:
+            self.prebuilt = True
+            from pytest_kgbench.cases import built_by
 
-        settings: Settings = config.stash[keys.SETTINGS]
-        runtime = Runtime(settings)
-        try:
-            runtime.prebuild(built_by(ids, settings), _say(config))
-        finally:
-            runtime.close()
+            _prebuild(config, built_by(ids, config.stash[keys.SETTINGS])).close()
+        store.begin(list(ids), _say(config))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -234,6 +369,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from pytest_kgbench.collect import (
         assign_sessions,
         not_answerable,
+        not_planned,
         not_rerun,
         not_sampled,
         order_by_context,
@@ -244,7 +380,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     settings: Settings = config.stash[keys.SETTINGS]
     store = config.stash.get(keys.RUNSTORE, None)
     unasked = (not_answerable(items, settings) + not_sampled(items, settings)
-               + not_rerun(items, settings))
+               + not_rerun(items, settings) + not_planned(items, settings))
     if settings.resume:
         done, again = resume_split(items, read_answers(settings.run_dir / "answers.jsonl"))
         if store is not None:
@@ -254,8 +390,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         gone = {id(i): i for i in unasked}
         config.hook.pytest_deselected(items=list(gone.values()))
         items[:] = [i for i in items if id(i) not in gone]
-        if settings.resume and not items and store is not None:
-            store.nothing_left = True
     order_by_context(items)
     if asks_together(settings):
         assign_sessions(items)
@@ -277,23 +411,42 @@ def pytest_collection_finish(session: pytest.Session) -> Generator[None, None, N
         config.option.verbose = verbose
     if _is_worker(config) or not (estimate or keys.RUNSTORE in config.stash):
         return
+    cases = [i.stash[keys.CASE] for i in session.items if keys.CASE in i.stash]
+    # this process asks the items (no xdist workers): the fixture takes this runtime
+    keep = not estimate and config.getoption("dist", default="no") == "no"
+    runtime = _prebuild(config, {(c.question.pack, c.variant) for c in cases})
+    if keep:
+        config.stash[keys.PREBUILT] = runtime
+    else:
+        try:
+            if estimate:
+                _estimate(config, runtime, cases)
+        finally:
+            runtime.close()
+    store = config.stash.get(keys.RUNSTORE, None)
+    if store is not None:
+        store.begin([item.nodeid for item in session.items], _say(config))
+
+
+def _prebuild(config: pytest.Config, pairs: Any) -> Any:
+    """Build the (pack, variant) pairs the items ask about before the first item, saying so
+    on the terminal; a variant that cannot be built stops the session here, one line and
+    exit status 4, before any item and before the run folder is made (a Ctrl-C stops it at
+    once). Returns the runtime that built them, open."""
     from pytest_kgbench.runtime import Runtime
 
-    settings: Settings = config.stash[keys.SETTINGS]
-    cases = [i.stash[keys.CASE] for i in session.items if keys.CASE in i.stash]
-    runtime = Runtime(settings)
-    keep = False
+    runtime = Runtime(config.stash[keys.SETTINGS])
+    interrupt = config.stash.get(keys.INTERRUPT, None)
     try:
-        runtime.prebuild({(c.question.pack, c.variant) for c in cases}, _say(config))
-        if estimate:
-            _estimate(config, runtime, cases)
-        # this process asks the items (no xdist workers): the fixture takes this runtime
-        keep = not estimate and config.getoption("dist", default="no") == "no"
-    finally:
-        if keep:
-            config.stash[keys.PREBUILT] = runtime
-        else:
-            runtime.close()
+        with interrupt.abortable() if interrupt is not None else nullcontext():
+            runtime.prebuild(pairs, _say(config))
+    except KgbenchError as exc:
+        runtime.close()
+        raise pytest.UsageError(" ".join(str(exc).split())) from exc
+    except BaseException:
+        runtime.close()
+        raise
+    return runtime
 
 
 def _estimate(config: pytest.Config, runtime: Any, cases: list[Any]) -> None:
@@ -401,6 +554,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
     report = yield
     if call.when == "call" and keys.BROKEN in item.stash:
         report.user_properties.append((BROKEN_PROPERTY, item.stash[keys.BROKEN]))
+    if call.when == "call" and keys.NOT_BANKED in item.stash:
+        report.user_properties.append((NOT_BANKED_PROPERTY, item.stash[keys.NOT_BANKED]))
     if call.when == "call":
         record = item.stash.get(keys.RECORD, None)
         if record is not None:
@@ -426,7 +581,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config
                              ) -> tuple[str, str, str] | None:
-    """The grade as the status letter: C P W T A B D (F still means a must-pass failure)."""
+    """The grade as the status letter: C P W T A B D (F still means a must-pass failure); -
+    for an item whose answer was not banked (Ctrl-C, a replay with nothing to give)."""
+    if report.when == "call" and any(k == NOT_BANKED_PROPERTY for k, _ in
+                                     report.user_properties):
+        return "missing", "-", "MISSING"
     if report.when != "call" or not report.passed:
         return None
     letter = dict(report.user_properties).get(LETTER_PROPERTY)

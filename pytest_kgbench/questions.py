@@ -132,10 +132,12 @@ def set_fingerprint(question_hashes: Mapping[str, str]) -> str:
 
 
 def load_questions(path: str | Path, *, pack: str | None = None,
-                   source: Pack | None = None) -> QuestionSet:
+                   source: Pack | None = None, problems: list[str] | None = None) -> QuestionSet:
     """Read and validate a question file; raise `InputError` naming file, question, field.
     `pack`: the pack the questions ask about (default: the file's stem, questions/<pack>.yaml).
-    `source`: that pack, whose function a `{generate: ...}` file names."""
+    `source`: that pack, whose function a `{generate: ...}` file names. With `problems`, the
+    problem of each question is appended to it instead (one line each; `kgbench validate`
+    reports every one) and the questions without one are returned."""
     import yaml
 
     path = Path(path)
@@ -154,11 +156,18 @@ def load_questions(path: str | Path, *, pack: str | None = None,
     questions: list[Question] = []
     seen: set[str] = set()
     for index, entry in enumerate(data):
-        question = parse_question(entry, where=where, index=index)
-        if pack:
-            question = replace(question, pack_name=pack)
-        if question.id in seen:
-            raise InputError(where, "duplicate question id", question=question.id, field="id")
+        try:
+            question = parse_question(entry, where=where, index=index)
+            if pack:
+                question = replace(question, pack_name=pack)
+            if question.id in seen:
+                raise InputError(where, "duplicate question id", question=question.id,
+                                 field="id")
+        except InputError as exc:
+            if problems is None:
+                raise
+            problems.append(str(exc))
+            continue
         seen.add(question.id)
         questions.append(question)
     file_sha = set_fingerprint({q.id: q.sha256 for q in questions})

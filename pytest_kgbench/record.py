@@ -8,6 +8,7 @@ Pure module: no pytest.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypedDict
@@ -83,17 +84,105 @@ def to_json(record: ItemRecord) -> str:
     return json.dumps(record)
 
 
-def read_answers(path: Path) -> list[BankedRecord]:
-    """Every banked record of an answers.jsonl (a torn last line is skipped, not fatal)."""
+def record_line(record: Mapping[str, Any]) -> bytes:
+    """A banked record as its answers.jsonl line: its node id first (a line a kill cuts short
+    still names its item), then every other key sorted."""
+    rest = {k: v for k, v in record.items() if k != "nodeid"}
+    body = json.dumps(rest, ensure_ascii=False, sort_keys=True)
+    head = json.dumps({"nodeid": record.get("nodeid")}, ensure_ascii=False)[:-1]
+    return (head + (", " + body[1:] if rest else "}") + "\n").encode("utf-8")
+
+
+class Unreadable(TypedDict):
+    """A line of answers.jsonl that is not a record (cut short by a kill, or damaged)."""
+
+    line: int            # its number, from 1
+    chars: int           # its length
+    nodeid: str | None   # the item it names, when the part left still names it
+    last: bool           # the file's last line, without its newline (a torn write)
+
+
+_NODEID = re.compile(r'"nodeid": "((?:[^"\\]|\\.)*)"')
+
+
+def scan_answers(path: Path) -> tuple[list[BankedRecord], list[Unreadable]]:
+    """Every banked record of an answers.jsonl, and the lines that are not records (each with
+    the item it names, where the part of it left says)."""
     if not path.is_file():
-        return []
+        return [], []
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
     out: list[BankedRecord] = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
+    bad: list[Unreadable] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
             continue
-    return out
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
+        except ValueError:
+            found = _NODEID.search(line)
+            nodeid = json.loads(f'"{found.group(1)}"') if found else None
+            bad.append(Unreadable(line=number, chars=len(line), nodeid=nodeid,
+                                  last=number == len(lines)))
+            continue
+        out.append(record)  # type: ignore[arg-type]
+    return out, bad
+
+
+def read_answers(path: Path) -> list[BankedRecord]:
+    """Every banked record of an answers.jsonl (a line that is not a record is passed over:
+    `scan_answers` names it)."""
+    return scan_answers(path)[0]
+
+
+def unreadable_text(bad: Unreadable, path: Path) -> str:
+    """One line saying which item a line that is not a record held (or could not say)."""
+    what = (f"item {bad['nodeid']}" if bad["nodeid"] else
+            "an item whose node id the part left does not hold")
+    how = "cut short (a torn write)" if bad["last"] else "not a record"
+    return (f"{path.name} line {bad['line']} is unreadable ({how}, {bad['chars']} characters): "
+            f"{what} was never banked")
+
+
+def latest(records: Iterable[BankedRecord]) -> list[BankedRecord]:
+    """One record per item, the last banked (an item asked again after its question was
+    edited is banked twice), in the order first banked."""
+    out: dict[str, BankedRecord] = {}
+    for rec in records:
+        out[str(rec.get("nodeid"))] = rec
+    return list(out.values())
+
+
+NEVER_BANKED = "not in answers.jsonl: never banked, or its line was lost"
+
+
+def run_gaps(meta: Mapping[str, Any], records: Iterable[Mapping[str, Any]],
+             report: Mapping[str, Any] | None = None) -> list[dict[str, str]] | None:
+    """The items a run was meant to have (meta.json's `expected`, written when it started)
+    that it did not bank (answers.jsonl) nor skip unasked (meta.json's `unasked`), each with
+    why (the report's reason where it gave one). None for a run that never recorded what it
+    expected (written before it did, or killed before its first item): then only its report
+    can say (`report["missing"]`)."""
+    expected = meta.get("expected")
+    if not isinstance(expected, list):
+        if report is None:
+            return None
+        return [dict(m) for m in report.get("missing") or []]
+    banked = {str(r.get("nodeid")) for r in records}
+    unasked = {str(u.get("nodeid")) for u in meta.get("unasked") or [] if isinstance(u, dict)}
+    said = {str(m.get("nodeid")): str(m.get("why")) for m in (report or {}).get("missing") or []}
+    return [{"nodeid": n, "why": said.get(n, NEVER_BANKED)} for n in expected
+            if n not in banked and n not in unasked]
+
+
+def gaps_text(gaps: list[dict[str, str]], expected: int | None, shown: int = 5) -> str:
+    """The missing items of a run in one line: how many of how many, the first few named."""
+    names = ", ".join(g["nodeid"] for g in gaps[:shown])
+    more = f" and {len(gaps) - shown} more" if len(gaps) > shown else ""
+    of = f" of {expected}" if expected is not None else ""
+    return f"{len(gaps)}{of} item(s) not banked: {names}{more}"
 
 
 def question_key(rec: ItemRecord) -> str:

@@ -340,6 +340,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report.get("halted"):
         lines += [f"**HALTED — {report['halted']}. The items banked before it are kept; the "
                   "rest never ran.**", ""]
+    elif report.get("interrupted"):
+        lines += [f"**INTERRUPTED — {report['interrupted']}. The items banked before it are "
+                  f"kept; `pytest --resume {report['run_id']}` asks the rest.**", ""]
     if report.get("synthetic"):
         lines += ["**SIMULATED ANSWERS — the synthetic agent drew gold or trap answers; no model "
                   "was asked.**", ""]

@@ -24,8 +24,8 @@ from pytest_kgbench.answers import Answer
 from pytest_kgbench.conditions import by_id
 from pytest_kgbench.errors import KgbenchError
 from pytest_kgbench.questions import TIERS, Question, load_questions
-from pytest_kgbench.record import BankedRecord, grades_json, read_answers
-from pytest_kgbench.settings import Settings, stored_settings
+from pytest_kgbench.record import BankedRecord, grades_json, latest, read_answers, run_gaps
+from pytest_kgbench.settings import Settings, stored_meta, stored_settings
 
 
 @dataclass
@@ -55,14 +55,19 @@ def changed_data(records: list[BankedRecord], runtime: Any) -> dict[str, Any]:
     return {k: v for k, v in out.items() if v}
 
 
-def stored_missing(run_dir: Path) -> list[dict[str, str]]:
-    """What the run did not bank, as its own report says; a run that never wrote its report
-    cannot say, and is then not called complete."""
+def stored_missing(run_dir: Path, meta: dict[str, Any],
+                   records: list[BankedRecord]) -> list[dict[str, str]]:
+    """What the run did not bank: the items it was meant to have (meta.json's `expected`)
+    that answers.jsonl does not hold, whatever its report says (a line lost since is missing
+    too); a run that never recorded them falls back on its report, and one that wrote no
+    report cannot say, and is then not called complete."""
     path = run_dir / "report.json"
-    if not path.is_file():
-        return [{"nodeid": "(unknown)", "why": "the run never finished: it wrote no report.json, "
-                 "so what it did not bank is unknown"}]
-    return list(json.loads(path.read_text(encoding="utf-8")).get("missing") or [])
+    report = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    gaps = run_gaps(meta, records, report)
+    if gaps is not None:
+        return gaps
+    return [{"nodeid": "(unknown)", "why": "the run never finished: it wrote no report.json, "
+             "so what it did not bank is unknown"}]
 
 
 def _questions(settings: Settings, records: list[BankedRecord]) -> dict[tuple[str, str], Question]:
@@ -89,11 +94,13 @@ def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> 
     from pytest_kgbench.runtime import Runtime
     from pytest_kgbench.stores import guard_for, store_from_context
 
-    meta = json.loads((run_dir / "meta.json").read_text(encoding="utf-8"))
-    settings = Settings.from_dict(stored_settings(run_dir))
+    meta = stored_meta(run_dir, "rescore")
+    settings = Settings.from_dict(stored_settings(run_dir, "rescore"))
     # in the run's own order (by node id, as its grades.json): answers.jsonl is in the order
-    # the items ran (by prompt context, across workers, resumes)
-    records = sorted(read_answers(run_dir / "answers.jsonl"), key=lambda r: r.get("nodeid", ""))
+    # the items ran (by prompt context, across workers, resumes); an item asked again after
+    # its question was edited counts once, as last banked
+    records = sorted(latest(read_answers(run_dir / "answers.jsonl")),
+                     key=lambda r: r.get("nodeid", ""))
     if not records:
         raise KgbenchError(f"{run_dir / 'answers.jsonl'} holds no banked answers")
     questions = _questions(settings, records)
@@ -151,7 +158,7 @@ def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> 
         runtime.close()
     stamp = stamp or dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     meta = dict(meta, rescored=stamp, grader_sha256=grader_sha256())
-    missing = stored_missing(run_dir)
+    missing = stored_missing(run_dir, meta, records)
     report = build_report(new_records, settings, missing=missing, meta=meta)
     report["rescored"] = {"stamp": stamp, "moved": [list(m) for m in moved],
                           "questions_changed_since_run": sorted(changed),

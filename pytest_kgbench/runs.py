@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_kgbench.errors import KgbenchError
-from pytest_kgbench.record import read_answers
+from pytest_kgbench.record import gaps_text, latest, read_answers, run_gaps
 from pytest_kgbench.report import TIER_ORDER, pct
 from pytest_kgbench.settings import find_run
 
-STATUSES = ("complete", "halted", "incomplete", "unreadable")
+STATUSES = ("complete", "halted", "interrupted", "incomplete", "unreadable")
 FORMATS = ("csv", "parquet")
 
 
@@ -36,10 +36,11 @@ class RunSummary:
     conditions: tuple[str, ...]
     variants: tuple[str, ...]
     items: int                  # items banked (answers.jsonl)
-    expected: int | None        # items collected (None when the run wrote no report)
+    expected: int | None        # items the run is meant to have (None when it cannot say)
     status: str                 # STATUSES
     reason: str | None          # why it is not complete
     headline: str               # the leading tier's accuracy per arm ("" without a report)
+    missing: tuple[str, ...] = ()  # the items it was meant to have and did not bank
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,6 +58,7 @@ class Run:
     meta: dict[str, Any]
     report: dict[str, Any] | None
     records: list[dict[str, Any]]
+    missing: list[dict[str, str]] = field(default_factory=list)  # not banked, with why
     items: list[dict[str, Any]] = field(default_factory=list)
     comparisons: list[dict[str, Any]] = field(default_factory=list)
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -129,28 +131,36 @@ def summarise(folder: Path) -> RunSummary:
         return RunSummary(id=folder.name, path=str(folder), started=None, finished=None,
                           agent=None, models=(), conditions=(), variants=(), items=0,
                           expected=None, status="unreadable", reason=str(exc), headline="")
-    return _summary(folder, meta, report, len(read_answers(folder / "answers.jsonl")))
+    return _summary(folder, meta, report, latest(read_answers(folder / "answers.jsonl")))
 
 
 def _summary(folder: Path, meta: Mapping[str, Any], report: Mapping[str, Any] | None,
-             banked: int) -> RunSummary:
+             records: list[Any]) -> RunSummary:
+    """A run's status from what its folder holds: the items it was meant to have (meta.json,
+    written when it started) against those answers.jsonl holds, whatever its report says (a
+    line lost since the report makes it incomplete too)."""
     settings = (report or {}).get("settings") or meta.get("settings") or {}
     halted = (report or {}).get("halted") or meta.get("halted")
+    interrupted = (report or {}).get("interrupted") or meta.get("interrupted")
+    banked = len(records)
+    gaps = run_gaps(meta, records, report)
+    resume = f"pytest --resume {meta.get('run_id') or folder.name} continues it"
+    expected = (len(meta["expected"]) if isinstance(meta.get("expected"), list) else
+                (report or {}).get("counts", {}).get("expected"))
     if report is None:
-        status, reason = "incomplete", ("no report: the session did not finish (killed?); "
-                                        f"pytest --resume {meta.get('run_id') or folder.name} "
-                                        "continues it")
-        expected = None
+        status, reason = "incomplete", "no report: the session did not finish (killed?)"
+        reason += f"; {gaps_text(gaps, expected)}" if gaps else ""
+        reason += f"; {resume}"
+    elif halted:
+        status, reason = "halted", str(halted)
+    elif gaps and interrupted:
+        status, reason = "interrupted", f"{interrupted}; {gaps_text(gaps, expected)}; {resume}"
+    elif gaps or not report.get("complete", True):
+        status = "incomplete"
+        reason = gaps_text(gaps, expected) if gaps else \
+            f"{len(report.get('missing') or [])} item(s) never reported"
     else:
-        counts = report.get("counts") or {}
-        expected = counts.get("expected")
-        missing = report.get("missing") or []
-        if halted:
-            status, reason = "halted", str(halted)
-        elif not report.get("complete", not missing):
-            status, reason = "incomplete", f"{len(missing)} item(s) never reported"
-        else:
-            status, reason = "complete", None
+        status, reason = "complete", None
     return RunSummary(
         id=str((report or {}).get("run_id") or meta.get("run_id") or folder.name),
         path=str(folder), started=meta.get("started") or (report or {}).get("started"),
@@ -160,7 +170,7 @@ def _summary(folder: Path, meta: Mapping[str, Any], report: Mapping[str, Any] | 
         conditions=tuple(map(str, settings.get("condition_ids") or ())),
         variants=tuple(map(str, settings.get("variants") or ())),
         items=banked, expected=expected, status=status, reason=reason,
-        headline=headline(report))
+        headline=headline(report), missing=tuple(g["nodeid"] for g in gaps or ()))
 
 
 def list_runs(reports: str | Path) -> list[RunSummary]:
@@ -177,10 +187,12 @@ def load_run(run: str | Path, reports: str | Path = "reports") -> Run:
     folder = resolve(run, reports)
     meta = _read_json(folder / "meta.json") or {}
     report = _read_json(folder / "report.json")
-    records: list[dict[str, Any]] = [dict(r) for r in read_answers(folder / "answers.jsonl")]
-    summary = _summary(folder, meta, report, len(records))
+    records: list[dict[str, Any]] = [dict(r) for r in
+                                     latest(read_answers(folder / "answers.jsonl"))]
+    summary = _summary(folder, meta, report, records)
     return Run(id=summary.id, path=folder, summary=summary, meta=meta, report=report,
-               records=records, items=[item_row(r, summary.id) for r in records],
+               records=records, missing=run_gaps(meta, records, report) or [],
+               items=[item_row(r, summary.id) for r in records],
                comparisons=[dict(c) for c in (report or {}).get("comparisons") or []],
                conditions=dict((report or {}).get("conditions") or {}))
 
@@ -322,6 +334,13 @@ def show_lines(run: Run) -> list[str]:
     expected = "" if s.expected is None else f" of {s.expected}"
     status = "" if s.status == "complete" else f" — {s.status.upper()}: {s.reason}"
     out = [f"run {s.id}: {s.items}{expected} items banked{status}"]
+    out += [f"  not banked: {g['nodeid']} ({g['why']})" for g in run.missing[:SHOWN]]
+    if len(run.missing) > SHOWN:
+        out.append(f"  … and {len(run.missing) - SHOWN} more (pytest_kgbench.load_run(...)"
+                   ".missing lists them all)")
     if run.report is not None:
         out += terminal_lines(run.report)
     return out
+
+
+SHOWN = 20  # missing items `kgbench show` names one per line

@@ -1,10 +1,14 @@
 """The run folder, written by the controller only (README: Reading a run).
 
 `RunStore` is registered as a plugin on the controller (serial session or xdist master). It
-learns which items were collected, banks each item's record to `answers.jsonl` the moment its
+writes nothing until the session has collected its items and built what they need (`begin`):
+a run that fails before then leaves no folder. `begin` writes meta.json with the items the run
+is meant to have (`expected`) and the selection that chose them, which every reader of the run
+compares with what it finds. It banks each item's record to `answers.jsonl` the moment its
 report arrives (so a crash loses at most the item in flight), and at session end writes
 questions.json, grades.json, report.json and report.md. A run is complete only when every
-collected item was banked; otherwise the report lists what is missing and the run fails.
+expected item was banked; otherwise the report lists what is missing and the run fails (exit 2
+when it was interrupted, 3 when the harness broke).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -22,17 +27,29 @@ from typing import Any
 import pytest
 
 from pytest_kgbench.fingerprints import code_fingerprints, grader_files
-from pytest_kgbench.record import BankedRecord, grades_json, questions_json, read_answers
-from pytest_kgbench.settings import Settings, resume_differences
+from pytest_kgbench.interrupt import INTERRUPTED
+from pytest_kgbench.record import (
+    BankedRecord,
+    Unreadable,
+    grades_json,
+    latest,
+    questions_json,
+    record_line,
+    scan_answers,
+    unreadable_text,
+)
+from pytest_kgbench.settings import Settings, resume_differences, stored_meta
 from pytest_kgbench.stores import engine_labels
 
 RECORD_PROPERTY = "kgbench"
 LETTER_PROPERTY = "kgbench_letter"
 BROKEN_PROPERTY = "kgbench_broken"
+NOT_BANKED_PROPERTY = "kgbench_not_banked"  # why an item's answer was dropped: it is missing
 HARNESS_BROKEN = 3  # the exit status of a run the harness could not finish
 PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
             "anthropic", "openai", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
 NOT_ASKED = "not asked: the run halted"
+NOT_ASKED_INTERRUPTED = f"not asked: the run was {INTERRUPTED}"
 FSYNC_EVERY = 0.5  # seconds between flushes of answers.jsonl under --concurrency
 
 
@@ -81,8 +98,6 @@ class RunStore:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.dir = settings.run_dir
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / "prompts").mkdir(exist_ok=True)
         self.answers_path = self.dir / "answers.jsonl"
         # --concurrency > 1 banks many items a second: the line is still written whole the
         # moment its item ends (a killed process loses nothing banked), but flushed to disk
@@ -93,14 +108,20 @@ class RunStore:
         self._fd: int | None = None  # answers.jsonl, opened at the first line, closed at the end
         self._prompts: set[Path] = set()  # prompt files known to be written
         self.records: dict[str, BankedRecord] = {}
+        self.unreadable: list[Unreadable] = []  # lines of a resumed run's answers.jsonl
+        old: dict[str, Any] = {}
         if settings.resume:
-            drop_torn_tail(self.answers_path)
-            for rec in read_answers(self.answers_path):
+            found, self.unreadable = scan_answers(self.answers_path)
+            for rec in latest(found):
                 self.records[rec["nodeid"]] = rec
-        self.expected: set[str] = set()
+            old = stored_meta(self.dir)
+        self.expected: set[str] = set()  # the items this session selected
+        self.planned: list[str] | None = None  # the items the run is meant to have (begun)
+        self.begun = False  # the folder is made once the items are collected and built
         self.errors: dict[str, str] = {}
         self.unasked: dict[str, str] = {}  # nodeid -> why it was skipped unasked
         self.halted: str | None = None  # why the harness broke, when it did
+        self.interrupted: str | None = None  # Ctrl-C stopped the session, when it did
         self.started = _now()
         self.report: dict[str, Any] | None = None
         self.nothing_left = False  # a resumed run whose selected items were all banked
@@ -116,20 +137,57 @@ class RunStore:
                             for lang, arms in settings.engine_arms.items()},
             **code_fingerprints(), "grader_files": grader_files(),
         }
-        if settings.resume and (self.dir / "meta.json").is_file():
-            self.meta.update(resumed_meta(
-                json.loads((self.dir / "meta.json").read_text(encoding="utf-8")), settings,
-                self.started))
+        self.stored_expected: list[str] | None = None
+        if settings.resume and old:
+            self.meta.update(resumed_meta(old, settings, self.started))
+            if isinstance(old.get("expected"), list):
+                self.stored_expected = [str(n) for n in old["expected"]]
+            if isinstance(old.get("selection"), dict):
+                self.meta["selection"] = old["selection"]
+            if self.unreadable:
+                self.meta["resumes"][-1]["unreadable"] = [
+                    unreadable_text(b, self.answers_path) for b in self.unreadable]
+
+    def begin(self, selected: list[str], say: Callable[[str], None] | None = None) -> None:
+        """The session collected `selected` and built what they need: make the run folder and
+        write meta.json with the items the run is meant to have (a resumed run keeps those it
+        was started with, and a forced resume adds what it selects beyond them). A new run that
+        selected nothing makes no folder. Under xdist every worker's collection arrives here;
+        the first makes the folder."""
+        self.expected.update(selected)
+        if self.begun:
+            return
+        if not self.settings.resume and not selected:
+            return
+        self.begun = True
+        if self.settings.resume:
+            base = self.stored_expected if self.stored_expected is not None else \
+                sorted(set(self.records) | set(selected))
+            self.planned = [*base, *(n for n in selected if n not in set(base))]
+            self.nothing_left = not selected
+        else:
+            self.planned = list(selected)
+        self.meta["expected"] = self.planned
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "prompts").mkdir(exist_ok=True)
+        if self.settings.resume:
+            drop_torn_tail(self.answers_path)
+            if self.unreadable:
+                set_aside(self.answers_path, [b["line"] for b in self.unreadable])
+            for bad in self.unreadable:
+                line = (f"{unreadable_text(bad, self.answers_path)}: it is asked again (the "
+                        f"line is kept in {self.answers_path.name}.unreadable)")
+                if say is not None:
+                    say(line)
         self._write_json("meta.json", self.meta)
 
     # --- hooks (this object is registered as a plugin on the controller) -----------------------
 
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        self.expected.update(item.nodeid for item in session.items)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
-        self.expected.update(ids)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """pytest stopped on a KeyboardInterrupt (its Interrupted, xdist's, a second Ctrl-C):
+        the run was interrupted, unless it is the halt of a broken harness."""
+        if isinstance(excinfo.value, KeyboardInterrupt) and not self.halted:
+            self.interrupted = self.interrupted or INTERRUPTED
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.outcome == "rerun":
@@ -138,6 +196,9 @@ class RunStore:
         if props.get(BROKEN_PROPERTY) and not self.halted:
             self.halted = str(props[BROKEN_PROPERTY])
         raw = props.get(RECORD_PROPERTY)
+        if props.get(NOT_BANKED_PROPERTY):  # dropped: missing, asked again on --resume
+            self.errors[report.nodeid] = str(props[NOT_BANKED_PROPERTY])
+            return
         if raw is None:
             if report.skipped and report.nodeid not in self.records:
                 # skipped before it was asked (a skip marker: no reference query for the
@@ -175,7 +236,7 @@ class RunStore:
                 self._prompts.add(path)
             prompt["context_file"] = str(path.relative_to(self.dir))
         self.records[record["nodeid"]] = record
-        line = (json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+        line = record_line(record)
         if self._fd is None:  # kept open for the run (O_APPEND: each write lands at the end)
             self._fd = os.open(self.answers_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         fd = self._fd
@@ -215,17 +276,26 @@ class RunStore:
             self.meta["resumes"][-1]["reasked"] = sorted(nodeids)
 
     def missing(self) -> list[dict[str, str]]:
-        gone = sorted(self.expected - set(self.records) - set(self.unasked))
-        never = NOT_ASKED if self.halted else ("never reported (worker crash, or a record that "
-                                               "did not cross processes)")
-        return [{"nodeid": n, "why": self.errors.get(n, never)} for n in gone]
+        """The items the run is meant to have that it neither banked nor skipped unasked."""
+        planned = self.planned if self.planned is not None else sorted(self.expected)
+        gone = sorted(set(planned) - set(self.records) - set(self.unasked))
+        never = (NOT_ASKED if self.halted else NOT_ASKED_INTERRUPTED if self.interrupted else
+                 "never reported (worker crash, or a record that did not cross processes)")
+        return [{"nodeid": n, "why": self.errors.get(n, never if n in self.expected else
+                                                     "not selected by the resumed session "
+                                                     "(its question is gone, or forced)")}
+                for n in gone]
 
     def finish(self, session: pytest.Session) -> None:
         from pytest_kgbench.report import build_report, render_markdown
 
         self.sync()
+        if not self.begun:
+            return  # nothing was asked: no run folder
         records = [self.records[n] for n in sorted(self.records)]
         missing = self.missing()
+        if not missing:
+            self.interrupted = None  # a Ctrl-C after the last item: nothing was lost
         self.meta["finished"] = _now()
         self.meta["halted"] = self.halted
         self.meta["unasked"] = [{"nodeid": n, "reason": why}
@@ -235,6 +305,8 @@ class RunStore:
                                        if (r.get("sent") or {}).get("client")})
         report = build_report(records, self.settings, missing=missing, meta=self.meta)
         report["halted"] = self.halted
+        report["interrupted"] = self.interrupted
+        self.meta["interrupted"] = self.interrupted
         self.meta["fingerprint"] = report["fingerprint"]
         self._write_json("meta.json", self.meta)
         self._write_json("questions.json", questions_json(records))
@@ -247,6 +319,8 @@ class RunStore:
         self.report = report
         if self.halted:
             session.exitstatus = HARNESS_BROKEN
+        elif self.interrupted:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
         elif missing and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         elif self.nothing_left and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
@@ -270,6 +344,11 @@ class RunStore:
         if self.halted:
             terminalreporter.write_line(f"{self.halted}; {len(self.records)} item(s) banked "
                                         f"and kept, exit status {HARNESS_BROKEN}", red=True)
+        elif self.interrupted:
+            terminalreporter.write_line(
+                f"INTERRUPTED ({self.interrupted}): {len(self.records)} item(s) banked and kept, "
+                f"{len(self.report['missing'])} not; continue the run with: "
+                f"pytest --resume {self.settings.run_id}", red=True)
 
     def _write_json(self, name: str, value: Any) -> None:
         write_atomic(self.dir / name,
@@ -289,12 +368,47 @@ def write_atomic(path: Path, text: str) -> None:
 
 def drop_torn_tail(path: Path) -> None:
     """Cut a last line a kill left unfinished (no newline) off answers.jsonl before a resume
-    appends to it; its item was never banked and will be asked again."""
+    appends to it, keeping it in answers.jsonl.unreadable; its item was never banked and will
+    be asked again."""
     if not path.is_file():
         return
     with path.open("rb+") as fh:
         data = fh.read()
         if data and not data.endswith(b"\n"):
-            fh.truncate(data.rfind(b"\n") + 1)
+            cut = data.rfind(b"\n") + 1
+            try:  # whole but for its newline (a kill between the two): a record, kept
+                whole = isinstance(json.loads(data[cut:]), dict)
+            except ValueError:
+                whole = False
+            if whole:
+                fh.write(b"\n")
+            else:
+                _keep_aside(path, [data[cut:]])
+                fh.truncate(cut)
             fh.flush()
             os.fsync(fh.fileno())
+
+
+def set_aside(path: Path, numbers: list[int]) -> None:
+    """Move the lines `numbers` (from 1) of answers.jsonl, which are not records, to
+    answers.jsonl.unreadable, so the file holds records only and no later resume or reader
+    meets them again (the file is rewritten whole, then renamed over the old)."""
+    lines = path.read_bytes().split(b"\n")
+    bad = set(numbers)
+    _keep_aside(path, [line for n, line in enumerate(lines, 1) if n in bad and line])
+    kept = b"".join(line + b"\n" for n, line in enumerate(lines, 1) if n not in bad and line)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("wb") as fh:
+        fh.write(kept)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+
+
+def _keep_aside(path: Path, lines: list[bytes]) -> None:
+    if not lines:
+        return
+    with path.with_name(path.name + ".unreadable").open("ab") as fh:
+        fh.write(b"".join(line.rstrip(b"\n") + b"\n" for line in lines))
+        fh.flush()
+        os.fsync(fh.fileno())

@@ -18,7 +18,7 @@ from pytest_kgbench.answers import Answer, prose
 from pytest_kgbench.build import Built, build_variant
 from pytest_kgbench.cases import Case, session_of
 from pytest_kgbench.conditions import Condition
-from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
+from pytest_kgbench.errors import HarnessBroken, ItemSkipped, KgbenchError, TransientModelError
 from pytest_kgbench.executors import Executor
 from pytest_kgbench.fieldkinds import entity_of
 from pytest_kgbench.grading import Grade, grade
@@ -108,13 +108,16 @@ class Runtime:
                  progress: Callable[[str], None]) -> None:
         """Build the (pack, variant) pairs a session's items ask about before the first item
         runs, telling `progress` of each build and its time (a cached one says nothing). A
-        pack or variant that cannot be built is left to the items, whose own build reports it
-        (a halt or a clear error, never a silent skip here)."""
+        pack or variant that cannot be built raises KgbenchError naming it (the session stops
+        before any item: the plugin's preflight)."""
         for pack_name, variant in sorted(set(pairs)):
             try:
                 self.built(pack_name, variant, progress)
-            except Exception:  # noqa: BLE001 - reported by the item that needs it
-                continue
+            except KgbenchError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a pack's own code failing, named
+                raise KgbenchError(f"building {pack_name}/{variant} failed: "
+                                   f"{type(exc).__name__}: {exc}") from exc
 
     def executor(self, built: Built, cond: Condition, persona: str) -> Executor:
         """The store a querying condition reads, opened once per process and persona."""

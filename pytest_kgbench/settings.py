@@ -438,14 +438,31 @@ def find_run(root: Path, reports: str, run: str) -> Path | None:
     return None
 
 
-def stored_settings(folder: Path | None) -> dict[str, Any]:
-    """The settings of a stored run (meta.json), which a replay of it, or a resume, asks again
-    by default; {} when there is none. Runs written before settings were flat kept some of
-    them under "extra"."""
+def stored_meta(folder: Path | None, option: str = "--resume") -> dict[str, Any]:
+    """A stored run's meta.json ({} when it has none); InputError naming `option` (the option
+    that named the run) when it cannot be read: the run's answers are kept, but it cannot be
+    continued or replayed from settings nobody can read."""
     meta = folder / "meta.json" if folder else None
     if meta is None or not meta.is_file():
         return {}
-    data = json.loads(meta.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(option, f"{meta} cannot be read as JSON ({exc}): the run's settings "
+                         "are lost, so it cannot be continued; start a new run") from None
+    if not isinstance(data, dict):
+        raise InputError(option, f"{meta} is not a JSON object: the run's settings are lost, "
+                         "so it cannot be continued; start a new run")
+    return data
+
+
+def stored_settings(folder: Path | None, option: str = "--resume") -> dict[str, Any]:
+    """The settings of a stored run (meta.json), which a replay of it, or a resume, asks again
+    by default; {} when there is none. Runs written before settings were flat kept some of
+    them under "extra"."""
+    data = stored_meta(folder, option)
+    if not data:
+        return {}
     stored = dict(data.get("settings") or {})
     stored.update({k: v for k, v in (stored.pop("extra", None) or {}).items() if k not in stored})
     if "sparql_engine" in stored and "engines" not in stored:
@@ -511,7 +528,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
                 default_agent(bool(models))).strip()
     replay_run = given("kgbench_replay_run", stored.get("replay_run"))
     if not stored and replay_run and _replays(agent):
-        stored = stored_settings(find_run(root, reports, str(replay_run)))
+        stored = stored_settings(find_run(root, reports, str(replay_run)), "--replay-run")
     if not models:
         models = tuple(stored.get("models") or ()) or (agent,)
     repeats = _number("--repeats", given("kgbench_repeats", stored.get("repeats")), int,
@@ -539,8 +556,8 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
             engine_arms[language] = listed
     from pytest_kgbench.conditions import schema_arms, select
 
-    run_id = resume or given("kgbench_run_id") or (
-        (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S") + f"-{agent}")
+    run_id = resume or given("kgbench_run_id") or fresh_run_id(
+        root / reports, (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S") + f"-{agent}")
     if not re.fullmatch(r"[A-Za-z0-9][\w.+-]*", str(run_id)) and not resume:
         raise InputError("--run-id", f"'{run_id}' is not a folder name (letters, digits, "
                          "'.', '_', '+', '-')")
@@ -607,7 +624,8 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
                    if given("kgbench_synthetic", stored.get("synthetic")) else None),
         **model_tables(table, str(root / "pyproject.toml"),
                        PROVIDER_ALIASES.get(provider, {})),
-        rerun=rerun_ids(root, reports, given("kgbench_rerun")),
+        rerun=(rerun_ids(root, reports, given("kgbench_rerun")) if given("kgbench_rerun")
+               or not stored.get("rerun") else tuple(stored["rerun"])),
         sample=(None if given("kgbench_sample", stored.get("sample")) in (None, "") else
                 _number("--sample", given("kgbench_sample", stored.get("sample")), int,
                         "a whole number", minimum=1)),
@@ -634,6 +652,28 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
     if folder is not None:
         check_resume(folder, settings)
     return settings
+
+
+def fresh_run_id(reports: Path, stamp: str) -> str:
+    """A run id no run under `reports` has: the time and agent, with -2, -3 ... when two runs
+    start in the same second."""
+    run_id, n = stamp, 1
+    while find_run(reports.parent, reports.name, run_id) is not None:
+        n += 1
+        run_id = f"{stamp}-{n}"
+    return run_id
+
+
+def check_fresh_run(settings: Settings) -> None:
+    """A run id is used once: a run that is not a resume may not write into a run folder
+    that exists (it would mix its answers with the old run's under two settings)."""
+    if settings.resume:
+        return
+    folder = find_run(Path(settings.reports_dir).parent, Path(settings.reports_dir).name,
+                      settings.run_id)
+    if folder is not None:
+        raise InputError("--run-id", f"run '{settings.run_id}' exists ({folder}): continue it "
+                         f"with --resume {settings.run_id}, or name a fresh run id")
 
 
 RERUN_LETTERS = ("W", "P", "T")  # what --kgbench-rerun asks again: wrong, partial, timed out
@@ -706,7 +746,11 @@ def pack_settings(selection: Any, table: Mapping[str, Any], root: Path,
 
 # --- a resumed run is the run it says -----------------------------------------------------------
 
-RESUME_CHECKED = (  # (setting, how the one line names it): what an item was asked under
+RESUME_CHECKED = (  # (setting, how the one line names it): what an item was asked under,
+    # and which items the run has (its selection: the pytest one, -k, -m and the paths, is
+    # checked by the plugin)
+    ("condition_ids", "--condition"), ("schema", "--schema"), ("repeats", "--repeats"),
+    ("pack_names", "--pack"), ("rerun", "--kgbench-rerun"),
     ("dataset_seed", "--dataset-seed"), ("variants", "--variant"), ("agent", "--agent"),
     ("models", "--model"), ("effort", "--effort"), ("max_tokens", "--max-tokens"),
     ("ask", "--ask"), ("floor", "--floor"), ("max_rounds", "--max-rounds"),
@@ -748,10 +792,10 @@ def resume_differences(meta: Mapping[str, Any], settings: Settings) -> dict[str,
 def check_resume(folder: Path, settings: Settings) -> None:
     """Refuse to resume a run under other settings than it was asked with (one line naming
     what differs), unless --force-resume."""
-    meta_path = folder / "meta.json"
-    if settings.force_resume or not meta_path.is_file():
+    meta = stored_meta(folder)
+    if settings.force_resume or not meta:
         return
-    differs = resume_differences(json.loads(meta_path.read_text(encoding="utf-8")), settings)
+    differs = resume_differences(meta, settings)
     if differs:
         what = "; ".join(f"{label} was {_shown(v['stored'])}, now {_shown(v['now'])}"
                          for label, v in differs.items())

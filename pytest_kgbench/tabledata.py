@@ -75,7 +75,9 @@ def statements(ddl: str) -> list[str]:
     return [s for s in out if s]
 
 
-def _file_for(spec: DataSpec, table: str) -> Path | None:
+def table_file(spec: DataSpec, table: str) -> Path | None:
+    """The file a table is read from: the one `files` names, else <table>.csv or .parquet in
+    the data folder (any case); None when there is none."""
     named = spec.files.get(table)
     if named:
         return spec.path / named
@@ -140,7 +142,7 @@ def load(spec: DataSpec, *, schema_only: bool = False,
                 raise InputError(str(spec.ddl), f"DuckDB cannot run '{statement[:80]}…': "
                                  f"{exc}") from exc
         for name in table_names(con):
-            path = _file_for(spec, name)
+            path = table_file(spec, name)
             if path is None or schema_only:
                 continue  # a table the DDL declares and the data leaves empty
             try:

@@ -356,6 +356,14 @@ class PackReport:
     checked: int = 0
 
 
+def _said(exc: Exception) -> str:
+    """An error as one line: the plugin's own as it says itself, anything else with its type."""
+    from pytest_kgbench.errors import KgbenchError
+
+    text = str(exc) if isinstance(exc, KgbenchError) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())
+
+
 def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport:
     """Check a pack end to end: its manifest and files, its questions, each variant's build,
     every key against the gold queries and traps, every need against the pack's evidence, and
@@ -364,15 +372,21 @@ def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport
     from pytest_kgbench.cases import not_run, pack_conditions
     from pytest_kgbench.conditions import registered
     from pytest_kgbench.errors import KgbenchError
-    from pytest_kgbench.locate import open_pack
+    from pytest_kgbench.locate import open_pack, sources
     from pytest_kgbench.prompts import artefact_texts
     from pytest_kgbench.questions import load_questions
 
     report = PackReport(name)
     try:
         pack = open_pack(settings, name)
-    except KgbenchError as exc:
+    except KgbenchError as exc:  # the manifest's problem; the questions are still read
         report.problems.append(str(exc))
+        source = sources(settings).get(name)
+        for path in source.question_files if source else ():
+            try:
+                load_questions(path, pack=name, problems=report.problems)
+            except KgbenchError as exc:
+                report.problems.append(str(exc))
         return report
     if pack.unavailable:
         report.problems.append(f"pack {name} cannot be checked here: {pack.unavailable}")
@@ -391,7 +405,8 @@ def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport
     questions: list[Question] = []
     for path in pack.question_files:
         try:
-            questions += load_questions(path, pack=name, source=pack).questions
+            questions += load_questions(path, pack=name, source=pack,
+                                        problems=report.problems).questions
         except KgbenchError as exc:
             report.problems.append(str(exc))
     evidence = pack.manifest.get("evidence") or {}
@@ -403,20 +418,21 @@ def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport
         if q.persona not in pack.personas:
             report.problems.append(f"{q.file}: question {q.id}: field 'persona': no persona "
                                    f"'{q.persona}' in the pack")
-    if report.problems:
-        return report
+    # every problem in one pass: the variants are built and the sound questions checked even
+    # when others have problems (a question whose persona is unknown cannot be asked)
+    questions = [q for q in questions if q.persona in pack.personas]
     builts = []
     for variant in pack.variants:
         try:
             builts.append(build_variant(pack, variant, Path(settings.cache_dir),
                                         seed=settings.dataset_seed))
-        except KgbenchError as exc:
-            report.problems.append(f"building {name}/{variant}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - a problem of the pack, named, never a traceback
+            report.problems.append(f"building {name}/{variant}: {_said(exc)}")
     for built in builts:
         try:
             checks = check_questions(questions, built, engines=settings.engines)
-        except KgbenchError as exc:
-            report.problems.append(f"{name}/{built.variant}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - as above
+            report.problems.append(f"{name}/{built.variant}: {_said(exc)}")
             continue
         files = {q.id: q.file for q in questions}
         for c in checks:

@@ -44,6 +44,44 @@ pytest_plugins = ["pytester"]
 REPO = Path(__file__).resolve().parents[1]
 
 
+def subprocess_project(root: Path, kg_cache: Path, ini: str = "") -> Path:
+    """A project for sessions run in subprocesses of their own (killed, interrupted): the
+    repository's credit question file and a pytest.ini pointing at the repository's packs and
+    the session's build cache, plus `ini`."""
+    (root / "questions").mkdir()
+    (root / "questions" / "credit.yaml").write_text(
+        (REPO / "questions" / "credit.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    (root / "pytest.ini").write_text(
+        "[pytest]\n"
+        f"kgbench_datasets = {REPO / 'datasets'}\n"
+        f"kgbench_ontology = {REPO / 'ontology'}\n"
+        f"kgbench_cache = {kg_cache}\n" + ini)
+    return root
+
+
+# the starter pack's tables (kgbench init), declared with their types
+STARTER_TABLES = {
+    "customers": {"columns": {"customer_id": "VARCHAR", "name": "VARCHAR", "country": "VARCHAR",
+                              "email": "VARCHAR"}, "primary_key": "customer_id"},
+    "orders": {"columns": {"order_id": "VARCHAR", "customer_id": "VARCHAR", "placed": "DATE",
+                           "amount": "DOUBLE", "status": "VARCHAR", "is_test": "BOOLEAN"},
+               "primary_key": "order_id"}}
+
+
+def starter_pack(folder: Path, **manifest: Any) -> Path:
+    """The starter pack written by `kgbench init` into `folder`, its pack.yaml's top-level
+    keys replaced by `manifest`."""
+    import yaml
+
+    from pytest_kgbench.cli import main
+
+    assert main(["init", str(folder)]) == 0
+    data = yaml.safe_load((folder / "pack.yaml").read_text(encoding="utf-8"))
+    data.update(manifest)
+    (folder / "pack.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    return folder
+
+
 def only_run(p: pytest.Pytester) -> Path:
     """The one run folder a pytester project's run wrote."""
     return next((p.path / "reports").iterdir())

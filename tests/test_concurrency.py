@@ -570,6 +570,7 @@ def test_the_run_store_banks_each_line_at_once_and_a_prompt_file_once(tmp_path) 
     from pytest_kgbench.settings import Settings
 
     store = RunStore(Settings.at(tmp_path, concurrency=4, run_id="banked"))
+    store.begin([f"q.yaml::Q{n:02d}" for n in (1, 2, 3, 4)])  # the items collected: the folder
 
     def record(n: int, context: str) -> dict[str, Any]:
         sha = hashlib.sha256(context.encode()).hexdigest()

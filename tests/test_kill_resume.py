@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from fake_api import FakeMessagesAPI, stall
 
-from conftest import REPO, credit_question, untimed, wait_until
+from conftest import credit_question, subprocess_project, untimed, wait_until
 from pytest_kgbench.record import read_answers
 
 QUESTIONS = ("credit-Q01", "credit-Q02", "credit-Q03", "credit-Q04", "credit-Q05")
@@ -54,16 +54,8 @@ def pytest_configure(config):
 @pytest.fixture
 def session(tmp_path: Path, kg_cache: Path, credit_base):
     """Run (or start) the benchmark in a subprocess against a fake Messages API."""
-    (tmp_path / "questions").mkdir()
-    (tmp_path / "questions" / "credit.yaml").write_text(
-        (REPO / "questions" / "credit.yaml").read_text(encoding="utf-8"), encoding="utf-8")
-    (tmp_path / "pytest.ini").write_text(
-        "[pytest]\n"
-        f"kgbench_datasets = {REPO / 'datasets'}\n"
-        f"kgbench_ontology = {REPO / 'ontology'}\n"
-        f"kgbench_cache = {kg_cache}\n"
-        # the requests are what is counted: none may be answered from the response cache
-        "kgbench_no_cache = true\n")
+    # the requests are what is counted: none may be answered from the response cache
+    subprocess_project(tmp_path, kg_cache, "kgbench_no_cache = true\n")
     (tmp_path / "conftest.py").write_text(KILLER)
     with FakeMessagesAPI() as api:
         env = {**os.environ, "ANTHROPIC_BASE_URL": api.url,

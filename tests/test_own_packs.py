@@ -175,9 +175,11 @@ def test_a_pack_whose_external_data_is_absent_is_not_run(starter: Path,
     result = pytester.runpytest_subprocess("--pack", str(starter), "--agent", "gold",
                                            "--external-data", str(pytester.path / "ext"),
                                            "-p", "no:cacheprovider")
-    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()
-    result.stdout.fnmatch_lines(["*not run: pack shop skipped: its data folder *nowhere/shop "
-                                 "does not exist*"])
+    # the only pack the run names cannot run here: one line saying why, before anything
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines(["ERROR: --pack: nothing can run here: pack shop skipped: its "
+                                 "data folder *nowhere/shop does not exist*"])
+    assert not (pytester.path / "reports").exists()
 
 
 def test_packs_named_in_pyproject_and_bad_pack_arguments(starter: Path, tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ def test_runs_lists_each_run_with_its_status_and_headline(reports, capsys) -> No
     assert "HALTED" in rows["halted"] and "--query-timeout" in rows["halted"]
     assert " 0/" in rows["halted"]  # nothing banked: the first item halted the run
     assert "INCOMPLETE" in rows["killed"] and "no report" in rows["killed"]
-    assert "6/?" in rows["killed"]  # its banked items counted from answers.jsonl
+    assert "6/6" in rows["killed"]  # banked (answers.jsonl) of expected (meta.json)
     assert "UNREADABLE" in rows["torn"] and "meta.json" in rows["torn"]
 
 
@@ -86,8 +86,8 @@ def test_show_takes_a_run_id_or_a_path(reports, capsys) -> None:
     _, halted, _ = _lines(capsys, "show", "halted", "--reports", str(reports))
     assert halted[0].startswith("run halted: 0 of ") and "HALTED: " in halted[0]
     _, killed, _ = _lines(capsys, "show", "killed", "--reports", str(reports))
-    assert killed == ["run killed: 6 items banked — INCOMPLETE: no report: the session did "
-                      "not finish (killed?); pytest --resume killed continues it"]
+    assert killed == ["run killed: 6 of 6 items banked — INCOMPLETE: no report: the session "
+                      "did not finish (killed?); pytest --resume killed continues it"]
     code, _, err = _lines(capsys, "show", "nosuch", "--reports", str(reports))
     assert code == 2 and "no run 'nosuch'" in err
 

@@ -58,8 +58,8 @@ def test_an_unknown_key_function_is_caught_by_collect_only(project) -> None:
     text = (REPO / "questions" / "credit.yaml").read_text(encoding="utf-8")
     p = project(text.replace("key: keys.rating_on\n", "key: keys.rating_of_nothing\n", 1))
     result = p.runpytest("questions", "--collect-only", "-q")
-    assert result.ret == pytest.ExitCode.INTERRUPTED
-    result.stdout.fnmatch_lines(["*pack.yaml: question credit-Q*: field 'key': keys module has "
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # one line, before anything is collected
+    result.stderr.fnmatch_lines(["*pack.yaml: question credit-Q*: field 'key': keys module has "
                                  "no function 'rating_of_nothing'*"])
 
 

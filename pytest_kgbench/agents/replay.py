@@ -3,7 +3,10 @@
 A replay asks exactly the stored run's items: an item the stored run never asked is not
 collected for asking (`selects`), so a replay is neither better nor worse than the run it
 replays. Every item takes the stored answer of the same question, variant, condition, model and
-repeat, and today's grader grades it.
+repeat, and today's grader grades it. An item the stored run was meant to have (its meta.json's
+`expected`) but never banked is not dropped either: it is asked, has no answer to give
+(`NoAnswer`), and the replay lists it as missing, so the replay of an incomplete run is
+incomplete, naming what is missing.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.answers import Answer
-from pytest_kgbench.errors import InputError
-from pytest_kgbench.record import read_answers
+from pytest_kgbench.errors import InputError, NoAnswer
+from pytest_kgbench.record import latest, read_answers, run_gaps
 
 if TYPE_CHECKING:
     from pytest_kgbench.cases import Case
@@ -32,6 +35,27 @@ def replay_path(settings: Settings) -> Path:
     if not (path / "answers.jsonl").is_file():
         raise InputError("--replay-run", f"{path} holds no answers.jsonl")
     return path
+
+
+def never_banked(path: Path) -> dict[tuple[str, str], str]:
+    """The items the stored run was meant to have and did not bank, by (question file name,
+    item name), each with why (record.run_gaps)."""
+    import json
+
+    from pytest_kgbench.settings import stored_meta
+
+    report: dict[str, Any] | None = None
+    try:
+        report = json.loads((path / "report.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        report = None
+    gaps = run_gaps(stored_meta(path, "--replay-run"), latest(read_answers(path / "answers.jsonl")),
+                    report) or []
+    out: dict[tuple[str, str], str] = {}
+    for gap in gaps:
+        file, _, name = gap["nodeid"].partition("::")
+        out[(Path(file).name, name)] = gap["why"]
+    return out
 
 
 def stored_answers(path: Path) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -58,21 +82,34 @@ class ReplayAgent(BaseAgent):
 
     @classmethod
     def selects(cls, settings: Settings) -> Callable[[Case], bool]:
-        """Which items this replay asks: those the stored run asked."""
-        stored = stored_answers(replay_path(settings))
+        """Which items this replay asks: those the stored run asked, and those it was meant to
+        ask and never banked (each is then missing from the replay)."""
+        path = replay_path(settings)
+        stored = stored_answers(path)
+        gaps = never_banked(path)
         return lambda case: (case.question.pack, case.variant, case.question.id,
-                             case.condition.id, case.model, case.repeat) in stored
+                             case.condition.id, case.model, case.repeat) in stored or (
+            Path(case.question.file).name, case.name) in gaps
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.path = replay_path(settings)
         self.answers = stored_answers(self.path)
+        self.gaps = never_banked(self.path)
 
     def ask(self, task: Task) -> Answer:
         key = (task.question.pack, task.built.variant, task.question.id, task.condition.id,
                task.model, task.repeat)
         stored = self.answers.get(key)
         if stored is None:
+            from pytest_kgbench.cases import Case
+
+            name = Case(task.question, task.condition, task.built.variant, task.model, self.name,
+                        task.repeat).name
+            why = self.gaps.get((Path(task.question.file).name, name))
+            if why is not None:
+                raise NoAnswer(f"run {self.path.name} never banked it ({why}): there is no "
+                               "answer to replay")
             return Answer(status="error", error=f"no stored answer in {self.path}")
         return Answer.from_dict(stored)
 

@@ -1,0 +1,98 @@
+"""Ctrl-C: the first SIGINT stops a run cleanly, in every process of it.
+
+A run's processes each hold one `Interrupt` (the serial session, or the xdist controller and
+each worker), installed as the SIGINT handler for the session. The first SIGINT — sent to the
+process, or to the terminal's process group, which reaches xdist's workers too — does not raise
+wherever the process happens to be: DuckDB turns a KeyboardInterrupt raised inside a query into
+`RuntimeError("Query interrupted")`, which a query's error handling would then grade, and a
+KeyboardInterrupt between two writes of a banked line would tear it. Instead it:
+
+- records that the run was interrupted and calls `on_request` (the session stops after the item
+  in flight: `session.shouldstop`, xdist's own `shouldstop` on the controller);
+- forwards SIGINT to the process's local xdist workers (`forward_to`), which a SIGINT sent to
+  the controller alone would not reach;
+- raises KeyboardInterrupt only inside an `abortable()` region — an item being asked, the
+  variants being built before the first item — so a model call or a subprocess waiting there
+  stops at once. The item then checks `requested` and drops its answer (it is never banked:
+  its grade could hold the interruption), so whatever the interruption hit is asked again on
+  `--resume`.
+
+A second SIGINT raises KeyboardInterrupt at once on a process that `hard_second` (the one the
+user runs): Ctrl-C twice stops at once, as pytest does. A worker takes every SIGINT like the
+first (a Ctrl-C reaches it both from the terminal and through its controller).
+
+Pure module: no pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any
+
+INTERRUPTED = "interrupted by Ctrl-C (SIGINT)"
+
+
+class Interrupt:
+    """The SIGINT handler of one process of a run, and what it asks of the session."""
+
+    def __init__(self, *, hard_second: bool) -> None:
+        self.hard_second = hard_second
+        self.requested: str | None = None
+        self.on_request: list[Callable[[str], None]] = []  # called once, in the handler
+        self.forward_to: set[int] = set()  # the process ids of local xdist workers
+        self._abortable = 0
+        self._previous: Any = None
+        self._installed = False
+
+    def install(self) -> bool:
+        """Become the process's SIGINT handler (the main thread only); whether it did."""
+        if self._installed or threading.current_thread() is not threading.main_thread():
+            return self._installed
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        self._installed = True
+        return True
+
+    def uninstall(self) -> None:
+        """Give SIGINT back to the handler it had before (the end of the session)."""
+        if self._installed and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None
+                          else signal.default_int_handler)
+        self._installed = False
+
+    def request(self, why: str = INTERRUPTED) -> None:
+        """What the first SIGINT does (also callable without a signal)."""
+        if self.requested is not None:
+            return
+        self.requested = why
+        for pid in sorted(self.forward_to):
+            try:
+                os.kill(pid, signal.SIGINT)
+            except OSError:  # the worker has gone already
+                pass
+        for call in self.on_request:
+            call(why)
+
+    @contextmanager
+    def abortable(self) -> Iterator[None]:
+        """A region a SIGINT may stop at once with KeyboardInterrupt (raised here too when the
+        run was interrupted before it began)."""
+        self._abortable += 1
+        try:
+            if self.requested is not None:
+                raise KeyboardInterrupt(self.requested)
+            yield
+        finally:
+            self._abortable -= 1
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested is not None and self.hard_second:
+            self.uninstall()
+            raise KeyboardInterrupt("a second Ctrl-C: stopped at once")
+        self.request()
+        if self._abortable:
+            raise KeyboardInterrupt(self.requested)
