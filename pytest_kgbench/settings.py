@@ -676,11 +676,13 @@ def check_fresh_run(settings: Settings) -> None:
                          f"with --resume {settings.run_id}, or name a fresh run id")
 
 
-RERUN_LETTERS = ("W", "P", "T")  # what --kgbench-rerun asks again: wrong, partial, timed out
+# what --kgbench-rerun asks again: every miss of the model's own -- wrong, partial, timed out,
+# cut at the output limit, refused, an empty reply
+RERUN_LETTERS = ("W", "P", "T", "M", "N", "Z")
 
 
 def rerun_ids(root: Path, reports: str, run: Any) -> tuple[str, ...] | None:
-    """The node ids a stored run graded wrong, partial or timed out (--kgbench-rerun RUN)."""
+    """The node ids of a stored run's misses (--kgbench-rerun RUN): `RERUN_LETTERS`."""
     if not run:
         return None
     from pytest_kgbench.record import read_answers

@@ -442,3 +442,41 @@ def test_an_effort_the_cli_cannot_take_is_refused_before_the_run(project) -> Non
     assert result.stderr.str().strip() == ("ERROR: --agent claude-cli: --effort turbo: the "
                                            "claude CLI takes low, medium, high, xhigh, max")
     assert not (p.path / "reports").exists()
+
+
+def test_ctrl_c_during_a_session_stops_the_cli_and_what_it_started(tmp_path) -> None:
+    """A KeyboardInterrupt while the CLI runs (the first Ctrl-C of a run) stops its process
+    group, so neither Claude Code nor the MCP server it started runs on to the deadline."""
+    import os
+    import sys
+    import time
+
+    from pytest_kgbench.agents.claude_cli import converse
+
+    pids = tmp_path / "pids"
+    script = tmp_path / "fake_cli.py"
+    script.write_text(
+        "import json, os, subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        f"open({str(pids)!r}, 'w').write(f'{{os.getpid()}} {{child.pid}}')\n"
+        "print(json.dumps({'type': 'system', 'subtype': 'init'}), flush=True)\n"
+        "print(json.dumps({'type': 'result', 'result': 'x'}), flush=True)\n"
+        "time.sleep(120)\n")
+
+    def interrupted(stream):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        converse([sys.executable, str(script)], cwd=tmp_path, env=dict(os.environ), first="{}",
+                 deadline=time.monotonic() + 120, follow_up=interrupted)
+    for pid in map(int, pids.read_text().split()):
+        for _ in range(100):  # reaped by its parent's exit: gone once the kill is delivered
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            if open(f"/proc/{pid}/stat").read().split()[2] == "Z":
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError(f"process {pid} still runs after the interrupt")

@@ -95,6 +95,22 @@ def test_sample_keeps_a_short_tier_whole() -> None:
     assert keep == sample_questions(list(reversed(qs)), 3, seed=1)  # type: ignore[arg-type]
 
 
+def test_rerun_asks_again_every_miss_of_the_model(tmp_path) -> None:
+    """--kgbench-rerun takes every letter that is the model's own miss -- cut at the output
+    limit (M), refused (N), an empty reply (Z) as well as W, P, T -- and none of the rest."""
+    import json
+
+    from pytest_kgbench.settings import rerun_ids
+
+    run = tmp_path / "reports" / "first"
+    run.mkdir(parents=True)
+    letters = "CPWTAB DMNZ-".replace(" ", "")
+    (run / "answers.jsonl").write_text("".join(
+        json.dumps({"nodeid": f"q::{letter}", "letter": letter}) + "\n" for letter in letters))
+    assert rerun_ids(tmp_path, "reports", "first") == tuple(
+        sorted(f"q::{letter}" for letter in "PWTMNZ"))
+
+
 def test_rerun_asks_again_what_a_run_got_wrong(project) -> None:
     """--kgbench-rerun RUN: a new run of exactly the items RUN graded W, P or T (the trap gets
     the L3 questions wrong and the L1 ones right)."""

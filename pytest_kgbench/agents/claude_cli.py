@@ -175,39 +175,43 @@ def converse(cmd: list[str], *, cwd: Path, env: dict[str, str], first: str, dead
         lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
         _send(proc.stdin, first)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                out.timed_out = True
-                _stop(proc)
-                break
-            try:
-                line = lines.get(timeout=min(remaining, 1.0))
-            except queue.Empty:
-                continue
-            if line is None:
-                break
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            kind = event.get("type")
-            if kind == "system" and event.get("subtype") == "init" and out.init is None:
-                out.init = event
-            elif kind == "system" and event.get("subtype") == "api_retry" and \
-                    event.get("error_status") in REJECTED:
-                out.rejected = event
-                _stop(proc)
-                break
-            elif kind == "assistant":
-                out.assistant.append(event.get("message") or {})
-            elif kind == "result":
-                out.results.append(event)
-                more = follow_up(out) if follow_up else None
-                if more:
-                    _send(proc.stdin, more)
-                else:
-                    _close(proc.stdin)
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    out.timed_out = True
+                    _stop(proc)
+                    break
+                try:
+                    line = lines.get(timeout=min(remaining, 1.0))
+                except queue.Empty:
+                    continue
+                if line is None:
+                    break
+                try:
+                    event = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                kind = event.get("type")
+                if kind == "system" and event.get("subtype") == "init" and out.init is None:
+                    out.init = event
+                elif kind == "system" and event.get("subtype") == "api_retry" and \
+                        event.get("error_status") in REJECTED:
+                    out.rejected = event
+                    _stop(proc)
+                    break
+                elif kind == "assistant":
+                    out.assistant.append(event.get("message") or {})
+                elif kind == "result":
+                    out.results.append(event)
+                    more = follow_up(out) if follow_up else None
+                    if more:
+                        _send(proc.stdin, more)
+                    else:
+                        _close(proc.stdin)
+        except BaseException:
+            _stop(proc)  # Ctrl-C or a failure of ours: the CLI and its MCP server go too
+            raise
         try:
             out.returncode = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
