@@ -347,6 +347,35 @@ def make_pool(w: World, works: int) -> None:
         w.pool.append(person)
 
 
+def home(w: World, author_id: str) -> tuple[str, list[str]]:
+    """An author record listed with its home institution."""
+    return author_id, [w.home[author_id]]
+
+
+def cast_work(w: World, label: str | None, title: str, year: int, kind: str,
+              lead: list[tuple[str, list[str]]], co: tuple[int, int], *,
+              exclude_persons: Iterable[str] = (), exclude_insts: Iterable[str] = (),
+              **kw: Any) -> str:
+    """A cast work: its lead authors, then between co[0] and co[1] filler co-authors."""
+    others = w.pick(w.rng.randint(*co), exclude_persons=exclude_persons,
+                    exclude_insts=exclude_insts)
+    return w.work(title, year, kind, lead + others, label=label, **kw)
+
+
+def citer(w: World, cites: list[str], year_from: int, *, kind: str = "article",
+          retracted: bool = False, avoid: Iterable[str] = (), year: int | None = None,
+          label: str | None = None) -> str:
+    """A work by filler authors citing `cites`, sharing no person with `avoid` works."""
+    rng = w.rng
+    persons = set().union(*(w.work_persons[a] for a in avoid)) if avoid else set()
+    authors = w.pick(rng.randint(1, 4), exclude_persons=persons)
+    wid = w.work(w.title(), year or rng.randint(year_from, LAST_YEAR), kind, authors,
+                 retracted=retracted, label=label)
+    for cited in cites:
+        w.cite(wid, cited)
+    return wid
+
+
 def plant_cast(w: World, c: dict[str, str]) -> None:
     """The author records and works the questions name, each planting a trap."""
     rng = w.rng
@@ -374,67 +403,45 @@ def plant_cast(w: World, c: dict[str, str]) -> None:
     owen = w.author("Owen Petrie", c["helix"], label="owen")
     dara = w.author("Dara Voss", c["ald"], orcid=orcid("dara"), label="dara")
 
-    def home(author_id: str) -> tuple[str, list[str]]:
-        return author_id, [w.home[author_id]]
-
-    def cast_work(label: str | None, title: str, year: int, kind: str,
-                  lead: list[tuple[str, list[str]]], co: tuple[int, int], *,
-                  exclude_persons: Iterable[str] = (), exclude_insts: Iterable[str] = (),
-                  **kw: Any) -> str:
-        others = w.pick(rng.randint(*co), exclude_persons=exclude_persons,
-                        exclude_insts=exclude_insts)
-        return w.work(title, year, kind, lead + others, label=label, **kw)
-
-    def citer(cites: list[str], year_from: int, *, kind: str = "article", retracted: bool = False,
-              avoid: Iterable[str] = (), year: int | None = None) -> str:
-        """An unnamed work citing `cites`, sharing no person with `avoid` works."""
-        persons = set().union(*(w.work_persons[a] for a in avoid)) if avoid else set()
-        authors = w.pick(rng.randint(1, 4), exclude_persons=persons)
-        wid = w.work(w.title(), year or rng.randint(year_from, LAST_YEAR), kind, authors,
-                     retracted=retracted)
-        for cited in cites:
-            w.cite(wid, cited)
-        return wid
-
     ald_direct = {c["ald"]}
     # Mira: a self-citation under her other record, a citation from the other Mira that counts
     y_a = rng.randint(2019, 2020)
-    m_a = cast_work("mira-a", "Cavity-enhanced squeezing in trapped-ion arrays", y_a, "article",
-                    [home(mira1)], (1, 2))
-    m_b = cast_work("mira-b", "Phase-stable squeezed light from a monolithic resonator",
-                    rng.randint(2021, 2022), "article", [home(mira2)], (1, 2),
+    m_a = cast_work(w, "mira-a", "Cavity-enhanced squeezing in trapped-ion arrays", y_a, "article",
+                    [home(w, mira1)], (1, 2))
+    m_b = cast_work(w, "mira-b", "Phase-stable squeezed light from a monolithic resonator",
+                    rng.randint(2021, 2022), "article", [home(w, mira2)], (1, 2),
                     exclude_persons=w.work_persons[m_a],
                     exclude_insts=w.subtree(c["ald_phy"]))
-    m_c = cast_work("mira-c", "Guild letters and credit networks in the Hanseatic period",
-                    rng.randint(2021, 2023), "article", [home(mira3)], (1, 2),
+    m_c = cast_work(w, "mira-c", "Guild letters and credit networks in the Hanseatic period",
+                    rng.randint(2021, 2023), "article", [home(w, mira3)], (1, 2),
                     exclude_persons=w.work_persons[m_a])
-    m_d = cast_work("mira-d", "Squeezing-enhanced interferometry with trapped ions", 2022,
-                    "article", [home(mira1)], (0, 2), exclude_insts=ald_direct)
-    cast_work("mira-e", "Merchant archives of the North Sea: a review", rng.randint(2022, 2024),
-              "review", [home(mira3)], (0, 1))
+    m_d = cast_work(w, "mira-d", "Squeezing-enhanced interferometry with trapped ions", 2022,
+                    "article", [home(w, mira1)], (0, 2), exclude_insts=ald_direct)
+    cast_work(w, "mira-e", "Merchant archives of the North Sea: a review", rng.randint(2022, 2024),
+              "review", [home(w, mira3)], (0, 1))
     for cited_by in (m_b, m_c, m_d):
         w.cite(cited_by, m_a)
     for _ in range(rng.randint(1, 3)):
-        citer([m_a], y_a, avoid=[m_a])
+        citer(w, [m_a], y_a, avoid=[m_a])
 
     # Jonas Weber: four records, three persons; one person listed twice on one work
-    jw_1 = cast_work("jw-1", "Tactile sensing for soft robotic grippers", 2022, "article",
-                     [home(jw1), home(jw2), home(jw3)], (0, 2),
+    jw_1 = cast_work(w, "jw-1", "Tactile sensing for soft robotic grippers", 2022, "article",
+                     [home(w, jw1), home(w, jw2), home(w, jw3)], (0, 2),
                      exclude_persons={w.person_of[jw1], w.person_of[jw3]})
-    cast_work("jw-2", "Drift compensation in fibre-optic strain gauges", rng.randint(2019, 2024),
-              "article", [home(jw4)], (1, 2))
-    jw_3 = cast_work("jw-3", "Corrosion of additively manufactured titanium lattices",
-                     rng.randint(2019, 2021), "article", [home(jw3)], (1, 2))
+    cast_work(w, "jw-2", "Drift compensation in fibre-optic strain gauges", rng.randint(2019, 2024),
+              "article", [home(w, jw4)], (1, 2))
+    jw_3 = cast_work(w, "jw-3", "Corrosion of additively manufactured titanium lattices",
+                     rng.randint(2019, 2021), "article", [home(w, jw3)], (1, 2))
     w.cite(jw_1, jw_3)
 
     # Tobias: two affiliations on one work; a preprint and its published version
     outside = w.subtree(c["ald"]) | w.subtree(c["brk"])
-    tl_1 = cast_work("tl-1", "Learning contact dynamics for legged robots", 2023, "article",
-                     [(tobias, [c["brk_cs"], c["ald_phy"]]), home(jw1)], (1, 2),
+    tl_1 = cast_work(w, "tl-1", "Learning contact dynamics for legged robots", 2023, "article",
+                     [(tobias, [c["brk_cs"], c["ald_phy"]]), home(w, jw1)], (1, 2),
                      exclude_persons={w.person_of[jw1]}, exclude_insts=outside)
     y_t = rng.randint(2019, 2021)
-    tl_2 = cast_work("tl-2", "Sim-to-real transfer for quadruped locomotion", y_t + 1, "article",
-                     [home(tobias)], (1, 3))
+    tl_2 = cast_work(w, "tl-2", "Sim-to-real transfer for quadruped locomotion", y_t + 1, "article",
+                     [home(w, tobias)], (1, 3))
     tl_authors = [(r["author_id"], [r["institution_id"]]) for r in w.authorships
                   if r["work_id"] == tl_2]
     w.work("Sim-to-real transfer for quadruped locomotion", y_t, "preprint", tl_authors,
@@ -447,70 +454,70 @@ def plant_cast(w: World, c: dict[str, str]) -> None:
             ("so-2", "Metal-organic frameworks for gas separation: a review", "review",
              (2020, 2022)),
             ("so-pre", "Solvent-free synthesis of porous imine cages", "preprint", (2022, 2024))):
-        cast_work(label, title, rng.randint(*years), kind, [home(selma)], (0, 2))
+        cast_work(w, label, title, rng.randint(*years), kind, [home(w, selma)], (0, 2))
 
     # Ines: a preprint and its published version, cited as either; self-citations; datasets
     y_p = rng.randint(2020, 2021)
-    id_2 = cast_work("id-2", "Exercise-induced arrhythmias in veteran marathon runners",
-                     rng.randint(2019, 2020), "article", [home(ines)], (1, 2))
-    id_pub = cast_work("id-pub", "Troponin release kinetics after prolonged endurance exercise",
-                       y_p + 1, "article", [home(ines)], (1, 3), corresponding=0)
+    id_2 = cast_work(w, "id-2", "Exercise-induced arrhythmias in veteran marathon runners",
+                     rng.randint(2019, 2020), "article", [home(w, ines)], (1, 2))
+    id_pub = cast_work(w, "id-pub", "Troponin release kinetics after prolonged endurance exercise",
+                       y_p + 1, "article", [home(w, ines)], (1, 3), corresponding=0)
     pub_authors = [(r["author_id"], [r["institution_id"]]) for r in w.authorships
                    if r["work_id"] == id_pub]
     id_pre = w.work("Troponin release kinetics after endurance exercise", y_p, "preprint",
                     pub_authors, label="id-pre", published=id_pub)
-    id_3 = cast_work("id-3", "Cardiac biomarkers in ultra-endurance athletes: a cohort study",
-                     rng.randint(2023, 2024), "article", [home(ines)], (0, 1))
+    id_3 = cast_work(w, "id-3", "Cardiac biomarkers in ultra-endurance athletes: a cohort study",
+                     rng.randint(2023, 2024), "article", [home(w, ines)], (0, 1))
     w.cite(id_3, id_pub)
     w.cite(id_3, id_2)
-    cast_work("id-ds", "Troponin exercise cohort: raw measurements", 2024, "dataset",
-              [home(ines)], (0, 1))
-    cast_work("pia-ds", "Ambulatory ECG recordings of amateur cyclists", 2024, "dataset",
-              [home(pia)], (0, 1))
-    cast_work("pia-1", "Heart-rate variability as an early marker of overtraining", 2024,
-              "article", [home(pia)], (1, 2))
+    cast_work(w, "id-ds", "Troponin exercise cohort: raw measurements", 2024, "dataset",
+              [home(w, ines)], (0, 1))
+    cast_work(w, "pia-ds", "Ambulatory ECG recordings of amateur cyclists", 2024, "dataset",
+              [home(w, pia)], (0, 1))
+    cast_work(w, "pia-1", "Heart-rate variability as an early marker of overtraining", 2024,
+              "article", [home(w, pia)], (1, 2))
     for _ in range(rng.randint(1, 3)):
-        citer([id_pub], y_p + 1, avoid=[id_pub])
+        citer(w, [id_pub], y_p + 1, avoid=[id_pub])
     for _ in range(rng.randint(1, 2)):
-        citer([id_pre], y_p, avoid=[id_pub])
-    citer([id_pre, id_pub], y_p + 1, avoid=[id_pub])          # cites both versions: once
+        citer(w, [id_pre], y_p, avoid=[id_pub])
+    citer(w, [id_pre, id_pub], y_p + 1, avoid=[id_pub])          # cites both versions: once
     y_c = rng.randint(y_p + 1, 2023)
-    cp_pub = citer([id_pub], y_c + 1, avoid=[id_pub], year=y_c + 1)  # a citing pair: once
+    cp_pub = citer(w, [id_pub], y_c + 1, avoid=[id_pub], year=y_c + 1)  # a citing pair: once
     cp_row = w.work_row[cp_pub]
     cp_authors = [(r["author_id"], [r["institution_id"]]) for r in w.authorships
                   if r["work_id"] == cp_pub]
     cp_pre = w.work(cp_row["title"], y_c, "preprint", cp_authors, published=cp_pub)
     w.cite(cp_pre, id_pre)
-    citer([id_pub], y_p + 1, kind="dataset", avoid=[id_pub])  # not output: does not count
-    citer([id_pub], y_p + 1, retracted=True, avoid=[id_pub])  # retracted: does not count
+    citer(w, [id_pub], y_p + 1, kind="dataset", avoid=[id_pub])  # not output: does not count
+    citer(w, [id_pub], y_p + 1, retracted=True, avoid=[id_pub])  # retracted: does not count
 
     # Ravi: a retracted article and datasets beside his counted works
     for label, title, kind, retracted in (
             ("ra-1", "Grain-boundary strengthening in nanotwinned copper", "article", True),
             ("ra-2", "Nanoindentation maps of twinned copper films", "dataset", False),
             ("ra-3", "Fatigue of twinned copper interconnects", "article", False)):
-        cast_work(label, title, 2021, kind, [home(ravi)], (0, 2), retracted=retracted)
+        cast_work(w, label, title, 2021, kind, [home(w, ravi)], (0, 2), retracted=retracted)
     for _ in range(rng.randint(0, 2)):
-        cast_work(None, w.title(), rng.choice((2020, 2021, 2022)), "article", [home(ravi)],
+        cast_work(w, None, w.title(), rng.choice((2020, 2021, 2022)), "article", [home(w, ravi)],
                   (0, 2))
-    cast_work("ra-ds", "Creep curves of copper thin films at 400 K", 2023, "dataset",
-              [home(ravi)], (0, 1))
+    cast_work(w, "ra-ds", "Creep curves of copper thin films at 400 K", 2023, "dataset",
+              [home(w, ravi)], (0, 1))
 
     # Helix: a company without sub-units, every work shared with outsiders
     helix_insts = {c["helix"]}
-    cast_work("hx-1", "Synthetic control methods for retail demand", rng.randint(2019, 2024),
-              "article", [home(lena)], (1, 2), exclude_insts=helix_insts)
-    cast_work("hx-2", "Causal forests for pricing experiments", rng.randint(2019, 2024), "article",
-              [home(owen), home(lena)], (1, 2), exclude_insts=helix_insts)
+    cast_work(w, "hx-1", "Synthetic control methods for retail demand", rng.randint(2019, 2024),
+              "article", [home(w, lena)], (1, 2), exclude_insts=helix_insts)
+    cast_work(w, "hx-2", "Causal forests for pricing experiments", rng.randint(2019, 2024), "article",
+              [home(w, owen), home(w, lena)], (1, 2), exclude_insts=helix_insts)
     if rng.random() < 0.5:
-        cast_work("hx-3", "Uplift modelling in practice: a review", rng.randint(2020, 2024),
-                  "review", [home(owen)], (1, 1), exclude_insts=helix_insts)
+        cast_work(w, "hx-3", "Uplift modelling in practice: a review", rng.randint(2020, 2024),
+                  "review", [home(w, owen)], (1, 1), exclude_insts=helix_insts)
 
     # Dara: affiliated with the university itself, not a unit
-    cast_work("dv-1", "Research evaluation with open citation data", 2022, "article",
-              [home(dara)], (0, 2))
-    cast_work("dv-2", "Mapping interdisciplinary collaboration at a research university",
-              rng.randint(2023, 2024), "article", [home(dara)], (1, 2))
+    cast_work(w, "dv-1", "Research evaluation with open citation data", 2022, "article",
+              [home(w, dara)], (0, 2))
+    cast_work(w, "dv-2", "Mapping interdisciplinary collaboration at a research university",
+              rng.randint(2023, 2024), "article", [home(w, dara)], (1, 2))
 
 
 # --- the filler ----------------------------------------------------------------------------------
