@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from pytest_kgbench.packs import Draws
 
@@ -261,6 +262,7 @@ def generate(*, variant: str, seed: int, works: int = 120, **_: Any) -> dict[str
     filler_institutions(w, works)
     make_pool(w, works)
     plant_cast(w, cast)
+    plant_versions(w, cast)
     fill(w, works - len(w.works))
     return finish(w)
 
@@ -507,8 +509,8 @@ def plant_cast(w: World, c: dict[str, str]) -> None:
     helix_insts = {c["helix"]}
     cast_work(w, "hx-1", "Synthetic control methods for retail demand", rng.randint(2019, 2024),
               "article", [home(w, lena)], (1, 2), exclude_insts=helix_insts)
-    cast_work(w, "hx-2", "Causal forests for pricing experiments", rng.randint(2019, 2024), "article",
-              [home(w, owen), home(w, lena)], (1, 2), exclude_insts=helix_insts)
+    cast_work(w, "hx-2", "Causal forests for pricing experiments", rng.randint(2019, 2024),
+              "article", [home(w, owen), home(w, lena)], (1, 2), exclude_insts=helix_insts)
     if rng.random() < 0.5:
         cast_work(w, "hx-3", "Uplift modelling in practice: a review", rng.randint(2020, 2024),
                   "review", [home(w, owen)], (1, 1), exclude_insts=helix_insts)
@@ -518,6 +520,98 @@ def plant_cast(w: World, c: dict[str, str]) -> None:
               [home(w, dara)], (0, 2))
     cast_work(w, "dv-2", "Mapping interdisciplinary collaboration at a research university",
               rng.randint(2023, 2024), "article", [home(w, dara)], (1, 2))
+
+
+def plant_versions(w: World, c: dict[str, str]) -> None:
+    """More cast, planted after the first so that the first keeps its draws: a preprint whose
+    published version lists other authors and affiliations (the Work clause), a published
+    version retracted after its preprint was posted, a preprint published as a review,
+    preprints never published beside one that was, and cast works cited by self-citations,
+    datasets and retracted works beside citations that count. Years are fixed, so every
+    question about them keeps its trap at every seed."""
+    def orcid(label: str) -> str:
+        return make_orcid(f"research/orcid/{label}")
+
+    def versions(label: str, published: str, year: int) -> str:
+        """The preprint of `published`: its title and authors, an earlier year."""
+        row = w.work_row[published]
+        authors = [(r["author_id"], [r["institution_id"]]) for r in w.authorships
+                   if r["work_id"] == published]
+        return w.work(row["title"], year, "preprint", authors, label=label, published=published)
+
+    # the Work clause: Kofi Mensah posted the preprint from Brackwater with a student at
+    # Aldermoor; the published version lists him at Corran, without the student, with a new
+    # co-author. No other author of either version is at any of the three universities.
+    kofi = orcid("kofi")
+    kofi1 = w.author("Kofi Mensah", c["brk_cs"], orcid=kofi, label="kofi1",
+                     email="kofi.mensah@brackwater.example")
+    kofi2 = w.author("K. Mensah", c["cor_mat"], orcid=kofi, label="kofi2")
+    nils = w.author("Nils Ekdahl", c["ald_chem"], orcid=orcid("nils"), label="nils")
+    away = w.subtree(c["ald"]) | w.subtree(c["brk"]) | w.subtree(c["cor"])
+    both = w.pick(1, exclude_insts=away)
+    later = w.pick(1, exclude_persons={w.person_of[a] for a, _ in both}, exclude_insts=away)
+    title = "Operando X-ray tomography of solid-state battery interfaces"
+    pv_pub = w.work(title, 2023, "article", [(kofi1, [c["cor_mat"]])] + both + later,
+                    label="pv-pub")
+    pv_pre = w.work(title, 2022, "preprint", [(kofi1, [c["brk_cs"]]), home(w, nils)] + both,
+                    label="pv-pre", published=pv_pub)
+    cast_work(w, "ne-1", "Calorimetry of sulfide electrolytes under cycling", 2021, "article",
+              [home(w, nils)], (1, 2))
+    # citations reaching it: through both versions at once (one citation), through the
+    # preprint, from the same person under another record (a self-citation), from a dataset,
+    # and from both versions of one citing work (one citation)
+    pv = [pv_pub, pv_pre]
+    citer(w, [pv_pre, pv_pub], 2023, avoid=pv, label="pvc-1")
+    citer(w, [pv_pre], 2022, avoid=pv, label="pvc-2")
+    self_cite = cast_work(w, "pvc-3", "Interphase growth in sulfide solid electrolytes", 2024,
+                          "article", [home(w, kofi2)], (0, 1),
+                          exclude_persons=w.work_persons[pv_pub] | w.work_persons[pv_pre])
+    w.cite(self_cite, pv_pub)
+    citer(w, [pv_pub], 2023, kind="dataset", avoid=pv, label="pvc-ds")
+    pair = citer(w, [pv_pub], 2024, avoid=pv, year=2024, label="pvc-4")
+    w.cite(versions("pvc-4-pre", pair, 2023), pv_pre)
+
+    # a published version retracted after its preprint was posted
+    amara = w.author("Amara Nwosu", c["brk_hist"], orcid=orcid("amara"), label="amara")
+    cast_work(w, "am-1", "Parish registers and famine mortality in the 1740s", 2021, "article",
+              [home(w, amara)], (0, 2))
+    rp_pub = cast_work(w, "rp-pub", "Grain prices and petitions in early modern ports", 2024,
+                       "article", [home(w, amara)], (1, 2), retracted=True)
+    versions("rp-pre", rp_pub, 2023)
+
+    # a preprint published as a review
+    dara = cast_id("A", 10, "dara")
+    pt_pub = cast_work(w, "pt-pub", "Coverage and bias of open citation indexes", 2021,
+                       "review", [home(w, dara)], (1, 2))
+    versions("pt-pre", pt_pub, 2020)
+
+    # preprints never published, beside one that was
+    noor = w.author("Noor Haddad", c["cor_mat"], orcid=orcid("noor"), label="noor")
+    cast_work(w, "nh-1", "Hydrogen trapping at twin boundaries in nickel alloys", 2022,
+              "preprint", [home(w, noor)], (0, 2))
+    cast_work(w, "nh-2", "Fatigue crack growth in cold-sprayed aluminium", 2023, "preprint",
+              [home(w, noor)], (0, 2))
+    nh_4 = cast_work(w, "nh-4", "Residual stress in laser-welded steel joints", 2022, "article",
+                     [home(w, noor)], (1, 2))
+    versions("nh-3", nh_4, 2021)
+    cast_work(w, "nh-ds", "Thermal desorption spectra of hydrogen in nickel alloys", 2022,
+              "dataset", [home(w, noor)], (0, 1))
+
+    # one more Jonas Weber work, by the record without an ORCID, sharing nobody with jw-1
+    jw_1 = cast_id("W", 10, "jw-1")
+    cast_work(w, "jw-5", "Fibre Bragg gratings for subsea strain monitoring", 2023, "article",
+              [home(w, cast_id("A", 10, "jw4"))], (1, 2), exclude_persons=w.work_persons[jw_1])
+
+    # citations that do not count beside those that do: jw-3 and id-2 are cited by their own
+    # authors (planted above) and by others; ra-3 by others, a dataset and a retracted work
+    for label, cited, year_from in (("jwc-1", "jw-3", 2021), ("jwc-2", "jw-3", 2021),
+                                    ("idc-1", "id-2", 2021), ("rac-1", "ra-3", 2021),
+                                    ("rac-2", "ra-3", 2021)):
+        wid = cast_id("W", 10, cited)
+        citer(w, [wid], year_from, avoid=[wid], label=label)
+    ra_3 = cast_id("W", 10, "ra-3")
+    citer(w, [ra_3], 2022, kind="dataset", avoid=[ra_3], label="rac-ds")
+    citer(w, [ra_3], 2022, retracted=True, avoid=[ra_3], label="rac-rt")
 
 
 # --- the filler ----------------------------------------------------------------------------------
