@@ -111,6 +111,23 @@ def test_the_l3_traps_cover_every_trap_family(research_questions) -> None:
         assert needs[f"research:{concept}"] >= 2, concept
 
 
+def test_no_l3_text_names_the_clause_it_tests(research_pack, research_questions) -> None:
+    """Leak-free wording: no L3 text holds a term pack.yaml lists as giving a definition's clause
+    away (distinguishing_terms), such as the hints issue 34 quotes ("why do they count only
+    once", "if the two works share a person")."""
+    import re
+
+    terms = research_pack.manifest["distinguishing_terms"]
+    assert {"only once", "share a person"} <= {t for ts in terms.values() for t in ts}
+    for q in research_questions.questions:
+        if q.tier != "L3":
+            continue
+        for concept, words in terms.items():
+            for word in words:
+                assert not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", q.text,
+                                     re.IGNORECASE), (q.id, concept, word)
+
+
 def test_gold_queries_show_the_evidence_of_the_definitions_they_need(research_pack,
                                                                     research_questions) -> None:
     """Semantic fidelity: every needed definition declares evidence, and the gold shows it."""
