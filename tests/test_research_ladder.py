@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_kgbench import conditions
-from pytest_kgbench.cases import pack_conditions
 from pytest_kgbench.build import build_variant
+from pytest_kgbench.cases import pack_conditions
 from pytest_kgbench.prompts import build_prompt
 
 REPO = Path(__file__).resolve().parents[1]

@@ -171,7 +171,8 @@ def test_every_question_checks_out_on_base(checks, research_questions) -> None:
 
 
 def test_every_question_checks_out_on_large(research_questions, research_large) -> None:
-    found = check_questions(list(research_questions.questions), research_large, engines={"sparql": "oxigraph"})
+    found = check_questions(list(research_questions.questions), research_large,
+                            engines={"sparql": "oxigraph"})
     assert len(found) == len(research_questions.questions)
     assert not _problems(found)
 
