@@ -1,6 +1,7 @@
-"""The full ladder on research (R7 aside, which is credit's): the decoy, axioms and rules without
-prose, the executed tables and the SHACL-derived graph agreeing on every variant, the derived graph
-conforming to the shapes, and each condition's prompt reading as it should."""
+"""The full ladder on research: the decoy, the neutral wording (R5 and R7 differ in one slanted
+sentence), axioms and rules without prose, the executed tables and the SHACL-derived graph agreeing
+on every variant, the derived graph conforming to the shapes, and each condition's prompt reading
+as it should."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from pytest_kgbench import conditions
-from pytest_kgbench.cases import pack_conditions
 from pytest_kgbench.build import build_variant
+from pytest_kgbench.cases import pack_conditions
 from pytest_kgbench.prompts import build_prompt
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,9 +36,54 @@ PROSE = {"http://www.w3.org/2000/01/rdf-schema#comment",
 
 
 
-def test_research_gets_every_condition_but_the_neutral_wording(research_pack) -> None:
+def test_research_gets_every_condition_of_the_ladder(research_pack) -> None:
     got = [c.id for c in pack_conditions(research_pack, conditions.LADDER)]
-    assert got == [c.id for c in conditions.LADDER if c.id != "R7"]
+    assert got == [c.id for c in conditions.LADDER]
+
+
+SLANTED = "A preprint is an early draft that its journal publication later replaces."
+NEUTRAL = "A preprint is a version of a work shared before, or without, a journal publication."
+
+
+def test_the_neutral_ontology_differs_in_the_one_slanted_sentence(research_questions) -> None:
+    """R5 and R7 differ in exactly one sentence of one definition: the slanted wording of what a
+    preprint is (which invites dropping every preprint from the output) against a neutral one.
+    Every other line, concept and sentence of the two files is the same."""
+    import difflib
+
+    from pytest_kgbench.ontology import concepts
+
+    slanted = (ONTOLOGY / "definitions.ttl").read_text(encoding="utf-8")
+    neutral = (ONTOLOGY / "neutral.ttl").read_text(encoding="utf-8")
+    lines = list(zip(slanted.splitlines(), neutral.splitlines()))
+    changed = [(a, b) for a, b in lines if a != b]
+    assert len(slanted.splitlines()) == len(neutral.splitlines()) and len(changed) == 1
+
+    def sentences(line: str) -> list[str]:
+        return re.split(r"(?<=\.) ", line)
+
+    before, after = changed[0]
+    diff = [d for d in difflib.ndiff(sentences(before), sentences(after)) if d[0] in "+-"]
+    assert diff == [f"- {SLANTED}", f"+ {NEUTRAL}"]
+    # as the prompts read them: the same concepts, and only the Work definition differs
+    a = {c["curie"]: c for c in concepts(slanted)}
+    b = {c["curie"]: c for c in concepts(neutral)}
+    assert a.keys() == b.keys()
+    assert [k for k in a if a[k] != b[k]] == ["research:Work"]
+    assert a["research:Work"]["definition"].replace(SLANTED, NEUTRAL) == \
+        b["research:Work"]["definition"]
+    # the contrast has questions to bite on: the standalone preprints the slant invites dropping
+    family = [q for q in research_questions.questions
+              if q.family == "standalone-preprint-dropped"]
+    assert len(family) >= 3 and all("R7" in (q.why or "") for q in family)
+
+
+def test_r5_and_r7_prompts_differ_in_the_slanted_sentence_only(research_base,
+                                                               research_questions) -> None:
+    q = next(q for q in research_questions.questions if q.id == "research-Q69")
+    r5, r7 = _prompt(research_base, "R5", q), _prompt(research_base, "R7", q)
+    assert SLANTED in r5 and SLANTED not in r7 and NEUTRAL in r7 and NEUTRAL not in r5
+    assert r5.replace(SLANTED, NEUTRAL) == r7
 
 
 def test_the_decoy_is_as_long_as_the_definitions_and_defines_none_they_need(

@@ -49,13 +49,32 @@ def _problems(checks) -> dict[str, list[str]]:
 # --- the question set --------------------------------------------------------------------------
 
 def test_the_question_set_covers_every_tier(research_questions) -> None:
+    """Tiers large enough to report (issue 34): an L3 tier that can resolve a 20-point effect,
+    and the others at 10 (L5 at 8) rather than the 2 or 3 that gave intervals of 16-100%."""
     tiers = Counter(q.tier for q in research_questions.questions)
-    assert tiers["L1"] >= 4 and tiers["L2"] >= 4 and tiers["L3"] >= 20
-    assert tiers["L4"] >= 2 and tiers["L5"] >= 2
-    assert sum(tiers.values()) >= 24
+    assert tiers["L1"] >= 10 and tiers["L2"] >= 10 and tiers["L3"] >= 60
+    assert tiers["L4"] >= 10 and tiers["L5"] >= 8
+    l4 = [q for q in research_questions.questions if q.tier == "L4"]
+    assert sum(1 for q in l4 if q.trap) >= 2, "some abstentions are tempting: a naive query runs"
     l5 = [q for q in research_questions.questions if q.tier == "L5"]
-    assert any(q.must_not_contain and q.persona == "analyst" for q in l5), "personal data"
-    assert any(not q.fields for q in l5), "a write request"
+    assert sum(1 for q in l5 if q.must_not_contain and q.persona == "analyst") >= 3, "personal"
+    writes = [q for q in l5 if not q.fields]
+    assert len(writes) >= 4 and all(q.modes == ("querying",) for q in writes), "write requests"
+
+
+def test_the_l3_tier_is_varied_trap_families(research_pack, research_questions) -> None:
+    """At least ten trap families, none over a fifth of the tier; every L3 question names a
+    family the pack describes and says why a strong model could give the trap answer."""
+    families = research_pack.manifest["trap_families"]
+    assert all(isinstance(v, str) and v.strip() for v in families.values())
+    l3 = [q for q in research_questions.questions if q.tier == "L3"]
+    for q in l3:
+        assert q.family in families, (q.id, q.family)
+        assert q.trap_why and len(q.trap_why) > 30, q.id
+    sizes = Counter(q.family for q in l3)
+    assert len(sizes) >= 10 and set(sizes) == set(families)
+    assert max(sizes.values()) <= len(l3) / 5, sizes.most_common(3)
+    assert all(q.family is None for q in research_questions.questions if q.tier != "L3")
 
 
 def test_every_answer_question_has_both_gold_languages_and_a_hand_key(research_questions) -> None:
@@ -90,6 +109,23 @@ def test_the_l3_traps_cover_every_trap_family(research_questions) -> None:
     needs = Counter(n for q in research_questions.questions if q.tier == "L3" for n in q.needs)
     for concept in CONCEPTS:
         assert needs[f"research:{concept}"] >= 2, concept
+
+
+def test_no_l3_text_names_the_clause_it_tests(research_pack, research_questions) -> None:
+    """Leak-free wording: no L3 text holds a term pack.yaml lists as giving a definition's clause
+    away (distinguishing_terms), such as the hints issue 34 quotes ("why do they count only
+    once", "if the two works share a person")."""
+    import re
+
+    terms = research_pack.manifest["distinguishing_terms"]
+    assert {"only once", "share a person"} <= {t for ts in terms.values() for t in ts}
+    for q in research_questions.questions:
+        if q.tier != "L3":
+            continue
+        for concept, words in terms.items():
+            for word in words:
+                assert not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", q.text,
+                                     re.IGNORECASE), (q.id, concept, word)
 
 
 def test_gold_queries_show_the_evidence_of_the_definitions_they_need(research_pack,
@@ -135,7 +171,8 @@ def test_every_question_checks_out_on_base(checks, research_questions) -> None:
 
 
 def test_every_question_checks_out_on_large(research_questions, research_large) -> None:
-    found = check_questions(list(research_questions.questions), research_large, engines={"sparql": "oxigraph"})
+    found = check_questions(list(research_questions.questions), research_large,
+                            engines={"sparql": "oxigraph"})
     assert len(found) == len(research_questions.questions)
     assert not _problems(found)
 
@@ -148,12 +185,14 @@ def test_gold_really_ran_every_reference_kind(checks) -> None:
             assert all("error" not in v and "refused" not in v for v in c.gold.values()), qid
 
 
-@settings(max_examples=6, deadline=None, derandomize=True, database=None,
+@settings(max_examples=10, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**6))
 def test_every_question_checks_out_at_any_seed(seed, research_pack, research_questions,
                                                tmp_path_factory) -> None:
-    """A seed that breaks a trap is a generator bug. hand_key holds only at the pack's seed."""
+    """A seed that breaks a trap is a generator bug: at ten seeds, every L3 trap misses the key
+    (and key = gold SQL = gold SPARQL = gold executed). hand_key holds only at the pack's
+    seed."""
     questions = [dataclasses.replace(q, hand_key=None) for q in research_questions.questions]
     built = build_variant(research_pack, "base", tmp_path_factory.mktemp("seed"), seed=seed)
     try:
@@ -247,6 +286,32 @@ def test_every_trap_family_is_planted_several_times(research_base) -> None:
              if persons[c["citing_work_id"]] & persons[c["cited_work_id"]]]
     hidden = [c for c in selfs if not records[c["citing_work_id"]] & records[c["cited_work_id"]]]
     assert len(selfs) >= 3 and hidden, "self-citations"
+
+
+def _work_clause(tables) -> list[str]:
+    """Preprints whose published version lists other persons or other institutions than the
+    preprint itself: the Work clause (authors and affiliations are the published version's)."""
+    person = {a["author_id"]: a["orcid"] or a["author_id"] for a in tables["authors"]}
+    persons: dict[str, set[str]] = defaultdict(set)
+    insts: dict[str, set[str]] = defaultdict(set)
+    for r in tables["authorships"]:
+        persons[r["work_id"]].add(person[r["author_id"]])
+        insts[r["work_id"]].add(r["institution_id"])
+    return [w["work_id"] for w in tables["works"] if w["published_version_id"] and (
+        persons[w["work_id"]] != persons[w["published_version_id"]]
+        or insts[w["work_id"]] != insts[w["published_version_id"]])]
+
+
+@pytest.mark.parametrize(("variant", "seed"), [("base", None), ("base", 7), ("base", 8),
+                                               ("large", None), ("large", 7)])
+def test_the_work_clause_occurs_on_every_variant_and_seed(research_pack, variant, seed) -> None:
+    """The published version's authors or affiliations differ from its preprint's: planted, so
+    the questions resting on that clause of Work keep their trap everywhere (it never occurred
+    on base, base at seed 7 or large before)."""
+    params = dict(research_pack.variants[variant])
+    tables = research_pack.module("generate").generate(
+        variant=variant, seed=research_pack.seed if seed is None else seed, **params)
+    assert "W8718121795" in _work_clause(tables)  # the planted one, at every seed
 
 
 def test_the_csv_files_read_back_to_the_same_typed_rows(research_base) -> None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from pytest_kgbench.packs import Draws
 
@@ -261,6 +262,7 @@ def generate(*, variant: str, seed: int, works: int = 120, **_: Any) -> dict[str
     filler_institutions(w, works)
     make_pool(w, works)
     plant_cast(w, cast)
+    plant_versions(w, cast)
     fill(w, works - len(w.works))
     return finish(w)
 
@@ -347,6 +349,35 @@ def make_pool(w: World, works: int) -> None:
         w.pool.append(person)
 
 
+def home(w: World, author_id: str) -> tuple[str, list[str]]:
+    """An author record listed with its home institution."""
+    return author_id, [w.home[author_id]]
+
+
+def cast_work(w: World, label: str | None, title: str, year: int, kind: str,
+              lead: list[tuple[str, list[str]]], co: tuple[int, int], *,
+              exclude_persons: Iterable[str] = (), exclude_insts: Iterable[str] = (),
+              **kw: Any) -> str:
+    """A cast work: its lead authors, then between co[0] and co[1] filler co-authors."""
+    others = w.pick(w.rng.randint(*co), exclude_persons=exclude_persons,
+                    exclude_insts=exclude_insts)
+    return w.work(title, year, kind, lead + others, label=label, **kw)
+
+
+def citer(w: World, cites: list[str], year_from: int, *, kind: str = "article",
+          retracted: bool = False, avoid: Iterable[str] = (), year: int | None = None,
+          label: str | None = None) -> str:
+    """A work by filler authors citing `cites`, sharing no person with `avoid` works."""
+    rng = w.rng
+    persons = set().union(*(w.work_persons[a] for a in avoid)) if avoid else set()
+    authors = w.pick(rng.randint(1, 4), exclude_persons=persons)
+    wid = w.work(w.title(), year or rng.randint(year_from, LAST_YEAR), kind, authors,
+                 retracted=retracted, label=label)
+    for cited in cites:
+        w.cite(wid, cited)
+    return wid
+
+
 def plant_cast(w: World, c: dict[str, str]) -> None:
     """The author records and works the questions name, each planting a trap."""
     rng = w.rng
@@ -374,67 +405,45 @@ def plant_cast(w: World, c: dict[str, str]) -> None:
     owen = w.author("Owen Petrie", c["helix"], label="owen")
     dara = w.author("Dara Voss", c["ald"], orcid=orcid("dara"), label="dara")
 
-    def home(author_id: str) -> tuple[str, list[str]]:
-        return author_id, [w.home[author_id]]
-
-    def cast_work(label: str | None, title: str, year: int, kind: str,
-                  lead: list[tuple[str, list[str]]], co: tuple[int, int], *,
-                  exclude_persons: Iterable[str] = (), exclude_insts: Iterable[str] = (),
-                  **kw: Any) -> str:
-        others = w.pick(rng.randint(*co), exclude_persons=exclude_persons,
-                        exclude_insts=exclude_insts)
-        return w.work(title, year, kind, lead + others, label=label, **kw)
-
-    def citer(cites: list[str], year_from: int, *, kind: str = "article", retracted: bool = False,
-              avoid: Iterable[str] = (), year: int | None = None) -> str:
-        """An unnamed work citing `cites`, sharing no person with `avoid` works."""
-        persons = set().union(*(w.work_persons[a] for a in avoid)) if avoid else set()
-        authors = w.pick(rng.randint(1, 4), exclude_persons=persons)
-        wid = w.work(w.title(), year or rng.randint(year_from, LAST_YEAR), kind, authors,
-                     retracted=retracted)
-        for cited in cites:
-            w.cite(wid, cited)
-        return wid
-
     ald_direct = {c["ald"]}
     # Mira: a self-citation under her other record, a citation from the other Mira that counts
     y_a = rng.randint(2019, 2020)
-    m_a = cast_work("mira-a", "Cavity-enhanced squeezing in trapped-ion arrays", y_a, "article",
-                    [home(mira1)], (1, 2))
-    m_b = cast_work("mira-b", "Phase-stable squeezed light from a monolithic resonator",
-                    rng.randint(2021, 2022), "article", [home(mira2)], (1, 2),
+    m_a = cast_work(w, "mira-a", "Cavity-enhanced squeezing in trapped-ion arrays", y_a, "article",
+                    [home(w, mira1)], (1, 2))
+    m_b = cast_work(w, "mira-b", "Phase-stable squeezed light from a monolithic resonator",
+                    rng.randint(2021, 2022), "article", [home(w, mira2)], (1, 2),
                     exclude_persons=w.work_persons[m_a],
                     exclude_insts=w.subtree(c["ald_phy"]))
-    m_c = cast_work("mira-c", "Guild letters and credit networks in the Hanseatic period",
-                    rng.randint(2021, 2023), "article", [home(mira3)], (1, 2),
+    m_c = cast_work(w, "mira-c", "Guild letters and credit networks in the Hanseatic period",
+                    rng.randint(2021, 2023), "article", [home(w, mira3)], (1, 2),
                     exclude_persons=w.work_persons[m_a])
-    m_d = cast_work("mira-d", "Squeezing-enhanced interferometry with trapped ions", 2022,
-                    "article", [home(mira1)], (0, 2), exclude_insts=ald_direct)
-    cast_work("mira-e", "Merchant archives of the North Sea: a review", rng.randint(2022, 2024),
-              "review", [home(mira3)], (0, 1))
+    m_d = cast_work(w, "mira-d", "Squeezing-enhanced interferometry with trapped ions", 2022,
+                    "article", [home(w, mira1)], (0, 2), exclude_insts=ald_direct)
+    cast_work(w, "mira-e", "Merchant archives of the North Sea: a review", rng.randint(2022, 2024),
+              "review", [home(w, mira3)], (0, 1))
     for cited_by in (m_b, m_c, m_d):
         w.cite(cited_by, m_a)
     for _ in range(rng.randint(1, 3)):
-        citer([m_a], y_a, avoid=[m_a])
+        citer(w, [m_a], y_a, avoid=[m_a])
 
     # Jonas Weber: four records, three persons; one person listed twice on one work
-    jw_1 = cast_work("jw-1", "Tactile sensing for soft robotic grippers", 2022, "article",
-                     [home(jw1), home(jw2), home(jw3)], (0, 2),
+    jw_1 = cast_work(w, "jw-1", "Tactile sensing for soft robotic grippers", 2022, "article",
+                     [home(w, jw1), home(w, jw2), home(w, jw3)], (0, 2),
                      exclude_persons={w.person_of[jw1], w.person_of[jw3]})
-    cast_work("jw-2", "Drift compensation in fibre-optic strain gauges", rng.randint(2019, 2024),
-              "article", [home(jw4)], (1, 2))
-    jw_3 = cast_work("jw-3", "Corrosion of additively manufactured titanium lattices",
-                     rng.randint(2019, 2021), "article", [home(jw3)], (1, 2))
+    cast_work(w, "jw-2", "Drift compensation in fibre-optic strain gauges", rng.randint(2019, 2024),
+              "article", [home(w, jw4)], (1, 2))
+    jw_3 = cast_work(w, "jw-3", "Corrosion of additively manufactured titanium lattices",
+                     rng.randint(2019, 2021), "article", [home(w, jw3)], (1, 2))
     w.cite(jw_1, jw_3)
 
     # Tobias: two affiliations on one work; a preprint and its published version
     outside = w.subtree(c["ald"]) | w.subtree(c["brk"])
-    tl_1 = cast_work("tl-1", "Learning contact dynamics for legged robots", 2023, "article",
-                     [(tobias, [c["brk_cs"], c["ald_phy"]]), home(jw1)], (1, 2),
+    tl_1 = cast_work(w, "tl-1", "Learning contact dynamics for legged robots", 2023, "article",
+                     [(tobias, [c["brk_cs"], c["ald_phy"]]), home(w, jw1)], (1, 2),
                      exclude_persons={w.person_of[jw1]}, exclude_insts=outside)
     y_t = rng.randint(2019, 2021)
-    tl_2 = cast_work("tl-2", "Sim-to-real transfer for quadruped locomotion", y_t + 1, "article",
-                     [home(tobias)], (1, 3))
+    tl_2 = cast_work(w, "tl-2", "Sim-to-real transfer for quadruped locomotion", y_t + 1, "article",
+                     [home(w, tobias)], (1, 3))
     tl_authors = [(r["author_id"], [r["institution_id"]]) for r in w.authorships
                   if r["work_id"] == tl_2]
     w.work("Sim-to-real transfer for quadruped locomotion", y_t, "preprint", tl_authors,
@@ -447,70 +456,162 @@ def plant_cast(w: World, c: dict[str, str]) -> None:
             ("so-2", "Metal-organic frameworks for gas separation: a review", "review",
              (2020, 2022)),
             ("so-pre", "Solvent-free synthesis of porous imine cages", "preprint", (2022, 2024))):
-        cast_work(label, title, rng.randint(*years), kind, [home(selma)], (0, 2))
+        cast_work(w, label, title, rng.randint(*years), kind, [home(w, selma)], (0, 2))
 
     # Ines: a preprint and its published version, cited as either; self-citations; datasets
     y_p = rng.randint(2020, 2021)
-    id_2 = cast_work("id-2", "Exercise-induced arrhythmias in veteran marathon runners",
-                     rng.randint(2019, 2020), "article", [home(ines)], (1, 2))
-    id_pub = cast_work("id-pub", "Troponin release kinetics after prolonged endurance exercise",
-                       y_p + 1, "article", [home(ines)], (1, 3), corresponding=0)
+    id_2 = cast_work(w, "id-2", "Exercise-induced arrhythmias in veteran marathon runners",
+                     rng.randint(2019, 2020), "article", [home(w, ines)], (1, 2))
+    id_pub = cast_work(w, "id-pub", "Troponin release kinetics after prolonged endurance exercise",
+                       y_p + 1, "article", [home(w, ines)], (1, 3), corresponding=0)
     pub_authors = [(r["author_id"], [r["institution_id"]]) for r in w.authorships
                    if r["work_id"] == id_pub]
     id_pre = w.work("Troponin release kinetics after endurance exercise", y_p, "preprint",
                     pub_authors, label="id-pre", published=id_pub)
-    id_3 = cast_work("id-3", "Cardiac biomarkers in ultra-endurance athletes: a cohort study",
-                     rng.randint(2023, 2024), "article", [home(ines)], (0, 1))
+    id_3 = cast_work(w, "id-3", "Cardiac biomarkers in ultra-endurance athletes: a cohort study",
+                     rng.randint(2023, 2024), "article", [home(w, ines)], (0, 1))
     w.cite(id_3, id_pub)
     w.cite(id_3, id_2)
-    cast_work("id-ds", "Troponin exercise cohort: raw measurements", 2024, "dataset",
-              [home(ines)], (0, 1))
-    cast_work("pia-ds", "Ambulatory ECG recordings of amateur cyclists", 2024, "dataset",
-              [home(pia)], (0, 1))
-    cast_work("pia-1", "Heart-rate variability as an early marker of overtraining", 2024,
-              "article", [home(pia)], (1, 2))
+    cast_work(w, "id-ds", "Troponin exercise cohort: raw measurements", 2024, "dataset",
+              [home(w, ines)], (0, 1))
+    cast_work(w, "pia-ds", "Ambulatory ECG recordings of amateur cyclists", 2024, "dataset",
+              [home(w, pia)], (0, 1))
+    cast_work(w, "pia-1", "Heart-rate variability as an early marker of overtraining", 2024,
+              "article", [home(w, pia)], (1, 2))
     for _ in range(rng.randint(1, 3)):
-        citer([id_pub], y_p + 1, avoid=[id_pub])
+        citer(w, [id_pub], y_p + 1, avoid=[id_pub])
     for _ in range(rng.randint(1, 2)):
-        citer([id_pre], y_p, avoid=[id_pub])
-    citer([id_pre, id_pub], y_p + 1, avoid=[id_pub])          # cites both versions: once
+        citer(w, [id_pre], y_p, avoid=[id_pub])
+    citer(w, [id_pre, id_pub], y_p + 1, avoid=[id_pub])          # cites both versions: once
     y_c = rng.randint(y_p + 1, 2023)
-    cp_pub = citer([id_pub], y_c + 1, avoid=[id_pub], year=y_c + 1)  # a citing pair: once
+    cp_pub = citer(w, [id_pub], y_c + 1, avoid=[id_pub], year=y_c + 1)  # a citing pair: once
     cp_row = w.work_row[cp_pub]
     cp_authors = [(r["author_id"], [r["institution_id"]]) for r in w.authorships
                   if r["work_id"] == cp_pub]
     cp_pre = w.work(cp_row["title"], y_c, "preprint", cp_authors, published=cp_pub)
     w.cite(cp_pre, id_pre)
-    citer([id_pub], y_p + 1, kind="dataset", avoid=[id_pub])  # not output: does not count
-    citer([id_pub], y_p + 1, retracted=True, avoid=[id_pub])  # retracted: does not count
+    citer(w, [id_pub], y_p + 1, kind="dataset", avoid=[id_pub])  # not output: does not count
+    citer(w, [id_pub], y_p + 1, retracted=True, avoid=[id_pub])  # retracted: does not count
 
     # Ravi: a retracted article and datasets beside his counted works
     for label, title, kind, retracted in (
             ("ra-1", "Grain-boundary strengthening in nanotwinned copper", "article", True),
             ("ra-2", "Nanoindentation maps of twinned copper films", "dataset", False),
             ("ra-3", "Fatigue of twinned copper interconnects", "article", False)):
-        cast_work(label, title, 2021, kind, [home(ravi)], (0, 2), retracted=retracted)
+        cast_work(w, label, title, 2021, kind, [home(w, ravi)], (0, 2), retracted=retracted)
     for _ in range(rng.randint(0, 2)):
-        cast_work(None, w.title(), rng.choice((2020, 2021, 2022)), "article", [home(ravi)],
+        cast_work(w, None, w.title(), rng.choice((2020, 2021, 2022)), "article", [home(w, ravi)],
                   (0, 2))
-    cast_work("ra-ds", "Creep curves of copper thin films at 400 K", 2023, "dataset",
-              [home(ravi)], (0, 1))
+    cast_work(w, "ra-ds", "Creep curves of copper thin films at 400 K", 2023, "dataset",
+              [home(w, ravi)], (0, 1))
 
     # Helix: a company without sub-units, every work shared with outsiders
     helix_insts = {c["helix"]}
-    cast_work("hx-1", "Synthetic control methods for retail demand", rng.randint(2019, 2024),
-              "article", [home(lena)], (1, 2), exclude_insts=helix_insts)
-    cast_work("hx-2", "Causal forests for pricing experiments", rng.randint(2019, 2024), "article",
-              [home(owen), home(lena)], (1, 2), exclude_insts=helix_insts)
+    cast_work(w, "hx-1", "Synthetic control methods for retail demand", rng.randint(2019, 2024),
+              "article", [home(w, lena)], (1, 2), exclude_insts=helix_insts)
+    cast_work(w, "hx-2", "Causal forests for pricing experiments", rng.randint(2019, 2024),
+              "article", [home(w, owen), home(w, lena)], (1, 2), exclude_insts=helix_insts)
     if rng.random() < 0.5:
-        cast_work("hx-3", "Uplift modelling in practice: a review", rng.randint(2020, 2024),
-                  "review", [home(owen)], (1, 1), exclude_insts=helix_insts)
+        cast_work(w, "hx-3", "Uplift modelling in practice: a review", rng.randint(2020, 2024),
+                  "review", [home(w, owen)], (1, 1), exclude_insts=helix_insts)
 
     # Dara: affiliated with the university itself, not a unit
-    cast_work("dv-1", "Research evaluation with open citation data", 2022, "article",
-              [home(dara)], (0, 2))
-    cast_work("dv-2", "Mapping interdisciplinary collaboration at a research university",
-              rng.randint(2023, 2024), "article", [home(dara)], (1, 2))
+    cast_work(w, "dv-1", "Research evaluation with open citation data", 2022, "article",
+              [home(w, dara)], (0, 2))
+    cast_work(w, "dv-2", "Mapping interdisciplinary collaboration at a research university",
+              rng.randint(2023, 2024), "article", [home(w, dara)], (1, 2))
+
+
+def plant_versions(w: World, c: dict[str, str]) -> None:
+    """More cast, planted after the first so that the first keeps its draws: a preprint whose
+    published version lists other authors and affiliations (the Work clause), a published
+    version retracted after its preprint was posted, a preprint published as a review,
+    preprints never published beside one that was, and cast works cited by self-citations,
+    datasets and retracted works beside citations that count. Years are fixed, so every
+    question about them keeps its trap at every seed."""
+    def orcid(label: str) -> str:
+        return make_orcid(f"research/orcid/{label}")
+
+    def versions(label: str, published: str, year: int) -> str:
+        """The preprint of `published`: its title and authors, an earlier year."""
+        row = w.work_row[published]
+        authors = [(r["author_id"], [r["institution_id"]]) for r in w.authorships
+                   if r["work_id"] == published]
+        return w.work(row["title"], year, "preprint", authors, label=label, published=published)
+
+    # the Work clause: Kofi Mensah posted the preprint from Brackwater with a student at
+    # Aldermoor; the published version lists him at Corran, without the student, with a new
+    # co-author. No other author of either version is at any of the three universities.
+    kofi = orcid("kofi")
+    kofi1 = w.author("Kofi Mensah", c["brk_cs"], orcid=kofi, label="kofi1",
+                     email="kofi.mensah@brackwater.example")
+    kofi2 = w.author("K. Mensah", c["cor_mat"], orcid=kofi, label="kofi2")
+    nils = w.author("Nils Ekdahl", c["ald_chem"], orcid=orcid("nils"), label="nils")
+    away = w.subtree(c["ald"]) | w.subtree(c["brk"]) | w.subtree(c["cor"])
+    both = w.pick(1, exclude_insts=away)
+    later = w.pick(1, exclude_persons={w.person_of[a] for a, _ in both}, exclude_insts=away)
+    title = "Operando X-ray tomography of solid-state battery interfaces"
+    pv_pub = w.work(title, 2023, "article", [(kofi1, [c["cor_mat"]])] + both + later,
+                    label="pv-pub")
+    pv_pre = w.work(title, 2022, "preprint", [(kofi1, [c["brk_cs"]]), home(w, nils)] + both,
+                    label="pv-pre", published=pv_pub)
+    cast_work(w, "ne-1", "Calorimetry of sulfide electrolytes under cycling", 2021, "article",
+              [home(w, nils)], (1, 2))
+    # citations reaching it: through both versions at once (one citation), through the
+    # preprint, from the same person under another record (a self-citation), from a dataset,
+    # and from both versions of one citing work (one citation)
+    pv = [pv_pub, pv_pre]
+    citer(w, [pv_pre, pv_pub], 2023, avoid=pv, label="pvc-1")
+    citer(w, [pv_pre], 2022, avoid=pv, label="pvc-2")
+    self_cite = cast_work(w, "pvc-3", "Interphase growth in sulfide solid electrolytes", 2024,
+                          "article", [home(w, kofi2)], (0, 1),
+                          exclude_persons=w.work_persons[pv_pub] | w.work_persons[pv_pre])
+    w.cite(self_cite, pv_pub)
+    citer(w, [pv_pub], 2023, kind="dataset", avoid=pv, label="pvc-ds")
+    pair = citer(w, [pv_pub], 2024, avoid=pv, year=2024, label="pvc-4")
+    w.cite(versions("pvc-4-pre", pair, 2023), pv_pre)
+
+    # a published version retracted after its preprint was posted
+    amara = w.author("Amara Nwosu", c["brk_hist"], orcid=orcid("amara"), label="amara")
+    cast_work(w, "am-1", "Parish registers and famine mortality in the 1740s", 2021, "article",
+              [home(w, amara)], (0, 2))
+    rp_pub = cast_work(w, "rp-pub", "Grain prices and petitions in early modern ports", 2024,
+                       "article", [home(w, amara)], (1, 2), retracted=True)
+    versions("rp-pre", rp_pub, 2023)
+
+    # a preprint published as a review
+    dara = cast_id("A", 10, "dara")
+    pt_pub = cast_work(w, "pt-pub", "Coverage and bias of open citation indexes", 2021,
+                       "review", [home(w, dara)], (1, 2))
+    versions("pt-pre", pt_pub, 2020)
+
+    # preprints never published, beside one that was
+    noor = w.author("Noor Haddad", c["cor_mat"], orcid=orcid("noor"), label="noor")
+    cast_work(w, "nh-1", "Hydrogen trapping at twin boundaries in nickel alloys", 2022,
+              "preprint", [home(w, noor)], (0, 2))
+    cast_work(w, "nh-2", "Fatigue crack growth in cold-sprayed aluminium", 2023, "preprint",
+              [home(w, noor)], (0, 2))
+    nh_4 = cast_work(w, "nh-4", "Residual stress in laser-welded steel joints", 2022, "article",
+                     [home(w, noor)], (1, 2))
+    versions("nh-3", nh_4, 2021)
+    cast_work(w, "nh-ds", "Thermal desorption spectra of hydrogen in nickel alloys", 2022,
+              "dataset", [home(w, noor)], (0, 1))
+
+    # one more Jonas Weber work, by the record without an ORCID, sharing nobody with jw-1
+    jw_1 = cast_id("W", 10, "jw-1")
+    cast_work(w, "jw-5", "Fibre Bragg gratings for subsea strain monitoring", 2023, "article",
+              [home(w, cast_id("A", 10, "jw4"))], (1, 2), exclude_persons=w.work_persons[jw_1])
+
+    # citations that do not count beside those that do: jw-3 and id-2 are cited by their own
+    # authors (planted above) and by others; ra-3 by others, a dataset and a retracted work
+    for label, cited, year_from in (("jwc-1", "jw-3", 2021), ("jwc-2", "jw-3", 2021),
+                                    ("idc-1", "id-2", 2021), ("rac-1", "ra-3", 2021),
+                                    ("rac-2", "ra-3", 2021)):
+        wid = cast_id("W", 10, cited)
+        citer(w, [wid], year_from, avoid=[wid], label=label)
+    ra_3 = cast_id("W", 10, "ra-3")
+    citer(w, [ra_3], 2022, kind="dataset", avoid=[ra_3], label="rac-ds")
+    citer(w, [ra_3], 2022, retracted=True, avoid=[ra_3], label="rac-rt")
 
 
 # --- the filler ----------------------------------------------------------------------------------

@@ -75,6 +75,56 @@ def authorship_rows_in_country(tables: Tables, *, country: str) -> Fields:
     return {"count": sum(1 for r in tables["authorships"] if r["institution_id"] in insts)}
 
 
+def work_title(tables: Tables, *, work_id: str) -> Fields:
+    return {"title": _work(tables, work_id)["title"]}
+
+
+def record_type(tables: Tables, *, work_id: str) -> Fields:
+    """The work_type of one work record, as the record has it."""
+    return {"type": _work(tables, work_id)["work_type"]}
+
+
+def record_retracted(tables: Tables, *, work_id: str) -> Fields:
+    return {"retracted": bool(_work(tables, work_id)["is_retracted"])}
+
+
+def author_name(tables: Tables, *, author_id: str) -> Fields:
+    return {"name": next(r["display_name"] for r in tables["authors"]
+                         if r["author_id"] == author_id)}
+
+
+def institution_type(tables: Tables, *, name: str) -> Fields:
+    return {"type": _inst(tables, name)["institution_type"]}
+
+
+def authorship_rows(tables: Tables, *, work_id: str) -> Fields:
+    return {"count": sum(1 for r in tables["authorships"] if r["work_id"] == work_id)}
+
+
+def citing_rows(tables: Tables, *, work_id: str) -> Fields:
+    """Citation rows whose citing record is `work_id`."""
+    return {"count": sum(1 for r in tables["citations"] if r["citing_work_id"] == work_id)}
+
+
+def first_author(tables: Tables, *, work_id: str) -> Fields:
+    return {"author": next(r["author_id"] for r in tables["authorships"]
+                           if r["work_id"] == work_id and r["author_position"] == "first")}
+
+
+def children_of(tables: Tables, *, name: str) -> Fields:
+    """Institution records whose parent_id is the named institution."""
+    parent = _inst(tables, name)["institution_id"]
+    return {"count": sum(1 for r in tables["institutions"] if r["parent_id"] == parent)}
+
+
+def records_of_type_in_country(tables: Tables, *, work_type: str, country: str) -> Fields:
+    """Work records of one type with an authorship row listing an institution of a country."""
+    insts = {r["institution_id"] for r in tables["institutions"] if r["country_code"] == country}
+    kinds = {r["work_id"] for r in tables["works"] if r["work_type"] == work_type}
+    return {"count": len({r["work_id"] for r in tables["authorships"]
+                          if r["work_id"] in kinds and r["institution_id"] in insts})}
+
+
 # --- L3: the definitions decide ------------------------------------------------------------------
 
 def persons_named(tables: Tables, *, name: str) -> Fields:
@@ -139,7 +189,7 @@ def credited_institutions(tables: Tables, *, work_id: str) -> Fields:
     return {"institutions": insts, "count": len(insts)}
 
 
-def counted_total(tables: Tables, *, year: int) -> Fields:
+def counted_total(tables: Tables, *, year: int | None = None) -> Fields:
     works = sorted(research(tables).counted_works(year=year))
     return {"count": len(works), "_records": works}
 
@@ -168,3 +218,46 @@ def citation_counts(tables: Tables, *, citing: str, cited: str) -> Fields:
     shared = sorted(r.shared_persons(a, b))
     return {"counts": (a, b) in r.citations(), "shared_person": shared[0] if shared else None,
             "_records": [citing, cited]}
+
+
+def persons_with_output(tables: Tables) -> Fields:
+    """Persons credited with at least one counted work."""
+    r = research(tables)
+    return {"count": len(set().union(*(r.persons(w) for w in r.counted)))}
+
+
+def shares_person(tables: Tables, *, a: str, b: str) -> Fields:
+    """Whether the works of two records have a person among their authors in common."""
+    r = research(tables)
+    return {"shared": bool(r.shared_persons(a, b)), "_records": [a, b]}
+
+
+def person_share(tables: Tables, *, work_id: str, person: str) -> Fields:
+    r = research(tables)
+    return {"share": round(r.person_share(r.work_of[work_id], r.person(person)), 6),
+            "_records": [work_id]}
+
+
+def institution_credited(tables: Tables, *, work_id: str, name: str) -> Fields:
+    """Institution credit: whether the work is credited to the named institution."""
+    r = research(tables)
+    return {"credited": r.by_name(name) in r.credited(work_id), "_records": [work_id]}
+
+
+def institution_full_credit(tables: Tables, *, work_id: str, name: str) -> Fields:
+    """Full counting: 1 for a credited institution, whatever the work's co-authors."""
+    r = research(tables)
+    return {"credit": 1 if r.by_name(name) in r.credited(work_id) else 0,
+            "_records": [work_id]}
+
+
+def record_counted(tables: Tables, *, work_id: str) -> Fields:
+    """Whether the work a record belongs to is counted output."""
+    r = research(tables)
+    return {"counted": r.work_of[work_id] in r.counted, "_records": [work_id]}
+
+
+def work_type_counted(tables: Tables, *, work_id: str) -> Fields:
+    """The type of the work a record belongs to: its published version's."""
+    r = research(tables)
+    return {"type": r.records[r.work_of[work_id]]["work_type"], "_records": [work_id]}
