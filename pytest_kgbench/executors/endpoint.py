@@ -22,11 +22,15 @@ accept the exact text sent (the store's prefixes declared ahead of it, as the se
 none): a refused query is never sent.
 
 Time: the client holds each query to its deadline (connection, request and every read of the
-reply); past it the query is a timeout, as on the other engines. The server's own limit is
-set where it has one (`oxigraph serve --timeout-s`, at the server's start: Oxigraph takes no
-per-query limit). Failures: the server rejecting a query (4xx) is the query's error, seen by
-the model; the server not answering, a load failing, a server error (5xx) or a reply that is
-not SPARQL JSON is a broken harness (`HarnessBroken`: the run halts).
+reply); past it the query is a timeout, as on the other engines, and the connection is
+closed. The server is given what is left of the deadline as the query's own limit where its
+protocol takes one (`ServerLimit`: Virtuoso's and Fuseki's `timeout`, the server's kind told
+by its first reply's headers); Oxigraph takes none (0.5): only `oxigraph serve --timeout-s`,
+set at the server's start, ends a query its client gave up on (docs/engines.md).
+
+Failures: the server rejecting a query (4xx) is the query's error, seen by the model; the
+server not answering, a load failing, a server error (5xx) or a reply that is not SPARQL JSON
+is a broken harness (`HarnessBroken`: the run halts).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import math
 import re
 import time
 from collections import Counter
@@ -44,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from pytest_kgbench.errors import HarnessBroken, InputError
-from pytest_kgbench.executors import CAPS, Caps, QueryResult, QueryTimeout, fill_capped, jsonable
+from pytest_kgbench.executors import CAPS, Caps, QueryResult, QueryTimeout, jsonable
 from pytest_kgbench.executors.guard import Guard, Verdict, classify_sparql
 from pytest_kgbench.executors.sparql import (
     PARSE_HERE,
@@ -53,6 +58,7 @@ from pytest_kgbench.executors.sparql import (
     SparqlExecutor,
     graph_files,
 )
+from pytest_kgbench.executors.sparql_worker import fill_fitted
 
 if TYPE_CHECKING:
     from pytest_kgbench.build import Built
@@ -73,10 +79,59 @@ class Reply:
     status: int
     body: bytes
     cut: bool = False  # the reply passed MAX_REPLY_BYTES and was not read further
+    headers: tuple[tuple[str, str], ...] = ()  # (lower-cased name, value)
 
     @property
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
+
+    def header(self, name: str) -> str:
+        """The value of the header `name` (any case), or ''."""
+        return next((v for k, v in self.headers if k == name.lower()), "")
+
+
+@dataclass(frozen=True)
+class ServerLimit:
+    """How one kind of SPARQL server takes a per-query time limit through the protocol: the
+    request parameter and its unit, or none (`param` None: only the server's own setting
+    bounds a query; the client can only close its connection)."""
+
+    name: str
+    param: str | None = None
+    unit: str = "s"           # "ms", or "s" (a decimal)
+    partial: str | None = None  # a header whose value "S1TAT" says: cut short, partial result
+
+    def params(self, seconds: float) -> dict[str, str]:
+        """The request parameter giving the server `seconds`, or none."""
+        if self.param is None:
+            return {}
+        value = str(max(1, math.ceil(seconds * 1000))) if self.unit == "ms" else \
+            f"{max(seconds, 0.001):.3f}"
+        return {self.param: value}
+
+
+# each server kind, told by its replies' headers (`server_limit`): Oxigraph 0.5 takes no
+# per-query limit (its only parameters are default-graph-uri, named-graph-uri and
+# union-default-graph; `oxigraph serve --timeout-s` bounds every query); Virtuoso's /sparql
+# takes `timeout` in milliseconds and answers a query cut short with its partial result and
+# `X-SQL-State: S1TAT`; Fuseki takes `timeout` in seconds (a decimal), up to its own maximum
+OXIGRAPH = ServerLimit("Oxigraph")
+VIRTUOSO = ServerLimit("Virtuoso", "timeout", "ms", partial="x-sql-state")
+FUSEKI = ServerLimit("Apache Jena Fuseki", "timeout", "s")
+UNKNOWN = ServerLimit("a server of unknown kind")
+
+
+def server_limit(reply: Reply) -> ServerLimit:
+    """The kind of server that sent `reply`, by its Server header (Fuseki also by its
+    Fuseki-Request-Id header); UNKNOWN gets no parameter, which it might read otherwise."""
+    server = reply.header("server").lower()
+    if server.startswith("oxigraph"):
+        return OXIGRAPH
+    if server.startswith("virtuoso"):
+        return VIRTUOSO
+    if "fuseki" in server or reply.header("fuseki-request-id"):
+        return FUSEKI
+    return UNKNOWN
 
 
 class Unreachable(Exception):
@@ -100,6 +155,7 @@ def request(method: str, url: str, *, body: bytes | Any = None,
         if conn.sock is not None:
             conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
         resp = conn.getresponse()
+        got = tuple((k.lower(), v) for k, v in resp.getheaders())
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -113,9 +169,9 @@ def request(method: str, url: str, *, body: bytes | Any = None,
                 break
             size += len(chunk)
             if size > MAX_REPLY_BYTES:
-                return Reply(resp.status, b"".join(chunks), cut=True)
+                return Reply(resp.status, b"".join(chunks), cut=True, headers=got)
             chunks.append(chunk)
-        return Reply(resp.status, b"".join(chunks))
+        return Reply(resp.status, b"".join(chunks), headers=got)
     except TimeoutError:
         raise QueryTimeout(f"stopped after {timeout:g} s") from None
     except (OSError, http.client.HTTPException) as exc:
@@ -159,14 +215,23 @@ class Endpoint:
     def __init__(self, query_url: str, store_url: str) -> None:
         self.query_url = query_url
         self.store_url = store_url
+        self.limit: ServerLimit | None = None  # the server's kind, from its first reply
 
-    def post_query(self, text: str, graph: str, timeout: float) -> Reply:
+    def post_query(self, text: str, graph: str, timeout: float, *, bounded: bool = False
+                   ) -> Reply:
         """`text` evaluated over `graph` alone: the protocol's dataset is that default graph
-        and no named graph (it overrides any FROM of the query's)."""
-        body = urlencode({"query": text, "default-graph-uri": graph}).encode()
-        return request("POST", self.query_url, body=body, timeout=timeout,
-                       headers={"Accept": RESULTS_JSON,
-                                "Content-Type": "application/x-www-form-urlencoded"})
+        and no named graph (it overrides any FROM of the query's). `bounded`: the server is
+        given `timeout` as the query's own limit too, where its protocol takes one."""
+        params = {"query": text, "default-graph-uri": graph}
+        if bounded and self.limit is not None:
+            params.update(self.limit.params(timeout))
+        reply = request("POST", self.query_url, body=urlencode(params).encode(),
+                        timeout=timeout, headers={
+                            "Accept": RESULTS_JSON,
+                            "Content-Type": "application/x-www-form-urlencoded"})
+        if self.limit is None:
+            self.limit = server_limit(reply)
+        return reply
 
     def select(self, text: str, graph: str) -> dict[str, Any]:
         """A query of the harness's own (a survey, a marker): its SPARQL JSON; any failure is
@@ -351,7 +416,8 @@ class EndpointExecutor(SparqlExecutor):
     def send(self, statement: str, timeout: float) -> Reply:
         """`statement` to the server over the persona's graph, unguarded (the tests call it to
         show what the protocol's dataset alone lets through)."""
-        return self.endpoint.post_query(self.text_sent(statement), self.graph, timeout)
+        return self.endpoint.post_query(self.text_sent(statement), self.graph, timeout,
+                                        bounded=True)
 
     def _ask(self, result: QueryResult, statement: str, left: float) -> None:
         url = redacted(self.endpoint.query_url)
@@ -366,7 +432,11 @@ class EndpointExecutor(SparqlExecutor):
         except Unreachable as exc:
             raise HarnessBroken(f"the SPARQL endpoint {url} is not answering: {exc}") from None
         text = reply.text[-1000:]
-        if reply.status == 200 and reply.cut:  # the query's doing, not the server's
+        limit = self.endpoint.limit
+        if limit is not None and limit.partial and reply.header(limit.partial) == "S1TAT":
+            # Virtuoso's own limit: a partial result, never shown as if it were the whole
+            result.timed_out, result.error = True, f"{stopped} (by the server)"
+        elif reply.status == 200 and reply.cut:  # the query's doing, not the server's
             result.error = (f"the result passed {MAX_REPLY_BYTES >> 20} MiB before its end: "
                             "aggregate or filter")
         elif reply.status == 200:
@@ -391,7 +461,7 @@ class EndpointExecutor(SparqlExecutor):
 def fill_results(result: QueryResult, doc: Mapping[str, Any], caps: Caps = CAPS) -> None:
     """SPARQL JSON results into `result`, capped as the in-process engines cap theirs."""
     if "boolean" in doc:
-        fill_capped(result, ["ask"], [[bool(doc["boolean"])]], lambda v: v, caps)
+        fill_fitted(result, ["ask"], [[bool(doc["boolean"])]], lambda v: v, caps)
         return
     names = [str(v) for v in (doc.get("head") or {}).get("vars") or []]
     bindings = (doc.get("results") or {}).get("bindings") or []
@@ -400,7 +470,7 @@ def fill_results(result: QueryResult, doc: Mapping[str, Any], caps: Caps = CAPS)
         for b in bindings:
             yield [b.get(n) for n in names]
 
-    fill_capped(result, names, rows(), term, caps)
+    fill_fitted(result, names, rows(), term, caps)
 
 
 class EndpointStore:
