@@ -42,14 +42,14 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from pytest_kgbench.errors import HarnessBroken, InputError
-from pytest_kgbench.executors import CAPS, Caps, QueryResult, QueryTimeout, jsonable
+from pytest_kgbench.executors import CAPS, Caps, QueryResult, QueryTimeout
 from pytest_kgbench.executors.guard import Guard, Verdict, classify_sparql
 from pytest_kgbench.executors.sparql import (
     PARSE_HERE,
@@ -58,7 +58,7 @@ from pytest_kgbench.executors.sparql import (
     SparqlExecutor,
     graph_files,
 )
-from pytest_kgbench.executors.sparql_worker import fill_fitted
+from pytest_kgbench.executors.sparql_results import ResultStream, fill_results
 
 if TYPE_CHECKING:
     from pytest_kgbench.build import Built
@@ -139,10 +139,13 @@ class Unreachable(Exception):
 
 
 def request(method: str, url: str, *, body: bytes | Any = None,
-            headers: Mapping[str, str] | None = None, timeout: float) -> Reply:
+            headers: Mapping[str, str] | None = None, timeout: float,
+            sink: Callable[[bytes], bool] | None = None) -> Reply:
     """One HTTP request within `timeout` seconds in all (every read of the reply is bounded by
     what is left); raises `QueryTimeout` past it and `Unreachable` if the server does not
-    answer. `body`: bytes, or an open file (sent with its length)."""
+    answer. `body`: bytes, or an open file (sent with its length). `sink`: a 200 reply's body
+    goes to it chunk by chunk (not kept in the Reply) until it returns False, which ends the
+    read and closes the connection."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Unreachable(f"not an http(s) URL: {url}")
@@ -170,6 +173,10 @@ def request(method: str, url: str, *, body: bytes | Any = None,
             size += len(chunk)
             if size > MAX_REPLY_BYTES:
                 return Reply(resp.status, b"".join(chunks), cut=True, headers=got)
+            if sink is not None and resp.status == 200:
+                if not sink(chunk):
+                    break
+                continue
             chunks.append(chunk)
         return Reply(resp.status, b"".join(chunks), headers=got)
     except TimeoutError:
@@ -193,22 +200,6 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def term(binding: Mapping[str, Any] | None) -> Any:
-    """A SPARQL JSON term as the in-process engines give its cell: a literal's Python value
-    (rdflib's conversion of its datatype, then `jsonable`), an IRI or a blank node's label."""
-    if binding is None:
-        return None
-    kind = binding.get("type")
-    value = str(binding.get("value", ""))
-    if kind in ("literal", "typed-literal"):
-        from rdflib import Literal, URIRef
-
-        datatype = binding.get("datatype")
-        return jsonable(Literal(value, lang=binding.get("xml:lang"),
-                                datatype=URIRef(datatype) if datatype else None).toPython())
-    return value
-
-
 class Endpoint:
     """A SPARQL 1.1 Protocol server: its query URL and its Graph Store Protocol URL."""
 
@@ -217,16 +208,17 @@ class Endpoint:
         self.store_url = store_url
         self.limit: ServerLimit | None = None  # the server's kind, from its first reply
 
-    def post_query(self, text: str, graph: str, timeout: float, *, bounded: bool = False
-                   ) -> Reply:
+    def post_query(self, text: str, graph: str, timeout: float, *, bounded: bool = False,
+                   sink: Callable[[bytes], bool] | None = None) -> Reply:
         """`text` evaluated over `graph` alone: the protocol's dataset is that default graph
         and no named graph (it overrides any FROM of the query's). `bounded`: the server is
-        given `timeout` as the query's own limit too, where its protocol takes one."""
+        given `timeout` as the query's own limit too, where its protocol takes one. `sink`:
+        reads a 200 reply as it comes (`request`)."""
         params = {"query": text, "default-graph-uri": graph}
         if bounded and self.limit is not None:
             params.update(self.limit.params(timeout))
         reply = request("POST", self.query_url, body=urlencode(params).encode(),
-                        timeout=timeout, headers={
+                        timeout=timeout, sink=sink, headers={
                             "Accept": RESULTS_JSON,
                             "Content-Type": "application/x-www-form-urlencoded"})
         if self.limit is None:
@@ -413,11 +405,12 @@ class EndpointExecutor(SparqlExecutor):
         result.cap_text(self.caps)
         return result
 
-    def send(self, statement: str, timeout: float) -> Reply:
+    def send(self, statement: str, timeout: float,
+             sink: Callable[[bytes], bool] | None = None) -> Reply:
         """`statement` to the server over the persona's graph, unguarded (the tests call it to
         show what the protocol's dataset alone lets through)."""
         return self.endpoint.post_query(self.text_sent(statement), self.graph, timeout,
-                                        bounded=True)
+                                        bounded=True, sink=sink)
 
     def _ask(self, result: QueryResult, statement: str, left: float) -> None:
         url = redacted(self.endpoint.query_url)
@@ -425,13 +418,14 @@ class EndpointExecutor(SparqlExecutor):
         try:
             if left <= 0:
                 raise QueryTimeout(stopped)
-            reply = self.send(statement, left)
+            stream = ResultStream(self.caps)
+            reply = self.send(statement, left, stream.feed)
         except QueryTimeout:
             result.timed_out, result.error = True, stopped
             return
         except Unreachable as exc:
             raise HarnessBroken(f"the SPARQL endpoint {url} is not answering: {exc}") from None
-        text = reply.text[-1000:]
+        text = stream.tail if reply.status == 200 else reply.text[-1000:]
         limit = self.endpoint.limit
         if limit is not None and limit.partial and reply.header(limit.partial) == "S1TAT":
             # Virtuoso's own limit: a partial result, never shown as if it were the whole
@@ -441,14 +435,17 @@ class EndpointExecutor(SparqlExecutor):
                             "aggregate or filter")
         elif reply.status == 200:
             try:
-                doc = json.loads(reply.body)
+                doc = stream.finish()
             except ValueError:
                 if _TIMED_OUT.search(text):  # Oxigraph's own limit cuts the stream short
                     result.timed_out, result.error = True, f"{stopped} (by the server)"
                     return
                 raise HarnessBroken(f"the SPARQL endpoint {url} sent a reply that is not "
                                     f"SPARQL JSON: {text[:300]}") from None
-            fill_results(result, doc, self.caps)
+            if doc is None:
+                stream.fill(result)
+            else:
+                fill_results(result, doc, self.caps)
         elif reply.status == 408 or (reply.status >= 500 and _TIMED_OUT.search(text)):
             result.timed_out, result.error = True, f"{stopped} (by the server)"
         elif 400 <= reply.status < 500 and reply.status not in (401, 403, 404, 405, 407):
@@ -456,21 +453,6 @@ class EndpointExecutor(SparqlExecutor):
         else:
             raise HarnessBroken(f"the SPARQL endpoint {url} answered {reply.status}: "
                                 f"{text[:500]}")
-
-
-def fill_results(result: QueryResult, doc: Mapping[str, Any], caps: Caps = CAPS) -> None:
-    """SPARQL JSON results into `result`, capped as the in-process engines cap theirs."""
-    if "boolean" in doc:
-        fill_fitted(result, ["ask"], [[bool(doc["boolean"])]], lambda v: v, caps)
-        return
-    names = [str(v) for v in (doc.get("head") or {}).get("vars") or []]
-    bindings = (doc.get("results") or {}).get("bindings") or []
-
-    def rows() -> Iterator[list[Any]]:
-        for b in bindings:
-            yield [b.get(n) for n in names]
-
-    fill_fitted(result, names, rows(), term, caps)
 
 
 class EndpointStore:
