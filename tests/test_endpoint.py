@@ -231,6 +231,39 @@ def test_a_query_past_its_time_is_a_timeout_on_the_real_server(oxigraph, credit_
     assert result.timed_out and result.elapsed_s < 5
 
 
+def test_a_query_oxigraph_cannot_prepare_in_time_is_a_timeout_and_never_sent(
+        oxigraph, credit_base, monkeypatch) -> None:
+    """Oxigraph's query preparation is native code that nothing interrupts, and takes 42 s on
+    200 copies of one triple pattern (a 700-character query, under every cap): its parser's
+    check runs in the worker process, killed at the deadline, so the query ends there as a
+    timeout and the server, which would spend as long on it past its own limit, never gets
+    it. The bound on the wall is the deadline the test sets, plus a second."""
+    import time
+
+    from pytest_kgbench.executors.endpoint import Endpoint
+
+    store = opened(oxigraph, credit_base, "analyst", timeout=2.0)
+    sent: list[str] = []
+    post = Endpoint.post_query
+
+    def counting(self, text, graph, timeout, **kw):
+        sent.append(text)
+        return post(self, text, graph, timeout, **kw)
+
+    monkeypatch.setattr(Endpoint, "post_query", counting)
+    try:
+        query = "SELECT ?s WHERE { ?s ?p ?o" + ",?o" * 200 + " }"
+        started = time.monotonic()
+        result = store.run(query)
+        took = time.monotonic() - started
+        assert result.timed_out and result.error == "stopped after 2 s", result
+        assert took <= 2.0 + 1.0, took
+        assert sent == []
+        assert store.run("ASK { ?s ?p ?o }").rows == [[True]]
+    finally:
+        store.close()
+
+
 class Scripted(BaseHTTPRequestHandler):
     status = 500
     body = b"internal error"

@@ -19,7 +19,8 @@ overridden by the protocol's dataset, and GRAPH sees no named graph. Before a qu
 the process the guard classifies it (rdflib's parser, as for the other engines; texts over
 `sparql.PARSE_HERE` characters in a worker process of their own), and Oxigraph's parser must
 accept the exact text sent (the store's prefixes declared ahead of it, as the server binds
-none): a refused query is never sent.
+none), in that worker, within the deadline: a refused query, or one Oxigraph cannot prepare
+in time, is never sent.
 
 Time: the client holds each query to its deadline (connection, request and every read of the
 reply); past it the query is a timeout, as on the other engines, and the connection is
@@ -340,7 +341,12 @@ class EndpointExecutor(SparqlExecutor):
         # line (a server's error message counts one line more)
         self.prologue = " ".join(f"PREFIX {p}: <{ns}>" for p, ns in
                                  sorted(info["namespaces"].items()))
-        self._apart: Worker | None = None  # classifies texts too long to classify here
+        # the worker process that reads what cannot be read here within a deadline: a text
+        # too long for rdflib's parser here, and every text with Oxigraph's parser, whose
+        # query preparation is native code no thread can stop (100 copies of one triple
+        # pattern take it 2.6 s, 200 take 42 s): killed at the deadline, so a text Oxigraph
+        # cannot prepare in time is never sent to the server either
+        self._apart: Worker | None = self._apart_worker()
 
     @property
     def info(self) -> dict[str, Any]:
@@ -351,24 +357,41 @@ class EndpointExecutor(SparqlExecutor):
             self._apart.close()
             self._apart = None
 
-    def classify_apart(self, statement: str, timeout: float) -> Verdict | None:
-        """The guard's verdict on a long text in a worker process (killed at `timeout`: no
-        parser outlasts it), or None past the deadline."""
-        from pytest_kgbench.executors.worker import Worker, WorkerDied
+    def _apart_worker(self) -> Worker:
+        from pytest_kgbench.executors.worker import Worker
+
+        return Worker(WORKER_MODULE, {
+            "plugin": "default", "files": [], "prefixes": self.info["namespaces"],
+            "guard": self.guard.to_json(), "caps": asdict(self.caps), "parsers": []})
+
+    def _call_apart(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | None:
+        """The apart worker's reply, or None past `timeout` (the worker is killed)."""
+        from pytest_kgbench.executors.worker import WorkerDied
 
         if self._apart is None:
-            self._apart = Worker(WORKER_MODULE, {
-                "plugin": "default", "files": [], "prefixes": self.info["namespaces"],
-                "guard": self.guard.to_json(), "caps": asdict(self.caps),
-                "parsers": ["oxigraph"]})
+            self._apart = self._apart_worker()
         try:
-            reply = self._apart.call({"op": "classify", "statement": statement}, timeout)
+            return self._apart.call(request, timeout)
         except WorkerDied as exc:
-            return Verdict(error=str(exc))
+            return {"error": str(exc), "rejects": str(exc)}
+
+    def classify_apart(self, statement: str, timeout: float) -> Verdict | None:
+        """The guard's verdict on a long text by rdflib's parser in the worker process (killed
+        at `timeout`: no parser outlasts it), or None past the deadline."""
+        reply = self._call_apart({"op": "classify", "statement": statement}, timeout)
         if reply is None:
             return None
         return Verdict(refused=reply.get("refused"), error=reply.get("error"),
                        iris=frozenset(reply.get("iris") or ()))
+
+    def oxigraph_apart(self, statement: str, timeout: float) -> tuple[bool, str | None]:
+        """(False, None) past `timeout`, else (True, why Oxigraph's parser rejects the exact
+        text sent for `statement`, or None)."""
+        reply = self._call_apart({"op": "rejects", "parser": "oxigraph",
+                                  "statement": self.text_sent(statement)}, timeout)
+        if reply is None:
+            return False, None
+        return True, reply.get("rejects")
 
     def text_sent(self, statement: str) -> str:
         """The exact text the server is sent for `statement`."""
@@ -377,21 +400,22 @@ class EndpointExecutor(SparqlExecutor):
     def run(self, statement: str) -> QueryResult:
         """One query within the deadline: classified here (or apart), then sent; a refused
         one is never sent."""
-        from pytest_kgbench.executors.sparql_worker import oxigraph_rejects
-
+        if self._apart is not None:
+            self._apart.ready()  # a worker still starting (after a kill) is not the query's time
         start = time.perf_counter()
         result = QueryResult(language="sparql", statement=statement)
         verdict: Verdict | None
         try:
             if len(statement) <= PARSE_HERE:
                 verdict = self.classify(statement)  # cached: shared, never changed here
-                if verdict.runs:
-                    verdict = replace(verdict, error=oxigraph_rejects(self.text_sent(statement),
-                                                                      {}))
             else:
                 verdict = self.classify_apart(statement, self.timeout)
         except QueryTimeout:
             verdict = None
+        if verdict is not None and verdict.runs:
+            done, rejected = self.oxigraph_apart(
+                statement, self.timeout - (time.perf_counter() - start))
+            verdict = replace(verdict, error=rejected) if done else None
         if verdict is None:
             result.timed_out, result.error = True, f"stopped after {self.timeout:g} s"
         else:

@@ -249,6 +249,8 @@ class GraphEngine:
             verdict = self.classify(str(request["statement"]))
             return {"refused": verdict.refused, "error": verdict.error,
                     "iris": sorted(verdict.iris)}
+        if op == "rejects":  # an engine's own parser on the exact text (no prefixes bound)
+            return {"rejects": PARSERS[str(request["parser"])](str(request["statement"]), {})}
         return {"error": f"unknown request {op!r}"}
 
 
