@@ -397,63 +397,6 @@ def summary_rows(name: str, language: str, engines: Sequence[str],
     return out
 
 
-# --- the guard's parse: what rdflib's parser costs per term, on the worst shapes ---------------
-
-# (head, unit, tail): a query made of `unit` repeated; the worst shapes found for rdflib's
-# parser and algebra (an expression's list of operands, the triples of one group, whose
-# ordering is quadratic), and the ones the issue named (VALUES, FILTERs, nesting, paths)
-PARSE_SHAPES: dict[str, tuple[str, str, str]] = {
-    "COALESCE(1,1,…)": ("SELECT ?s WHERE { ?s ?p ?o FILTER(COALESCE(1", ",1", ")) }"),
-    "?o IN (1,1,…)": ("SELECT ?s WHERE { ?s ?p ?o FILTER(?o IN (1", ",1", ")) }"),
-    "1+1+…": ("SELECT ?s WHERE { ?s ?p ?o FILTER(1", "+1", ") }"),
-    "FILTER(true) …": ("SELECT ?s WHERE { ?s ?p ?o ", "FILTER(true) ", "}"),
-    "?s ?p ?o,?o,… (one group)": ("SELECT ?s WHERE { ?s ?p ?o", ",?o", " }"),
-    "?s ?p ?o;?p ?o… (one group)": ("SELECT ?s WHERE { ?s ?p ?o", ";?p ?o", " }"),
-    "ORDER BY ?s ?s …": ("SELECT ?s WHERE { ?s ?p ?o } ORDER BY ?s", " ?s", ""),
-    "VALUES ?x { 1 1 … }": ("SELECT ?x WHERE { VALUES ?x { ", "1 ", "} }"),
-    "{…} UNION {…} …": ("SELECT ?s WHERE { {?s ?p ?o}", " UNION {?s ?p ?o}", " }"),
-    "<p>/<p>/… (a path)": ("SELECT ?s WHERE { ?s <urn:p>", "/<urn:p>", " ?o }"),
-    "{ { { … } } } (nested groups)": ("SELECT ?s WHERE ", "{ ", "?s ?p ?o"),
-    "((( … ))) (deep parentheses)": ("SELECT ?s WHERE { ?s ?p ?o FILTER", "(", "?o"),
-}
-
-
-def shaped(shape: str, terms: int) -> str:
-    """A query of `shape` holding about `terms` terms (guard.sparql_terms); nested shapes are
-    closed as deep as they were opened."""
-    from pytest_kgbench.executors.guard import sparql_terms
-
-    head, unit, tail = PARSE_SHAPES[shape]
-    closing = {"{ ": " }", "(": ")"}.get(unit, "")
-
-    def text(n: int) -> str:
-        return head + unit * n + tail + closing * n + (" }" if unit == "(" else "")
-
-    per = max(1, sparql_terms(text(2)) - sparql_terms(text(1)))
-    return text(max(1, 1 + (terms - sparql_terms(text(1))) // per))
-
-
-def parse_cost_rows(sizes: Sequence[int]) -> list[str]:
-    """The guard's classification (rdflib's parse and algebra, guard.classify_sparql) of each
-    shape at each size: its terms, characters, the verdict, and the CPU seconds it took."""
-    from pytest_kgbench.executors.guard import Guard, classify_sparql, sparql_terms
-
-    guard = Guard(reads_personal=True)
-    classify_sparql("ASK { ?s ?p ?o }", guard)  # the grammar is built once, untimed
-    out = ["| shape | terms | characters | verdict | CPU s |", "|---|---|---|---|---|"]
-    for shape in PARSE_SHAPES:
-        for size in sizes:
-            text = shaped(shape, size)
-            start = time.thread_time()
-            verdict = classify_sparql(text, guard)
-            took = time.thread_time() - start
-            what = ("refused: over the cap" if verdict.refused
-                    else (verdict.error or "runs")[:40])
-            out.append(f"| {shape} | {sparql_terms(text):,} | {len(text):,} | {what} | "
-                       f"{took:.3f} |")
-    return out
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--variants", default=None,
@@ -473,15 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--executed", action="store_true",
                     help="the SQL over the executed tables too")
     ap.add_argument("--cache", default=str(ROOT / ".kgbench-cache"))
-    ap.add_argument("--parse-cost", default=None, metavar="TERMS,...",
-                    help="only time the guard's parse of the worst shapes at these sizes")
     args = ap.parse_args(argv)
-    if args.parse_cost:
-        print(f"machine: {machine()}\nat the start: {load()}")
-        sizes = [int(x) for x in args.parse_cost.split(",")]
-        print("\n".join(parse_cost_rows(sizes)))
-        print(f"\nat the end: {load()}")
-        return 0
 
     from pytest_kgbench.build import build_variant
     from pytest_kgbench.packs import find_pack
