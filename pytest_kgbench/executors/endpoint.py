@@ -391,6 +391,8 @@ class EndpointExecutor(SparqlExecutor):
                                   "statement": self.text_sent(statement)}, timeout)
         if reply is None:
             return False, None
+        if "rejects" not in reply:  # the worker failed the request: never sent unchecked
+            return True, str(reply.get("error") or "Oxigraph's parser check failed")
         return True, reply.get("rejects")
 
     def text_sent(self, statement: str) -> str:
