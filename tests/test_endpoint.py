@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -152,20 +153,28 @@ def test_no_dataset_a_query_names_reaches_another_graph_even_past_the_guard(oxig
     full.close()
 
 
-def test_service_is_refused_before_it_leaves_the_process(oxigraph, credit_base,
-                                                         monkeypatch) -> None:
+@pytest.fixture
+def sent(monkeypatch) -> list[str]:
+    """Every text the endpoint engine sends to a server, as the test goes."""
     from pytest_kgbench.executors.endpoint import Endpoint
-    from pytest_kgbench.executors.sparql import PARSE_HERE
 
-    store = opened(oxigraph, credit_base, "analyst")
-    sent: list[str] = []
+    texts: list[str] = []
     post = Endpoint.post_query
 
     def counting(self, text, graph, timeout, **kw):
-        sent.append(text)
+        texts.append(text)
         return post(self, text, graph, timeout, **kw)
 
     monkeypatch.setattr(Endpoint, "post_query", counting)
+    return texts
+
+
+def test_service_is_refused_before_it_leaves_the_process(oxigraph, credit_base,
+                                                         sent) -> None:
+    from pytest_kgbench.executors.sparql import PARSE_HERE
+
+    store = opened(oxigraph, credit_base, "analyst")
+    sent.clear()  # the store's own survey
     service = "SELECT * WHERE { SERVICE <http://127.0.0.1:9/sparql> { ?s ?p ?o } }"
     short = store.run(service)
     padding = "# " + "x" * (PARSE_HERE + 100) + "\n"
@@ -232,7 +241,7 @@ def test_a_query_past_its_time_is_a_timeout_on_the_real_server(oxigraph, credit_
 
 
 def test_a_query_oxigraph_cannot_prepare_in_time_is_a_timeout_and_never_sent(
-        oxigraph, credit_base, monkeypatch) -> None:
+        oxigraph, credit_base, sent) -> None:
     """Oxigraph's query preparation is native code that nothing interrupts, and takes 42 s on
     200 copies of one triple pattern (a 700-character query, under every cap): its parser's
     check runs in the worker process, killed at the deadline, so the query ends there as a
@@ -240,17 +249,8 @@ def test_a_query_oxigraph_cannot_prepare_in_time_is_a_timeout_and_never_sent(
     it. The bound on the wall is the deadline the test sets, plus a second."""
     import time
 
-    from pytest_kgbench.executors.endpoint import Endpoint
-
     store = opened(oxigraph, credit_base, "analyst", timeout=2.0)
-    sent: list[str] = []
-    post = Endpoint.post_query
-
-    def counting(self, text, graph, timeout, **kw):
-        sent.append(text)
-        return post(self, text, graph, timeout, **kw)
-
-    monkeypatch.setattr(Endpoint, "post_query", counting)
+    sent.clear()  # the store's own survey
     try:
         query = "SELECT ?s WHERE { ?s ?p ?o" + ",?o" * 200 + " }"
         started = time.monotonic()
@@ -347,6 +347,27 @@ class Recording(BaseHTTPRequestHandler):
         pass
 
 
+@contextlib.contextmanager
+def recorded(oxigraph, credit_base, timeout: float, **kind):
+    """A store whose queries go to a `Recording` server of `kind` (its class attributes),
+    the kind already told by a first reply, as the survey tells it: (store, handler)."""
+    from pytest_kgbench.executors.endpoint import Endpoint
+
+    handler = type("Handler", (Recording,), {"seen": [], **kind})
+    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{http.server_address[1]}/query"
+    store = opened(oxigraph, credit_base, "analyst", timeout=timeout)
+    try:
+        store.endpoint = Endpoint(url, url)
+        store.endpoint.select("ASK {}", store.graph)
+        yield store, handler
+    finally:
+        store.close()
+        http.shutdown()
+        http.server_close()
+
+
 @pytest.mark.parametrize("server,extra,param", [
     ("Virtuoso/08.03.3332 (Linux) x86_64-generic-linux-glibc25  VDB", {}, "ms"),
     ("Apache Jena Fuseki (5.1.0)", {}, "s"),
@@ -358,52 +379,26 @@ def test_the_server_is_given_the_query_s_limit_where_its_protocol_takes_one(
     """Virtuoso gets `timeout` in milliseconds, Fuseki in seconds, both what is left of the
     deadline; Oxigraph (no per-query limit in its protocol) and a server of unknown kind get
     no parameter they might read otherwise. The harness's own queries are never bounded."""
-    from pytest_kgbench.executors.endpoint import Endpoint
-
-    handler = type("Handler", (Recording,), {"server_header": server, "extra": extra,
-                                             "seen": []})
-    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{http.server_address[1]}/query"
-    store = opened(oxigraph, credit_base, "analyst", timeout=8.0)
-    try:
-        store.endpoint = Endpoint(url, url)
-        store.endpoint.select("ASK {}", store.graph)  # the survey's first reply tells the kind
+    with recorded(oxigraph, credit_base, 8.0, server_header=server, extra=extra) as (store,
+                                                                                 handler):
         result = store.run("SELECT ?s WHERE { ?s ?p ?o }")
-        assert result.ok and result.rows == [["half"]], result
-        survey, query = handler.seen
-        assert "timeout" not in survey
-        if param is None:
-            assert "timeout" not in query
-        else:
-            sent = float(query["timeout"][0]) / (1000 if param == "ms" else 1)
-            assert 0 < sent <= 8.0 and sent > 8.0 - result.elapsed_s - 1, query["timeout"]
-    finally:
-        store.close()
-        http.shutdown()
-        http.server_close()
+    assert result.ok and result.rows == [["half"]], result
+    survey, query = handler.seen
+    assert "timeout" not in survey
+    if param is None:
+        assert "timeout" not in query
+    else:
+        given = float(query["timeout"][0]) / (1000 if param == "ms" else 1)
+        assert 0 < given <= 8.0 and given > 8.0 - result.elapsed_s - 1, query["timeout"]
 
 
 def test_virtuoso_s_partial_result_past_its_limit_is_a_timeout(oxigraph, credit_base) -> None:
     """Virtuoso answers a query its own limit cut short with 200 and the rows it had (an
     "anytime" result, X-SQL-State S1TAT): a timeout, never shown as the whole result."""
-    from pytest_kgbench.executors.endpoint import Endpoint
-
-    handler = type("Handler", (Recording,), {"partial": True, "seen": []})
-    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{http.server_address[1]}/query"
-    store = opened(oxigraph, credit_base, "analyst", timeout=3.0)
-    try:
-        store.endpoint = Endpoint(url, url)
-        store.endpoint.select("ASK {}", store.graph)
+    with recorded(oxigraph, credit_base, 3.0, partial=True) as (store, _):
         result = store.run("SELECT ?s WHERE { ?s ?p ?o }")
-        assert result.timed_out and not result.rows, result
-        assert result.error == "stopped after 3 s (by the server)"
-    finally:
-        store.close()
-        http.shutdown()
-        http.server_close()
+    assert result.timed_out and not result.rows, result
+    assert result.error == "stopped after 3 s (by the server)"
 
 
 def test_the_oxigraph_server_is_told_apart_and_sent_no_limit(oxigraph, credit_base,
