@@ -14,8 +14,9 @@ import urllib.request
 from pathlib import Path
 
 SERVER_TIMEOUT_S = 10  # the server's own query limit (`--timeout-s`): above any test's query,
-#                        and a query the client gave up on stops there (Oxigraph goes on
-#                        with a query whose client left)
+#                        and a query the client gave up on stops there if it reads the store
+#                        (Oxigraph takes no per-query limit, goes on with a query whose client
+#                        left, and sorts past any limit: docs/engines.md)
 
 
 def oxigraph_binary() -> str | None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -152,20 +153,28 @@ def test_no_dataset_a_query_names_reaches_another_graph_even_past_the_guard(oxig
     full.close()
 
 
-def test_service_is_refused_before_it_leaves_the_process(oxigraph, credit_base,
-                                                         monkeypatch) -> None:
+@pytest.fixture
+def sent(monkeypatch) -> list[str]:
+    """Every text the endpoint engine sends to a server, as the test goes."""
     from pytest_kgbench.executors.endpoint import Endpoint
+
+    texts: list[str] = []
+    post = Endpoint.post_query
+
+    def counting(self, text, graph, timeout, **kw):
+        texts.append(text)
+        return post(self, text, graph, timeout, **kw)
+
+    monkeypatch.setattr(Endpoint, "post_query", counting)
+    return texts
+
+
+def test_service_is_refused_before_it_leaves_the_process(oxigraph, credit_base,
+                                                         sent) -> None:
     from pytest_kgbench.executors.sparql import PARSE_HERE
 
     store = opened(oxigraph, credit_base, "analyst")
-    sent: list[str] = []
-    post = Endpoint.post_query
-
-    def counting(self, text, graph, timeout):
-        sent.append(text)
-        return post(self, text, graph, timeout)
-
-    monkeypatch.setattr(Endpoint, "post_query", counting)
+    sent.clear()  # the store's own survey
     service = "SELECT * WHERE { SERVICE <http://127.0.0.1:9/sparql> { ?s ?p ?o } }"
     short = store.run(service)
     padding = "# " + "x" * (PARSE_HERE + 100) + "\n"
@@ -231,6 +240,30 @@ def test_a_query_past_its_time_is_a_timeout_on_the_real_server(oxigraph, credit_
     assert result.timed_out and result.elapsed_s < 5
 
 
+def test_a_query_oxigraph_cannot_prepare_in_time_is_a_timeout_and_never_sent(
+        oxigraph, credit_base, sent) -> None:
+    """Oxigraph's query preparation is native code that nothing interrupts, and takes 42 s on
+    200 copies of one triple pattern (a 700-character query, under every cap): its parser's
+    check runs in the worker process, killed at the deadline, so the query ends there as a
+    timeout and the server, which would spend as long on it past its own limit, never gets
+    it. The bound on the wall is the deadline the test sets, plus a second."""
+    import time
+
+    store = opened(oxigraph, credit_base, "analyst", timeout=2.0)
+    sent.clear()  # the store's own survey
+    try:
+        query = "SELECT ?s WHERE { ?s ?p ?o" + ",?o" * 200 + " }"
+        started = time.monotonic()
+        result = store.run(query)
+        took = time.monotonic() - started
+        assert result.timed_out and result.error == "stopped after 2 s", result
+        assert took <= 2.0 + 1.0, took
+        assert sent == []
+        assert store.run("ASK { ?s ?p ?o }").rows == [[True]]
+    finally:
+        store.close()
+
+
 class Scripted(BaseHTTPRequestHandler):
     status = 500
     body = b"internal error"
@@ -276,6 +309,115 @@ def test_a_server_failure_halts_and_a_query_failure_is_the_query_s(oxigraph, cre
         store.close()
         server.shutdown()
         server.server_close()
+
+
+class Recording(BaseHTTPRequestHandler):
+    """A SPARQL server of a named kind (its Server header): records each query's parameters and
+    answers one row, or (`partial`) Virtuoso's answer to a query its own limit cut short."""
+
+    server_header = "Virtuoso/08.03.3332 (Linux) x86_64-generic-linux-glibc25  VDB"
+    extra: dict[str, str] = {}
+    partial = False
+    seen: list[dict[str, list[str]]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        from urllib.parse import parse_qs
+
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        self.seen.append(parse_qs(body))
+        doc = {"head": {"vars": ["s"]},
+               "results": {"bindings": [{"s": {"type": "literal", "value": "half"}}]}}
+        data = json.dumps(doc).encode()
+        self.send_response(200)  # its Server header: version_string
+        for k, v in self.extra.items():
+            self.send_header(k, v)
+        if self.partial:
+            self.send_header("X-SQL-State", "S1TAT")
+            self.send_header("X-SQL-Message", "RC...: Returning incomplete results, query "
+                                              "interrupted by result timeout.")
+        self.send_header("Content-Type", "application/sparql-results+json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def version_string(self) -> str:
+        return self.server_header
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def recorded(oxigraph, credit_base, timeout: float, **kind):
+    """A store whose queries go to a `Recording` server of `kind` (its class attributes),
+    the kind already told by a first reply, as the survey tells it: (store, handler)."""
+    from pytest_kgbench.executors.endpoint import Endpoint
+
+    handler = type("Handler", (Recording,), {"seen": [], **kind})
+    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{http.server_address[1]}/query"
+    store = opened(oxigraph, credit_base, "analyst", timeout=timeout)
+    try:
+        store.endpoint = Endpoint(url, url)
+        store.endpoint.select("ASK {}", store.graph)
+        yield store, handler
+    finally:
+        store.close()
+        http.shutdown()
+        http.server_close()
+
+
+@pytest.mark.parametrize("server,extra,param", [
+    ("Virtuoso/08.03.3332 (Linux) x86_64-generic-linux-glibc25  VDB", {}, "ms"),
+    ("Apache Jena Fuseki (5.1.0)", {}, "s"),
+    ("Jetty(12.0.9)", {"Fuseki-Request-Id": "7"}, "s"),
+    ("Oxigraph/0.5.13", {}, None),
+    ("Apache-Coyote/1.1", {}, None)])
+def test_the_server_is_given_the_query_s_limit_where_its_protocol_takes_one(
+        oxigraph, credit_base, server, extra, param) -> None:
+    """Virtuoso gets `timeout` in milliseconds, Fuseki in seconds, both what is left of the
+    deadline; Oxigraph (no per-query limit in its protocol) and a server of unknown kind get
+    no parameter they might read otherwise. The harness's own queries are never bounded."""
+    with recorded(oxigraph, credit_base, 8.0, server_header=server, extra=extra) as (store,
+                                                                                 handler):
+        result = store.run("SELECT ?s WHERE { ?s ?p ?o }")
+    assert result.ok and result.rows == [["half"]], result
+    survey, query = handler.seen
+    assert "timeout" not in survey
+    if param is None:
+        assert "timeout" not in query
+    else:
+        given = float(query["timeout"][0]) / (1000 if param == "ms" else 1)
+        assert 0 < given <= 8.0 and given > 8.0 - result.elapsed_s - 1, query["timeout"]
+
+
+def test_virtuoso_s_partial_result_past_its_limit_is_a_timeout(oxigraph, credit_base) -> None:
+    """Virtuoso answers a query its own limit cut short with 200 and the rows it had (an
+    "anytime" result, X-SQL-State S1TAT): a timeout, never shown as the whole result."""
+    with recorded(oxigraph, credit_base, 3.0, partial=True) as (store, _):
+        result = store.run("SELECT ?s WHERE { ?s ?p ?o }")
+    assert result.timed_out and not result.rows, result
+    assert result.error == "stopped after 3 s (by the server)"
+
+
+def test_the_oxigraph_server_is_told_apart_and_sent_no_limit(oxigraph, credit_base,
+                                                              monkeypatch) -> None:
+    from pytest_kgbench.executors import endpoint
+
+    store = opened(oxigraph, credit_base, "analyst")
+    assert store.endpoint.limit is endpoint.OXIGRAPH and store.endpoint.limit.param is None
+    sent: list[bytes] = []
+    real = endpoint.request
+
+    def spy(method, url, **kw):
+        sent.append(kw.get("body") or b"")
+        return real(method, url, **kw)
+
+    monkeypatch.setattr(endpoint, "request", spy)
+    assert store.run("ASK { ?s ?p ?o }").ok
+    store.close()
+    assert len(sent) == 1 and b"timeout" not in sent[0]
 
 
 def test_a_reply_too_large_to_read_is_the_query_s_error(oxigraph, credit_base,

@@ -19,14 +19,19 @@ overridden by the protocol's dataset, and GRAPH sees no named graph. Before a qu
 the process the guard classifies it (rdflib's parser, as for the other engines; texts over
 `sparql.PARSE_HERE` characters in a worker process of their own), and Oxigraph's parser must
 accept the exact text sent (the store's prefixes declared ahead of it, as the server binds
-none): a refused query is never sent.
+none), in that worker, within the deadline: a refused query, or one Oxigraph cannot prepare
+in time, is never sent.
 
 Time: the client holds each query to its deadline (connection, request and every read of the
-reply); past it the query is a timeout, as on the other engines. The server's own limit is
-set where it has one (`oxigraph serve --timeout-s`, at the server's start: Oxigraph takes no
-per-query limit). Failures: the server rejecting a query (4xx) is the query's error, seen by
-the model; the server not answering, a load failing, a server error (5xx) or a reply that is
-not SPARQL JSON is a broken harness (`HarnessBroken`: the run halts).
+reply); past it the query is a timeout, as on the other engines, and the connection is
+closed. The server is given what is left of the deadline as the query's own limit where its
+protocol takes one (`ServerLimit`: Virtuoso's and Fuseki's `timeout`, the server's kind told
+by its first reply's headers); Oxigraph takes none (0.5): only `oxigraph serve --timeout-s`,
+set at the server's start, ends a query its client gave up on (docs/engines.md).
+
+Failures: the server rejecting a query (4xx) is the query's error, seen by the model; the
+server not answering, a load failing, a server error (5xx) or a reply that is not SPARQL JSON
+is a broken harness (`HarnessBroken`: the run halts).
 """
 
 from __future__ import annotations
@@ -34,17 +39,18 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from pytest_kgbench.errors import HarnessBroken, InputError
-from pytest_kgbench.executors import CAPS, Caps, QueryResult, QueryTimeout, fill_capped, jsonable
+from pytest_kgbench.executors import CAPS, Caps, QueryResult, QueryTimeout
 from pytest_kgbench.executors.guard import Guard, Verdict, classify_sparql
 from pytest_kgbench.executors.sparql import (
     PARSE_HERE,
@@ -53,6 +59,7 @@ from pytest_kgbench.executors.sparql import (
     SparqlExecutor,
     graph_files,
 )
+from pytest_kgbench.executors.sparql_results import ResultStream, fill_results
 
 if TYPE_CHECKING:
     from pytest_kgbench.build import Built
@@ -73,10 +80,59 @@ class Reply:
     status: int
     body: bytes
     cut: bool = False  # the reply passed MAX_REPLY_BYTES and was not read further
+    headers: tuple[tuple[str, str], ...] = ()  # (lower-cased name, value)
 
     @property
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
+
+    def header(self, name: str) -> str:
+        """The value of the header `name` (any case), or ''."""
+        return next((v for k, v in self.headers if k == name.lower()), "")
+
+
+@dataclass(frozen=True)
+class ServerLimit:
+    """How one kind of SPARQL server takes a per-query time limit through the protocol: the
+    request parameter and its unit, or none (`param` None: only the server's own setting
+    bounds a query; the client can only close its connection)."""
+
+    name: str
+    param: str | None = None
+    unit: str = "s"           # "ms", or "s" (a decimal)
+    partial: str | None = None  # a header whose value "S1TAT" says: cut short, partial result
+
+    def params(self, seconds: float) -> dict[str, str]:
+        """The request parameter giving the server `seconds`, or none."""
+        if self.param is None:
+            return {}
+        value = str(max(1, math.ceil(seconds * 1000))) if self.unit == "ms" else \
+            f"{max(seconds, 0.001):.3f}"
+        return {self.param: value}
+
+
+# each server kind, told by its replies' headers (`server_limit`): Oxigraph 0.5 takes no
+# per-query limit (its only parameters are default-graph-uri, named-graph-uri and
+# union-default-graph; `oxigraph serve --timeout-s` bounds every query); Virtuoso's /sparql
+# takes `timeout` in milliseconds and answers a query cut short with its partial result and
+# `X-SQL-State: S1TAT`; Fuseki takes `timeout` in seconds (a decimal), up to its own maximum
+OXIGRAPH = ServerLimit("Oxigraph")
+VIRTUOSO = ServerLimit("Virtuoso", "timeout", "ms", partial="x-sql-state")
+FUSEKI = ServerLimit("Apache Jena Fuseki", "timeout", "s")
+UNKNOWN = ServerLimit("a server of unknown kind")
+
+
+def server_limit(reply: Reply) -> ServerLimit:
+    """The kind of server that sent `reply`, by its Server header (Fuseki also by its
+    Fuseki-Request-Id header); UNKNOWN gets no parameter, which it might read otherwise."""
+    server = reply.header("server").lower()
+    if server.startswith("oxigraph"):
+        return OXIGRAPH
+    if server.startswith("virtuoso"):
+        return VIRTUOSO
+    if "fuseki" in server or reply.header("fuseki-request-id"):
+        return FUSEKI
+    return UNKNOWN
 
 
 class Unreachable(Exception):
@@ -84,10 +140,13 @@ class Unreachable(Exception):
 
 
 def request(method: str, url: str, *, body: bytes | Any = None,
-            headers: Mapping[str, str] | None = None, timeout: float) -> Reply:
+            headers: Mapping[str, str] | None = None, timeout: float,
+            sink: Callable[[bytes], bool] | None = None) -> Reply:
     """One HTTP request within `timeout` seconds in all (every read of the reply is bounded by
     what is left); raises `QueryTimeout` past it and `Unreachable` if the server does not
-    answer. `body`: bytes, or an open file (sent with its length)."""
+    answer. `body`: bytes, or an open file (sent with its length). `sink`: a 200 reply's body
+    goes to it chunk by chunk (not kept in the Reply) until it returns False, which ends the
+    read and closes the connection."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Unreachable(f"not an http(s) URL: {url}")
@@ -100,6 +159,7 @@ def request(method: str, url: str, *, body: bytes | Any = None,
         if conn.sock is not None:
             conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
         resp = conn.getresponse()
+        got = tuple((k.lower(), v) for k, v in resp.getheaders())
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -113,9 +173,13 @@ def request(method: str, url: str, *, body: bytes | Any = None,
                 break
             size += len(chunk)
             if size > MAX_REPLY_BYTES:
-                return Reply(resp.status, b"".join(chunks), cut=True)
+                return Reply(resp.status, b"".join(chunks), cut=True, headers=got)
+            if sink is not None and resp.status == 200:
+                if not sink(chunk):
+                    break
+                continue
             chunks.append(chunk)
-        return Reply(resp.status, b"".join(chunks))
+        return Reply(resp.status, b"".join(chunks), headers=got)
     except TimeoutError:
         raise QueryTimeout(f"stopped after {timeout:g} s") from None
     except (OSError, http.client.HTTPException) as exc:
@@ -137,36 +201,30 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def term(binding: Mapping[str, Any] | None) -> Any:
-    """A SPARQL JSON term as the in-process engines give its cell: a literal's Python value
-    (rdflib's conversion of its datatype, then `jsonable`), an IRI or a blank node's label."""
-    if binding is None:
-        return None
-    kind = binding.get("type")
-    value = str(binding.get("value", ""))
-    if kind in ("literal", "typed-literal"):
-        from rdflib import Literal, URIRef
-
-        datatype = binding.get("datatype")
-        return jsonable(Literal(value, lang=binding.get("xml:lang"),
-                                datatype=URIRef(datatype) if datatype else None).toPython())
-    return value
-
-
 class Endpoint:
     """A SPARQL 1.1 Protocol server: its query URL and its Graph Store Protocol URL."""
 
     def __init__(self, query_url: str, store_url: str) -> None:
         self.query_url = query_url
         self.store_url = store_url
+        self.limit: ServerLimit | None = None  # the server's kind, from its first reply
 
-    def post_query(self, text: str, graph: str, timeout: float) -> Reply:
+    def post_query(self, text: str, graph: str, timeout: float, *, bounded: bool = False,
+                   sink: Callable[[bytes], bool] | None = None) -> Reply:
         """`text` evaluated over `graph` alone: the protocol's dataset is that default graph
-        and no named graph (it overrides any FROM of the query's)."""
-        body = urlencode({"query": text, "default-graph-uri": graph}).encode()
-        return request("POST", self.query_url, body=body, timeout=timeout,
-                       headers={"Accept": RESULTS_JSON,
-                                "Content-Type": "application/x-www-form-urlencoded"})
+        and no named graph (it overrides any FROM of the query's). `bounded`: the server is
+        given `timeout` as the query's own limit too, where its protocol takes one. `sink`:
+        reads a 200 reply as it comes (`request`)."""
+        params = {"query": text, "default-graph-uri": graph}
+        if bounded and self.limit is not None:
+            params.update(self.limit.params(timeout))
+        reply = request("POST", self.query_url, body=urlencode(params).encode(),
+                        timeout=timeout, sink=sink, headers={
+                            "Accept": RESULTS_JSON,
+                            "Content-Type": "application/x-www-form-urlencoded"})
+        if self.limit is None:
+            self.limit = server_limit(reply)
+        return reply
 
     def select(self, text: str, graph: str) -> dict[str, Any]:
         """A query of the harness's own (a survey, a marker): its SPARQL JSON; any failure is
@@ -283,7 +341,12 @@ class EndpointExecutor(SparqlExecutor):
         # line (a server's error message counts one line more)
         self.prologue = " ".join(f"PREFIX {p}: <{ns}>" for p, ns in
                                  sorted(info["namespaces"].items()))
-        self._apart: Worker | None = None  # classifies texts too long to classify here
+        # the worker process that reads what cannot be read here within a deadline: a text
+        # too long for rdflib's parser here, and every text with Oxigraph's parser, whose
+        # query preparation is native code no thread can stop (100 copies of one triple
+        # pattern take it 2.6 s, 200 take 42 s): killed at the deadline, so a text Oxigraph
+        # cannot prepare in time is never sent to the server either
+        self._apart: Worker | None = self._apart_worker()
 
     @property
     def info(self) -> dict[str, Any]:
@@ -294,24 +357,43 @@ class EndpointExecutor(SparqlExecutor):
             self._apart.close()
             self._apart = None
 
-    def classify_apart(self, statement: str, timeout: float) -> Verdict | None:
-        """The guard's verdict on a long text in a worker process (killed at `timeout`: no
-        parser outlasts it), or None past the deadline."""
-        from pytest_kgbench.executors.worker import Worker, WorkerDied
+    def _apart_worker(self) -> Worker:
+        from pytest_kgbench.executors.worker import Worker
+
+        return Worker(WORKER_MODULE, {
+            "plugin": "default", "files": [], "prefixes": self.info["namespaces"],
+            "guard": self.guard.to_json(), "caps": asdict(self.caps), "parsers": []})
+
+    def _call_apart(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | None:
+        """The apart worker's reply, or None past `timeout` (the worker is killed)."""
+        from pytest_kgbench.executors.worker import WorkerDied
 
         if self._apart is None:
-            self._apart = Worker(WORKER_MODULE, {
-                "plugin": "default", "files": [], "prefixes": self.info["namespaces"],
-                "guard": self.guard.to_json(), "caps": asdict(self.caps),
-                "parsers": ["oxigraph"]})
+            self._apart = self._apart_worker()
         try:
-            reply = self._apart.call({"op": "classify", "statement": statement}, timeout)
+            return self._apart.call(request, timeout)
         except WorkerDied as exc:
-            return Verdict(error=str(exc))
+            return {"error": str(exc), "rejects": str(exc)}
+
+    def classify_apart(self, statement: str, timeout: float) -> Verdict | None:
+        """The guard's verdict on a long text by rdflib's parser in the worker process (killed
+        at `timeout`: no parser outlasts it), or None past the deadline."""
+        reply = self._call_apart({"op": "classify", "statement": statement}, timeout)
         if reply is None:
             return None
         return Verdict(refused=reply.get("refused"), error=reply.get("error"),
                        iris=frozenset(reply.get("iris") or ()))
+
+    def oxigraph_apart(self, statement: str, timeout: float) -> tuple[bool, str | None]:
+        """(False, None) past `timeout`, else (True, why Oxigraph's parser rejects the exact
+        text sent for `statement`, or None)."""
+        reply = self._call_apart({"op": "rejects", "parser": "oxigraph",
+                                  "statement": self.text_sent(statement)}, timeout)
+        if reply is None:
+            return False, None
+        if "rejects" not in reply:  # the worker failed the request: never sent unchecked
+            return True, str(reply.get("error") or "Oxigraph's parser check failed")
+        return True, reply.get("rejects")
 
     def text_sent(self, statement: str) -> str:
         """The exact text the server is sent for `statement`."""
@@ -320,21 +402,22 @@ class EndpointExecutor(SparqlExecutor):
     def run(self, statement: str) -> QueryResult:
         """One query within the deadline: classified here (or apart), then sent; a refused
         one is never sent."""
-        from pytest_kgbench.executors.sparql_worker import oxigraph_rejects
-
+        if self._apart is not None:
+            self._apart.ready()  # a worker still starting (after a kill) is not the query's time
         start = time.perf_counter()
         result = QueryResult(language="sparql", statement=statement)
         verdict: Verdict | None
         try:
             if len(statement) <= PARSE_HERE:
                 verdict = self.classify(statement)  # cached: shared, never changed here
-                if verdict.runs:
-                    verdict = replace(verdict, error=oxigraph_rejects(self.text_sent(statement),
-                                                                      {}))
             else:
                 verdict = self.classify_apart(statement, self.timeout)
         except QueryTimeout:
             verdict = None
+        if verdict is not None and verdict.runs:
+            done, rejected = self.oxigraph_apart(
+                statement, self.timeout - (time.perf_counter() - start))
+            verdict = replace(verdict, error=rejected) if done else None
         if verdict is None:
             result.timed_out, result.error = True, f"stopped after {self.timeout:g} s"
         else:
@@ -348,10 +431,12 @@ class EndpointExecutor(SparqlExecutor):
         result.cap_text(self.caps)
         return result
 
-    def send(self, statement: str, timeout: float) -> Reply:
+    def send(self, statement: str, timeout: float,
+             sink: Callable[[bytes], bool] | None = None) -> Reply:
         """`statement` to the server over the persona's graph, unguarded (the tests call it to
         show what the protocol's dataset alone lets through)."""
-        return self.endpoint.post_query(self.text_sent(statement), self.graph, timeout)
+        return self.endpoint.post_query(self.text_sent(statement), self.graph, timeout,
+                                        bounded=True, sink=sink)
 
     def _ask(self, result: QueryResult, statement: str, left: float) -> None:
         url = redacted(self.endpoint.query_url)
@@ -359,26 +444,34 @@ class EndpointExecutor(SparqlExecutor):
         try:
             if left <= 0:
                 raise QueryTimeout(stopped)
-            reply = self.send(statement, left)
+            stream = ResultStream(self.caps)
+            reply = self.send(statement, left, stream.feed)
         except QueryTimeout:
             result.timed_out, result.error = True, stopped
             return
         except Unreachable as exc:
             raise HarnessBroken(f"the SPARQL endpoint {url} is not answering: {exc}") from None
-        text = reply.text[-1000:]
-        if reply.status == 200 and reply.cut:  # the query's doing, not the server's
+        text = stream.tail if reply.status == 200 else reply.text[-1000:]
+        limit = self.endpoint.limit
+        if limit is not None and limit.partial and reply.header(limit.partial) == "S1TAT":
+            # Virtuoso's own limit: a partial result, never shown as if it were the whole
+            result.timed_out, result.error = True, f"{stopped} (by the server)"
+        elif reply.status == 200 and reply.cut:  # the query's doing, not the server's
             result.error = (f"the result passed {MAX_REPLY_BYTES >> 20} MiB before its end: "
                             "aggregate or filter")
         elif reply.status == 200:
             try:
-                doc = json.loads(reply.body)
+                doc = stream.finish()
             except ValueError:
                 if _TIMED_OUT.search(text):  # Oxigraph's own limit cuts the stream short
                     result.timed_out, result.error = True, f"{stopped} (by the server)"
                     return
                 raise HarnessBroken(f"the SPARQL endpoint {url} sent a reply that is not "
                                     f"SPARQL JSON: {text[:300]}") from None
-            fill_results(result, doc, self.caps)
+            if doc is None:
+                stream.fill(result)
+            else:
+                fill_results(result, doc, self.caps)
         elif reply.status == 408 or (reply.status >= 500 and _TIMED_OUT.search(text)):
             result.timed_out, result.error = True, f"{stopped} (by the server)"
         elif 400 <= reply.status < 500 and reply.status not in (401, 403, 404, 405, 407):
@@ -386,21 +479,6 @@ class EndpointExecutor(SparqlExecutor):
         else:
             raise HarnessBroken(f"the SPARQL endpoint {url} answered {reply.status}: "
                                 f"{text[:500]}")
-
-
-def fill_results(result: QueryResult, doc: Mapping[str, Any], caps: Caps = CAPS) -> None:
-    """SPARQL JSON results into `result`, capped as the in-process engines cap theirs."""
-    if "boolean" in doc:
-        fill_capped(result, ["ask"], [[bool(doc["boolean"])]], lambda v: v, caps)
-        return
-    names = [str(v) for v in (doc.get("head") or {}).get("vars") or []]
-    bindings = (doc.get("results") or {}).get("bindings") or []
-
-    def rows() -> Iterator[list[Any]]:
-        for b in bindings:
-            yield [b.get(n) for n in names]
-
-    fill_capped(result, names, rows(), term, caps)
 
 
 class EndpointStore:

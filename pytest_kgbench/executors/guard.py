@@ -15,8 +15,10 @@ through.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pytest_kgbench.evidence import read_sparql, walk
@@ -326,6 +328,48 @@ def sql_tables(tree: dict[str, Any]) -> set[str]:
 # --- SPARQL: rdflib's parser ------------------------------------------------------------------
 
 SPARQL_FORMS = frozenset({"SelectQuery", "AskQuery"})
+# the terms a SPARQL query may hold, a term inside brackets (an expression's) counting two:
+# rdflib's parser, which reads every query, costs up to about a millisecond of CPU an
+# expression's operand (an operand goes down its whole expression grammar) and its algebra
+# orders the triples of one group in quadratic time; at 1,200 the worst shapes classify in
+# about half a second, and the longest reference query counts 812 (benchmarks/README.md,
+# "The guard's parse")
+SPARQL_TERMS = 1_200
+
+
+@lru_cache(maxsize=1)
+def _term_pattern() -> re.Pattern[str]:
+    """One SPARQL term per match, never fewer than rdflib's lexer reads: a string literal
+    (rdflib's own four patterns), an IRI (its group: `sparql_terms` counts the characters in
+    it that could split it, where rdflib reads `<` as less-than), a comment (not counted), a
+    variable, a name or prefixed name or number (a dot, a dash, a second colon start another),
+    or any other single character: every operator and bracket counts."""
+    from rdflib.plugins.sparql import parser
+
+    strings = [getattr(parser, n).re.pattern for n in (
+        "STRING_LITERAL_LONG1", "STRING_LITERAL_LONG2", "STRING_LITERAL1", "STRING_LITERAL2")]
+    return re.compile("|".join([*strings, r'<(?P<iri>[^<>"{}|^`\\\x00-\x20]*)>', r"#[^\r\n]*",
+                                r"[?$]\w+", r"\w+(?::\w*)?", r":\w*", r"\S"]))
+
+
+_SPLITS = re.compile(r"[^\w:#.]")  # in an IRI: where an expression could split it
+
+
+def sparql_terms(statement: str) -> int:
+    """How many terms `statement` holds (`_term_pattern`), never fewer than rdflib's lexer
+    reads, a term inside brackets counting two: what rdflib's parse of it costs."""
+    count = depth = 0
+    for m in _term_pattern().finditer(statement):
+        term = m.group()
+        if term.startswith("#"):
+            continue
+        iri = m.group("iri")
+        count += (1 if iri is None else 1 + len(_SPLITS.findall(iri))) * (2 if depth else 1)
+        if term == "(":
+            depth += 1
+        elif term == ")" and depth:
+            depth -= 1
+    return count
 
 
 def classify_sparql(statement: str, guard: Guard, namespaces: Mapping[str, str] | None = None,
@@ -336,6 +380,11 @@ def classify_sparql(statement: str, guard: Guard, namespaces: Mapping[str, str] 
     if len(statement) > caps.query_chars:
         return Verdict(refused=f"the query is {len(statement):,} characters long; at most "
                                f"{caps.query_chars:,} are accepted")
+    terms = sparql_terms(statement)
+    if terms > SPARQL_TERMS:
+        return Verdict(refused=f"the query holds {terms:,} terms (names, literals, operators; "
+                               f"one inside brackets counts two); at most {SPARQL_TERMS:,} "
+                               "are accepted: shorten it, or split it into smaller queries")
     reading = read_sparql(statement, _prefixes_named(statement, namespaces))
     if reading.update:
         return Verdict(refused=f"SPARQL updates are not allowed: the store is read-only for "
