@@ -13,8 +13,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pytest_kgbench.executors import CAPS, Caps, QueryResult, jsonable
-from pytest_kgbench.executors.sparql_worker import fill_fitted
+from pytest_kgbench.executors import CAPS, Caps, QueryResult, fill_capped, jsonable
 
 _BINDINGS = re.compile(r'"bindings"\s*:\s*\[')
 _VARS = re.compile(r'"vars"\s*:\s*(\[[^\]]*\])')
@@ -40,7 +39,7 @@ def term(binding: Mapping[str, Any] | None) -> Any:
 def fill_results(result: QueryResult, doc: Mapping[str, Any], caps: Caps = CAPS) -> None:
     """SPARQL JSON results into `result`, capped as the in-process engines cap theirs."""
     if "boolean" in doc:
-        fill_fitted(result, ["ask"], [[bool(doc["boolean"])]], lambda v: v, caps)
+        fill_capped(result, ["ask"], [[bool(doc["boolean"])]], lambda v: v, caps)
         return
     names = [str(v) for v in (doc.get("head") or {}).get("vars") or []]
     bindings = (doc.get("results") or {}).get("bindings") or []
@@ -49,7 +48,7 @@ def fill_results(result: QueryResult, doc: Mapping[str, Any], caps: Caps = CAPS)
         for b in bindings:
             yield [b.get(n) for n in names]
 
-    fill_fitted(result, names, rows(), term, caps)
+    fill_capped(result, names, rows(), term, caps)
 
 
 class ResultStream:
@@ -136,4 +135,4 @@ class ResultStream:
             for _ in range(self.count - len(kept)):
                 yield []  # past caps.rows: counted by fill_capped, never converted
 
-        fill_fitted(result, names, rows(), term, self.caps)
+        fill_capped(result, names, rows(), term, self.caps)

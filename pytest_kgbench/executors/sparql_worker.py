@@ -60,24 +60,6 @@ def oxigraph_rejects(statement: str, prefixes: Mapping[str, str]) -> str | None:
 PARSERS = {"oxigraph": oxigraph_rejects}  # an engine's own parser, beside rdflib's
 
 
-def fill_fitted(result: QueryResult, columns: list[str], rows: Iterable[Any],
-                convert: Callable[[Any], Any], caps: Caps) -> None:
-    """`fill_capped`, then the last rows dropped until the result as the model receives it
-    (`QueryResult.preview`: the cells with their separators, line ends and closing line)
-    is within `caps.result_chars`: `fill_capped` counts the cells alone, and a result of many
-    short cells passed the stated cap by a tenth (32,083 characters for 30,000)."""
-    fill_capped(result, columns, rows, convert, caps)
-    while result.rows:
-        over = len(result.preview(caps)) - caps.result_chars
-        if over <= 0:
-            return
-        freed = 0
-        while result.rows and freed < over:
-            row = result.rows.pop()
-            freed += 1 + len(" | ".join("" if v is None else str(v) for v in row))
-        result.truncated = True
-
-
 def catalog_entries(members: Mapping[str, int], uses: Mapping[str, Mapping[str, int]],
                     guard: Guard, curie: Callable[[str], str]) -> list[dict[str, Any]]:
     """A store's catalog from its counts, whichever engine counted them: `members` (class IRI
@@ -225,10 +207,10 @@ class GraphEngine:
                 # itself, and ran only because its parser accepted it too
                 res = self.graph.query(verdict.query if self.plugin == "default" else statement)
                 if res.type == "ASK":
-                    fill_fitted(result, ["ask"], [[bool(res.askAnswer)]], _cell, self.caps)
+                    fill_capped(result, ["ask"], [[bool(res.askAnswer)]], _cell, self.caps)
                 elif res.type == "SELECT":
                     names = [str(v) for v in (res.vars or [])]
-                    fill_fitted(result, names, _rows(res, len(names)), _cell, self.caps)
+                    fill_capped(result, names, _rows(res, len(names)), _cell, self.caps)
                 else:  # pragma: no cover - the guard refuses every other form
                     result.refused = "only SELECT and ASK queries are offered"
         except RecursionError:
