@@ -30,6 +30,7 @@ class Caps:
     cell_chars: int = 1_000
     result_chars: int = 30_000
     query_chars: int = 20_000
+    sparql_terms: int = 1_200  # a SPARQL query's terms, one inside brackets counting two (guard)
     message_chars: int = 2_000
     count_rows: int = 100_000  # rows counted past the cap, to say how many there were
 
@@ -38,7 +39,8 @@ class Caps:
         return (f"Results are capped at {self.rows} rows and {self.result_chars:,} characters "
                 f"(a cell at {self.cell_chars:,}); a capped result says how many rows there "
                 f"were: aggregate or filter to see the rest. A query may be at most "
-                f"{self.query_chars:,} characters.")
+                f"{self.query_chars:,} characters, and a SPARQL query at most "
+                f"{self.sparql_terms:,} terms (one inside brackets counts two).")
 
 
 CAPS = Caps()

@@ -334,7 +334,7 @@ SPARQL_FORMS = frozenset({"SelectQuery", "AskQuery"})
 # orders the triples of one group in quadratic time; at 1,200 the worst shapes classify in
 # about half a second, and the longest reference query counts 812 (benchmarks/README.md,
 # "The guard's parse")
-SPARQL_TERMS = 1_200
+SPARQL_TERMS = CAPS.sparql_terms
 
 
 @lru_cache(maxsize=1)
