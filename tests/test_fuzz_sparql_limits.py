@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from peaks import address_space_limit, vm_hwm
 
 from conftest import REPO
 from pytest_kgbench.executors import CAPS, Caps, QueryResult
@@ -44,26 +45,6 @@ def fuzz(examples: int) -> Any:
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def status_kib(pid: int, field: str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(f"{field}:"):
-                return int(line.split()[1])
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return None
-
-
-def address_limit(pid: int) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
-            if line.startswith("Max address space"):
-                return int(line.split()[3])
-    except (FileNotFoundError, ProcessLookupError, ValueError):
-        return None
-    return None
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +124,8 @@ def check_limits(ex: Any, query: str, server: Any | None = None) -> QueryResult:
     assert len(text) <= CAPS.result_chars, (len(text), query[:200])
     pid = server_pid(ex)
     if pid is not None and ex.worker.alive():
-        peak = status_kib(pid, "VmHWM")
-        assert peak is None or peak * 1024 <= WORKER_MEMORY, peak
+        peak = vm_hwm(pid)
+        assert peak is None or peak <= WORKER_MEMORY, peak
     if server is not None and result.timed_out:
         # the server ends the query at its own limit (the deadline, on its one evaluating
         # thread): all it spends on it, its client gone or not, is within that and a second
@@ -155,7 +136,7 @@ def check_limits(ex: Any, query: str, server: Any | None = None) -> QueryResult:
     assert after.ok and after.rows == [[True]], after
     pid = server_pid(ex)
     if pid is not None:  # ready again (it answered): its memory limit is in force
-        assert address_limit(pid) == WORKER_MEMORY
+        assert address_space_limit(pid) == WORKER_MEMORY
     return result
 
 

@@ -195,6 +195,15 @@ class TableInfo:
     rows: int
     withheld: tuple[str, ...] = ()
 
+    def described(self, kind: str, unit: str, persona: str, column: str) -> str:
+        """The describe tool's text: `kind` (table, class), the count in `unit` (rows,
+        instances), each column as `column` formats it ({0} the name, {1} its type or count),
+        and what is withheld from `persona`."""
+        cols = "\n".join("  " + column.format(c, t) for c, t in self.columns)
+        note = (f"\n  (withheld from persona '{persona}': {', '.join(self.withheld)})"
+                if self.withheld else "")
+        return f"{kind} {self.name} ({self.rows} {unit})\n{cols}{note}"
+
 
 class Executor(Protocol):
     """A store as an agent reaches it: a catalog, a description, one guarded query at a time.

@@ -167,10 +167,7 @@ class SparqlExecutor:
         wanted = {name, self._curie(name.strip("<>"))}  # a CURIE, or a full IRI
         for info in self.catalog():
             if info.name in wanted:
-                cols = "\n".join(f"  {p} ({n})" for p, n in info.columns)
-                note = (f"\n  (withheld from persona '{self.guard.persona}': "
-                        f"{', '.join(info.withheld)})" if info.withheld else "")
-                return f"class {info.name} ({info.rows} instances)\n{cols}{note}"
+                return info.described("class", "instances", self.guard.persona, "{0} ({1})")
         return f"ERROR: no class named '{name}'"
 
     def store_block(self) -> str:

@@ -191,10 +191,7 @@ class SqlStore:
     def describe(self, name: str) -> str:
         for info in self.catalog():
             if info.name.lower() == name.lower():
-                cols = "\n".join(f"  {c} {t}" for c, t in info.columns)
-                note = (f"\n  (withheld from persona '{self.guard.persona}': "
-                        f"{', '.join(info.withheld)})" if info.withheld else "")
-                return f"table {info.name} ({info.rows} rows)\n{cols}{note}"
+                return info.described("table", "rows", self.guard.persona, "{0} {1}")
         return f"ERROR: no table named '{name}'"
 
     def store_block(self) -> str:
