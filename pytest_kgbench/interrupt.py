@@ -46,6 +46,7 @@ class Interrupt:
         self.on_request: list[Callable[[str], None]] = []  # called once, in the handler
         self.forward_to: set[int] = set()  # the process ids of local xdist workers
         self._abortable = 0
+        self._redelivered = False  # the next SIGINT is ours, deferred from a finalizer
         self._previous: Any = None
         self._installed = False
 
@@ -90,9 +91,34 @@ class Interrupt:
             self._abortable -= 1
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested is not None and self.hard_second:
+        if self._redelivered:
+            self._redelivered = False  # our own signal, sent again from a finalizer: a first
+        elif self.requested is not None and self.hard_second:
             self.uninstall()
             raise KeyboardInterrupt("a second Ctrl-C: stopped at once")
         self.request()
-        if self._abortable:
-            raise KeyboardInterrupt(self.requested)
+        if not self._abortable:
+            return
+        if _in_finalizer(frame):
+            # raised in a __del__ or a garbage collector's callback, a KeyboardInterrupt is
+            # printed as "Exception ignored" with its traceback and lost: the signal is sent
+            # again a moment later, when the finalizer has returned
+            self._redelivered = True
+            threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return
+        raise KeyboardInterrupt(self.requested)
+
+
+def _in_finalizer(frame: FrameType | None) -> bool:
+    """Whether the code a signal interrupted runs inside a finalizer: an object's `__del__`, a
+    `weakref.finalize` callback or a callback of the garbage collector (`gc.callbacks`)."""
+    import gc
+
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__del__" or code in callbacks or (
+                code.co_name == "__call__" and frame.f_globals.get("__name__") == "weakref"):
+            return True
+        frame = frame.f_back
+    return False

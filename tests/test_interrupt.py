@@ -184,3 +184,36 @@ def test_ctrl_c_stops_an_xdist_run(to: str, tmp_path: Path, kg_cache: Path,
         assert final["complete"] and final["counts"]["items"] == 10
         records = _records(root, "par")
         assert len(records) == 10 and len({r["nodeid"] for r in records}) == 10
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_is_delivered_after_it() -> None:
+    """A SIGINT that arrives while a __del__ runs (an SDK client collected mid-request) must
+    not raise there: Python prints such a KeyboardInterrupt as "Exception ignored" with a
+    traceback and drops it. The interrupt comes once the finalizer has returned."""
+    import signal
+    import sys
+    import time
+
+    from pytest_kgbench.interrupt import Interrupt
+
+    intr = Interrupt(hard_second=True)
+    assert intr.install()
+    raised_inside: list[BaseException] = []
+
+    class Collected:
+        def __del__(self) -> None:
+            try:
+                intr._handle(signal.SIGINT, sys._getframe())
+            except BaseException as exc:  # noqa: BLE001 - what the finalizer would swallow
+                raised_inside.append(exc)
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with intr.abortable():
+                Collected()  # collected at once: its __del__ takes the signal
+                for _ in range(500):
+                    time.sleep(0.01)
+        assert raised_inside == []
+        assert intr.requested is not None
+    finally:
+        intr.uninstall()
