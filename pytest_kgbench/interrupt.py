@@ -17,6 +17,11 @@ KeyboardInterrupt between two writes of a banked line would tear it. Instead it:
   its grade could hold the interruption), so whatever the interruption hit is asked again on
   `--resume`.
 
+Inside an abortable region, a `shielded()` region takes the first SIGINT without raising and
+raises at its end instead: an object being made there (an SDK's HTTP client) is never left
+half-made, which its `__del__` would then fail on and print as a traceback. A SIGINT in a
+finalizer is sent again once the finalizer has returned, for the same reason.
+
 A second SIGINT raises KeyboardInterrupt at once on a process that `hard_second` (the one the
 user runs): Ctrl-C twice stops at once, as pytest does. A worker takes every SIGINT like the
 first (a Ctrl-C reaches it both from the terminal and through its controller).
@@ -36,6 +41,8 @@ from typing import Any
 
 INTERRUPTED = "interrupted by Ctrl-C (SIGINT)"
 
+_ACTIVE: list[Interrupt] = []  # the process's installed handler, if any
+
 
 class Interrupt:
     """The SIGINT handler of one process of a run, and what it asks of the session."""
@@ -46,6 +53,7 @@ class Interrupt:
         self.on_request: list[Callable[[str], None]] = []  # called once, in the handler
         self.forward_to: set[int] = set()  # the process ids of local xdist workers
         self._abortable = 0
+        self._shielded = 0
         self._redelivered = False  # the next SIGINT is ours, deferred from a finalizer
         self._previous: Any = None
         self._installed = False
@@ -56,6 +64,7 @@ class Interrupt:
             return self._installed
         self._previous = signal.signal(signal.SIGINT, self._handle)
         self._installed = True
+        _ACTIVE[:] = [self]
         return True
 
     def uninstall(self) -> None:
@@ -64,6 +73,8 @@ class Interrupt:
             signal.signal(signal.SIGINT, self._previous if self._previous is not None
                           else signal.default_int_handler)
         self._installed = False
+        if _ACTIVE == [self]:
+            _ACTIVE.clear()
 
     def request(self, why: str = INTERRUPTED) -> None:
         """What the first SIGINT does (also callable without a signal)."""
@@ -97,7 +108,7 @@ class Interrupt:
             self.uninstall()
             raise KeyboardInterrupt("a second Ctrl-C: stopped at once")
         self.request()
-        if not self._abortable:
+        if not self._abortable or self._shielded:  # a shielded region raises at its end
             return
         if _in_finalizer(frame):
             # raised in a __del__ or a garbage collector's callback, a KeyboardInterrupt is
@@ -107,6 +118,26 @@ class Interrupt:
             threading.Timer(0.02, os.kill, (os.getpid(), signal.SIGINT)).start()
             return
         raise KeyboardInterrupt(self.requested)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """A region the first SIGINT does not raise in, for making an object that must not be left
+    half-made (an SDK client: a KeyboardInterrupt in its __init__ leaves one whose __del__
+    raises AttributeError, printed as "Exception ignored" with a traceback). At its end, a run
+    interrupted meanwhile raises KeyboardInterrupt if the region is inside an abortable one.
+    Without an installed handler (outside a session, another thread's signal) it does nothing."""
+    intr = _ACTIVE[0] if _ACTIVE else None
+    if intr is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    intr._shielded += 1
+    try:
+        yield
+    finally:
+        intr._shielded -= 1
+    if not intr._shielded and intr._abortable and intr.requested is not None:
+        raise KeyboardInterrupt(intr.requested)
 
 
 def _in_finalizer(frame: FrameType | None) -> bool:

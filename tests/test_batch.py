@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, only_run, run_records, wait_until
+from conftest import only_run, run_records, subprocess_project, wait_until
 
 A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
 SELECT = "Q01 or Q03 or Q04"
@@ -212,14 +212,7 @@ def test_a_run_killed_after_submitting_resumes_without_submitting_again(
         tmp_path: Path, kg_cache: Path, credit_base) -> None:
     from fake_api import FakeMessagesAPI, text
 
-    (tmp_path / "questions").mkdir()
-    (tmp_path / "questions" / "credit.yaml").write_text(
-        (REPO / "questions" / "credit.yaml").read_text(encoding="utf-8"), encoding="utf-8")
-    (tmp_path / "pytest.ini").write_text(
-        "[pytest]\n"
-        f"kgbench_datasets = {REPO / 'datasets'}\n"
-        f"kgbench_ontology = {REPO / 'ontology'}\n"
-        f"kgbench_cache = {kg_cache}\n")
+    subprocess_project(tmp_path, kg_cache)
     with FakeMessagesAPI(default=lambda body: text(A_PLUS)) as api:
         api.batch_polls = 10 ** 9  # the batch does not end while the first process lives
         env = {**os.environ, "ANTHROPIC_BASE_URL": api.url,

@@ -217,3 +217,51 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_is_delivered_after_it() -> None:
         assert intr.requested is not None
     finally:
         intr.uninstall()
+
+
+@pytest.mark.parametrize("agent", ["anthropic", "openai"])
+def test_a_ctrl_c_while_an_sdk_client_is_made_raises_once_it_is_whole(
+        agent: str, monkeypatch) -> None:
+    """A SIGINT that lands in an SDK client's constructor must not leave it half-made: the
+    anthropic SDK's client then fails in its __del__ ('SyncHttpxClientWrapper' object has no
+    attribute '_state'), printed as "Exception ignored" with a traceback (CI's xdist Ctrl-C run).
+    The agent makes its client whole and the interrupt is raised right after."""
+    import signal
+
+    import anthropic
+    import openai
+
+    from pytest_kgbench.agents import anthropic as anthropic_agent
+    from pytest_kgbench.agents import openai as openai_agent
+    from pytest_kgbench.interrupt import Interrupt
+    from pytest_kgbench.settings import Settings
+
+    made: list[Any] = []
+    sdk = anthropic.Anthropic if agent == "anthropic" else openai.OpenAI
+
+    class Interrupted(sdk):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C, as the constructor starts
+            for _ in range(1000):  # the handler runs between two bytecodes of these
+                pass
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(anthropic if agent == "anthropic" else openai,
+                        "Anthropic" if agent == "anthropic" else "OpenAI", Interrupted)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+    settings = Settings.at(".", agent=agent, base_url="http://127.0.0.1:9",
+                           response_cache=False)
+    client_of = (anthropic_agent.AnthropicAgent if agent == "anthropic"
+                 else openai_agent.OpenAIAgent)(settings)
+    intr = Interrupt(hard_second=True)
+    assert intr.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with intr.abortable():
+                client_of.client()
+        assert intr.requested is not None
+        assert len(made) == 1 and client_of._client is made[0]  # whole, and kept
+        assert made[0]._client is not None and not made[0].is_closed()
+    finally:
+        intr.uninstall()

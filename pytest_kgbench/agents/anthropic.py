@@ -42,6 +42,7 @@ from pytest_kgbench.agents.cache import Gate, abort_connections, cut_at, track_c
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, TransientModelError
+from pytest_kgbench.interrupt import shielded
 from pytest_kgbench.settings import check_models
 from pytest_kgbench.tools import call_tool, tools_for
 
@@ -280,7 +281,8 @@ class AnthropicAgent(Batching, BaseAgent):
 
     def _make_client(self) -> Any:
         if self._client is None:
-            self._client = make_client(self.settings.provider)
+            with shielded():  # never left half-made by a Ctrl-C (interrupt.shielded)
+                self._client = make_client(self.settings.provider)
             track_connections(self._client)
         return self._client
 

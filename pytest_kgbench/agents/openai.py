@@ -45,6 +45,7 @@ from pytest_kgbench.agents.cache import Gate, abort_connections, cut_at, track_c
 from pytest_kgbench.agents.faults import classify_status
 from pytest_kgbench.answers import Answer, extract_block
 from pytest_kgbench.errors import HarnessBroken, ItemSkipped, TransientModelError
+from pytest_kgbench.interrupt import shielded
 from pytest_kgbench.settings import check_models
 from pytest_kgbench.tools import call_tool, tools_for
 
@@ -271,8 +272,9 @@ class OpenAIAgent(Batching, BaseAgent):
                 raise HarnessBroken(NO_CREDENTIAL)
             # retries are made by call_within, inside the item's one deadline; the SDK needs
             # a key even for a local server that takes none (which ignores it, as Ollama does)
-            self._client = openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url or None,
-                                         max_retries=0)
+            with shielded():  # never left half-made by a Ctrl-C (interrupt.shielded)
+                self._client = openai.OpenAI(api_key=key or NO_KEY,
+                                             base_url=self.base_url or None, max_retries=0)
             track_connections(self._client)
         return self._client
 
