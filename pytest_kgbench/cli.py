@@ -222,6 +222,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Keys, gold queries and traps on one variant; then, over every variant, each (question,
     need) pair tested by ablation or carrying its reason, and each reading condition's prompt
     size beside R1's (the Turtle ones within the pack's bound, and no prefix per id)."""
+    from pytest_kgbench import question_set
     from pytest_kgbench.build import build_variant
     from pytest_kgbench.validate import (
         check_lines,
@@ -243,6 +244,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         bad += not c.ok
     print(f"{len(checks) - bad} of {len(checks)} questions check out on "
           f"{built.pack.name}/{built.variant} (seed {built.seed})")
+    worded, bad_wording = question_set.wording_lines(question_set.wording_flags(
+        qset.questions, pack.manifest.get("distinguishing_terms"),
+        {c.question: c.key for c in checks}), pack.name, len(qset.questions))
+    print("\n".join(worded))
+    bad += bad_wording
     if args.no_needs:
         return 1 if bad else 0
     cache = Path(args.cache or Path(args.root) / ".kgbench-cache")
