@@ -220,3 +220,28 @@ def test_power_grows_with_the_effect_and_is_near_alpha_without_one() -> None:
     assert probs[0] <= 0.08
     assert probs[0] < probs[1] < probs[2]
     assert probs[2] > 0.5
+
+
+def test_power_pools_the_questions_of_several_packs(capsys) -> None:
+    """`kgbench power --pack credit,research` simulates over both packs' questions of the tier:
+    its n is the sum of the packs' n, and its detection probability is what simulate gives for
+    that n."""
+    import re
+
+    from pytest_kgbench.cli import main
+
+    repo = Path(__file__).resolve().parents[1]
+    common = ["--tier", "L3", "--effect", "0.15", "--simulations", "200", "--root", str(repo),
+              "--datasets", str(repo / "datasets"), "--ontology", str(repo / "ontology")]
+    counts = {}
+    for packs in ("credit", "research", "credit,research"):
+        assert main(["power", "--pack", packs, *common]) == 0
+        out = capsys.readouterr().out
+        counts[packs] = int(re.search(r"L3: (\d+) questions", out).group(1))
+        probability = float(out.strip().splitlines()[-1].split()[1])
+    assert counts["credit,research"] == counts["credit"] + counts["research"]
+    pooled = simulate(counts["credit,research"], baseline=0.5, effect=0.15, repeats=3,
+                      simulations=200, seed=20261129)
+    assert probability == pytest.approx(pooled.probability, abs=1e-9)
+    assert main(["power", "--pack", "credit,research", "--condition", "D1", "D3", *common]) != 0
+    assert "--condition takes one pack" in capsys.readouterr().err
