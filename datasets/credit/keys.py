@@ -267,3 +267,13 @@ def ceiling_uplift(tables: Tables, *, country: str) -> Fields:
 
 def issuer_sector(tables: Tables, *, lei: str) -> Fields:
     return {"sector": next(r["sector"] for r in tables["issuers"] if r["lei"] == lei)}
+
+
+def country_ceiling(tables: Tables, *, country: str) -> Fields:
+    c = credit(tables)
+    return {"rating": c.ceiling(_country(tables, country)["country_code"])}
+
+
+def investment_grade_on(tables: Tables, *, name: str, date: Any) -> Fields:
+    c = credit(tables)
+    return {"investment_grade": investment_grade(c.rating_on(c.lei_by_name(name), _date(date)))}
