@@ -121,7 +121,8 @@ def countries_at_or_above(tables: Tables, *, rating: str) -> Fields:
 
 def investment_grade_count(tables: Tables, *, date: Any) -> Fields:
     c = credit(tables)
-    return {"count": sum(1 for lei in c.entities if investment_grade(c.rating_on(lei, _date(date))))}
+    d = _date(date)
+    return {"count": sum(1 for lei in c.entities if investment_grade(c.rating_on(lei, d)))}
 
 
 def effective_rating(tables: Tables, *, name: str, date: Any) -> Fields:
