@@ -222,6 +222,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     """Keys, gold queries and traps on one variant; then, over every variant, each (question,
     need) pair tested by ablation or carrying its reason, and each reading condition's prompt
     size beside R1's (the Turtle ones within the pack's bound, and no prefix per id)."""
+    from pytest_kgbench import question_set
     from pytest_kgbench.build import build_variant
     from pytest_kgbench.validate import (
         check_lines,
@@ -243,6 +244,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         bad += not c.ok
     print(f"{len(checks) - bad} of {len(checks)} questions check out on "
           f"{built.pack.name}/{built.variant} (seed {built.seed})")
+    worded, bad_wording = question_set.wording_lines(question_set.wording_flags(
+        qset.questions, pack.manifest.get("distinguishing_terms"),
+        {c.question: c.key for c in checks}), pack.name, len(qset.questions))
+    print("\n".join(worded))
+    bad += bad_wording
     if args.no_needs:
         return 1 if bad else 0
     cache = Path(args.cache or Path(args.root) / ".kgbench-cache")
@@ -464,9 +470,12 @@ def _say_incomplete(run: Any) -> None:
 def cmd_power(args: argparse.Namespace) -> int:
     from pytest_kgbench.power import simulate
 
-    qset = _questions(_pack(args))
-    questions = [q for q in qset.questions if q.tier == args.tier
-                 and (q.variants is None or args.variant in q.variants)]
+    settings = _settings(args)
+    names = settings.pack_names  # several (--pack a,b): their questions pooled into one set
+    if args.condition and len(names) > 1:
+        raise KgbenchError("--condition takes one pack: the trap's grades are read per pack")
+    questions = [q for name in names for q in _questions(_runnable(settings, name)).questions
+                 if q.tier == args.tier and (q.variants is None or args.variant in q.variants)]
     if not questions:
         raise KgbenchError(f"pack {args.pack} has no {args.tier} question on {args.variant}")
     n = len(questions)
@@ -477,7 +486,7 @@ def cmd_power(args: argparse.Namespace) -> int:
                 f"{args.condition[0]} and {sum(trap_right[1])} under {args.condition[1]}")
     else:
         note = "the trap answer taken as wrong everywhere (--condition A B uses its grades)"
-    print(f"{args.pack}/{args.variant} {args.tier}: {n} questions x {args.repeats} repeats; "
+    print(f"{'+'.join(names)}/{args.variant} {args.tier}: {n} questions x {args.repeats} repeats; "
           f"baseline accuracy {args.baseline:.2f}; {args.simulations} simulated runs of the "
           f"synthetic agent per effect; exact McNemar at p < 0.05; {note}")
     print(f"{'effect':>8}  {'detection probability':>22}  {'95% CI':>13}")
@@ -680,7 +689,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
     p.set_defaults(func=cmd_export)
     p = sub.add_parser("power", help="detection probability of an effect, by simulation")
-    p.add_argument("--pack", required=True)
+    p.add_argument("--pack", required=True,
+                   help="a pack, or several (credit,research): their questions pooled")
     p.add_argument("--variant", default="base")
     p.add_argument("--tier", default="L3")
     p.add_argument("--effect", type=float, nargs="+", default=[0.1, 0.2, 0.3])

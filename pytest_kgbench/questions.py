@@ -33,7 +33,7 @@ RESERVED_FIELDS = ("abstain", "declined", "definitions_used", "records_used")
 _TOP_KEYS = {
     "id", "tier", "variants", "text", "answer", "key", "params", "hand_key", "gold", "trap",
     "why", "needs", "expect", "persona", "must_not_contain", "checklist", "modes", "inverted",
-    "disagreement", "skip", "family", "trap_why",
+    "disagreement", "skip", "family", "trap_why", "wording_why",
 }
 MODES = ("reading", "querying")
 KEY_QUERIES = ("gold.sql", "gold.sparql")  # a key taken from running that reference query
@@ -97,6 +97,7 @@ class Question:
     skip: str | None = None  # why it cannot be asked or graded anywhere
     family: str | None = None  # the trap family an L3 question belongs to (pack.yaml's families)
     trap_why: str | None = None  # why a strong model could plausibly give the trap answer
+    wording_why: str | None = None  # why its text may hold a flagged term or key value
     sha256: str = ""
     raw: Mapping[str, Any] = field(default_factory=dict)
     pack_name: str = ""  # the pack asked (a folder pack's questions.yaml); else the file's stem
@@ -326,7 +327,7 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
                          "write to: set modes: [querying] (in a reading condition no model "
                          "runs a query, so none could be refused)", question=qid, field="modes")
     marks = {}
-    for name in ("disagreement", "skip", "family", "trap_why"):
+    for name in ("disagreement", "skip", "family", "trap_why", "wording_why"):
         value = entry.get(name)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InputError(where, "must say why, as text", question=qid, field=name)
@@ -342,5 +343,6 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
         checklist=_str_list(entry, "checklist", where, qid), modes=tuple(modes),
         inverted=bool(entry.get("inverted", False)), sha256=sha,
         disagreement=marks["disagreement"], skip=marks["skip"],
-        family=marks["family"], trap_why=marks["trap_why"], raw=entry,
+        family=marks["family"], trap_why=marks["trap_why"], wording_why=marks["wording_why"],
+        raw=entry,
     )

@@ -58,14 +58,39 @@ def test_synthetic_draws_are_seeded_and_labelled(synthetic_run) -> None:
     assert "SIMULATED ANSWERS" in html and html.count("<svg") >= 3
 
 
-def test_synthetic_answers_follow_the_draw(synthetic_run) -> None:
+@pytest.fixture(scope="module")
+def trap_grades(synthetic_run) -> dict[tuple[str, str], str]:
+    """The trap agent's grade of each L3 question under each condition of the synthetic run, from
+    a run of its own in the same project: the grade a synthetic item that draws the trap gets."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "pytest", "questions", "--agent", "trap", "--condition",
+           "D1,D2,D3", "--repeats", "1", "-p", "no:cacheprovider", "--run-id", "trap", "-q"]
+    done = subprocess.run(cmd, cwd=synthetic_run, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    return {(i["question"], i["condition"]): i["grade"]
+            for i in _report(synthetic_run, "trap")["items"] if i["tier"] == "L3"}
+
+
+def test_synthetic_answers_follow_the_draw(synthetic_run, trap_grades) -> None:
+    """An item that draws gold is correct; one that draws the trap is graded as the trap agent's
+    answer is: wrong where the naive query misreads the raw tables, and correct where the store
+    already applies the definitions it misses (D3's executed tables: a trap query that runs
+    there and counts the issuers table is right). Most traps are wrong under every condition."""
     probs = parse_probabilities("D1=0.3,D2=0.7,D3=0.9")
+    drew_trap = 0
     for item in _report(synthetic_run)["items"]:
         if item["tier"] != "L3":
             continue
-        expected = "correct" if gets_gold(20261129, probs, item["question"], item["condition"],
-                                          item["model"], item["repeat"]) else "wrong"
+        gold = gets_gold(20261129, probs, item["question"], item["condition"], item["model"],
+                         item["repeat"])
+        expected = "correct" if gold else trap_grades[(item["question"], item["condition"])]
+        drew_trap += not gold
         assert item["grade"] == expected, item["nodeid"]
+    assert drew_trap >= 20
+    assert all(g != "correct" for (_, c), g in trap_grades.items() if c != "D3"), \
+        "under D1 and D2 (the raw tables) every L3 trap misses"
 
 
 def test_the_report_can_be_recomputed_from_its_own_items_with_scipy(synthetic_run) -> None:
@@ -195,3 +220,28 @@ def test_power_grows_with_the_effect_and_is_near_alpha_without_one() -> None:
     assert probs[0] <= 0.08
     assert probs[0] < probs[1] < probs[2]
     assert probs[2] > 0.5
+
+
+def test_power_pools_the_questions_of_several_packs(capsys) -> None:
+    """`kgbench power --pack credit,research` simulates over both packs' questions of the tier:
+    its n is the sum of the packs' n, and its detection probability is what simulate gives for
+    that n."""
+    import re
+
+    from pytest_kgbench.cli import main
+
+    repo = Path(__file__).resolve().parents[1]
+    common = ["--tier", "L3", "--effect", "0.15", "--simulations", "200", "--root", str(repo),
+              "--datasets", str(repo / "datasets"), "--ontology", str(repo / "ontology")]
+    counts = {}
+    for packs in ("credit", "research", "credit,research"):
+        assert main(["power", "--pack", packs, *common]) == 0
+        out = capsys.readouterr().out
+        counts[packs] = int(re.search(r"L3: (\d+) questions", out).group(1))
+        probability = float(out.strip().splitlines()[-1].split()[1])
+    assert counts["credit,research"] == counts["credit"] + counts["research"]
+    pooled = simulate(counts["credit,research"], baseline=0.5, effect=0.15, repeats=3,
+                      simulations=200, seed=20261129)
+    assert probability == pytest.approx(pooled.probability, abs=1e-9)
+    assert main(["power", "--pack", "credit,research", "--condition", "D1", "D3", *common]) != 0
+    assert "--condition takes one pack" in capsys.readouterr().err

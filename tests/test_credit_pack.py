@@ -24,12 +24,49 @@ def checks(credit_questions, credit_base):
 
 
 def test_the_question_set_covers_every_tier(credit_questions) -> None:
+    """Tiers large enough to report (issue 34): an L3 tier that can resolve a 20-point effect,
+    and the others at 10 (L5 at 8) rather than the 2 to 5 that gave intervals of 16-100%."""
     tiers = Counter(q.tier for q in credit_questions.questions)
-    assert tiers["L1"] >= 4 and tiers["L2"] >= 4 and tiers["L3"] >= 10
-    assert tiers["L4"] >= 2 and tiers["L5"] >= 2
-    assert sum(tiers.values()) >= 24
+    assert tiers["L1"] >= 10 and tiers["L2"] >= 10 and tiers["L3"] >= 60
+    assert tiers["L4"] >= 10 and tiers["L5"] >= 8
+    l4 = [q for q in credit_questions.questions if q.tier == "L4"]
+    assert sum(1 for q in l4 if q.trap) >= 2, "some abstentions are tempting: a naive query runs"
     l5 = [q for q in credit_questions.questions if q.tier == "L5"]
-    assert any(q.must_not_contain for q in l5), "an L5 question asks for personal data"
+    assert sum(1 for q in l5 if q.must_not_contain and q.persona == "analyst") >= 3, "personal"
+    writes = [q for q in l5 if not q.fields]
+    assert len(writes) >= 4 and all(q.modes == ("querying",) for q in writes), "write requests"
+
+
+def test_the_l3_tier_is_varied_trap_families(credit_pack, credit_questions) -> None:
+    """At least ten trap families, none over a fifth of the tier; every L3 question names a
+    family the pack describes and says why a strong model could give the trap answer."""
+    families = credit_pack.manifest["trap_families"]
+    assert all(isinstance(v, str) and v.strip() for v in families.values())
+    l3 = [q for q in credit_questions.questions if q.tier == "L3"]
+    for q in l3:
+        assert q.family in families, (q.id, q.family)
+        assert q.trap_why and len(q.trap_why) > 30, q.id
+    sizes = Counter(q.family for q in l3)
+    assert len(sizes) >= 10 and set(sizes) == set(families)
+    assert max(sizes.values()) <= len(l3) / 5, sizes.most_common(3)
+    assert all(q.family is None for q in credit_questions.questions if q.tier != "L3")
+
+
+def test_no_l3_text_names_the_clause_it_tests_or_its_key(credit_pack, credit_questions,
+                                                        credit_base) -> None:
+    """Leak-free wording: no L3 text holds a term pack.yaml lists as giving a definition's clause
+    away (distinguishing_terms), and no text holds a value of its own key; the check
+    `kgbench check` runs (pytest_kgbench/question_set.py)."""
+    from pytest_kgbench.answer_key import compute_key
+    from pytest_kgbench.question_set import wording_flags
+
+    terms = credit_pack.manifest["distinguishing_terms"]
+    assert set(terms) >= {n for q in credit_questions.questions for n in q.needs
+                          if q.tier == "L3"}, "every clause an L3 question tests has its terms"
+    keys = {q.id: compute_key(q, credit_base) for q in credit_questions.questions
+            if q.key and (q.variants is None or "base" in q.variants)}
+    flags = wording_flags(credit_questions.questions, terms, keys)
+    assert [f.line() for f in flags if f.fails] == []
 
 
 def test_every_question_checks_out(checks, credit_questions) -> None:

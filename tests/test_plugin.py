@@ -3,7 +3,9 @@ folder, completeness, resume and xdist."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -141,8 +143,13 @@ def test_trap_run_records_wrong_answers_as_passed_items(project) -> None:
     result = p.runpytest("questions", "--agent", "trap", "-k", "L3", "--condition", "R1,D4")
     result.assert_outcomes(passed=2 * sum(q.tier == "L3" for q in _questions()))
     report = report_of(p)
-    letters = "".join(line.split(" ", 1)[1].split(" ")[0] for line in result.stdout.lines
-                      if line.startswith("questions/credit.yaml "))
+    # the progress letters: the file's line, then the lines it wraps onto (a long run)
+    lines = result.stdout.lines
+    first = next(i for i, line in enumerate(lines) if line.startswith("questions/credit.yaml "))
+    block = [lines[first].split(" ", 1)[1]]
+    block += itertools.takewhile(lambda line: re.fullmatch(r"[A-Z]+ *(\[ *\d+%\])?", line),
+                                 lines[first + 1:])
+    letters = "".join(line.split(" ")[0] for line in block)
     assert sorted(letters) == sorted(i["letter"] for i in report["items"])
     assert letters.count("W") == sum(i["grade"] == "wrong" for i in report["items"]) > 0
     assert all(c["accuracy"] < 0.5 for c in report["conditions"].values())

@@ -12,6 +12,14 @@ from pytest_kgbench.costs import Estimate, dollars, usage_of
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _on_base(tier: str | None = None) -> int:
+    """How many credit questions (of a tier) run on base: the items a selection gives."""
+    from pytest_kgbench.questions import load_questions
+
+    return sum(1 for q in load_questions(REPO / "questions" / "credit.yaml").questions
+               if (q.variants is None or "base" in q.variants) and tier in (None, q.tier))
+
+
 def test_replay_regrades_a_stored_run_without_any_model(project) -> None:
     p = project()
     first = p.runpytest("questions", "--agent", "trap", "--condition", "R1,D1", "-k", "Q0",
@@ -30,7 +38,7 @@ def test_replay_regrades_a_stored_run_without_any_model(project) -> None:
     # an item the stored run never asked is not asked (it would be graded W): deselected
     missing = p.runpytest("questions", "--agent", "replay", "--replay-run", "original",
                           "--condition", "D4", "-k", "Q01", "--run-id", "gap")
-    missing.assert_outcomes(deselected=35)
+    missing.assert_outcomes(deselected=_on_base())
     assert not (p.path / "reports" / "gap" / "answers.jsonl").exists()
 
 
@@ -114,30 +122,32 @@ def test_pytest_estimate_prices_the_selected_items_and_asks_nothing(project, mon
     apart = p.runpytest("questions", "--model", "sonnet", "--estimate", "--condition", "R1,D1",
                         "-k", "L3", "--repeats", "2")
     assert apart.ret == 0
-    apart.stdout.fnmatch_lines(["*kgbench estimate*", "*84 selected item(s), asked apart*",
-                                "R1 *claude-sonnet-5-5 * 42 *$*", "D1 *claude-sonnet-5-5 * 42 *$*",
-                                "total * 84 *"])
+    n = _on_base("L3")
+    apart.stdout.fnmatch_lines(["*kgbench estimate*", f"*{4 * n} selected item(s), asked apart*",
+                                f"R1 *claude-sonnet-5-5 * {2 * n} *$*",
+                                f"D1 *claude-sonnet-5-5 * {2 * n} *$*", f"total * {4 * n} *"])
     assert not (p.path / "reports").exists()  # nothing ran, so no run folder
     together = p.runpytest("questions", "--model", "sonnet", "--estimate", "--condition", "R1",
                            "-k", "L3", "--repeats", "2", "--ask", "together")
-    together.stdout.fnmatch_lines(["*asked together*", "R1 *claude-sonnet-5-5 * 42 *$*"])
+    together.stdout.fnmatch_lines(["*asked together*", f"R1 *claude-sonnet-5-5 * {2 * n} *$*"])
 
     def cost(result) -> float:
         row = next(x for x in result.stdout.lines if x.startswith("R1 "))
         return float(row.split()[-3].lstrip("$"))
 
-    # two sessions of 21 questions read the data block twice, apart 42 items read it 42 times
+    # two sessions of the n questions read the data block twice, apart 2n items read it 2n times
     assert cost(together) < cost(apart)
 
 
 def test_replay_and_resume_keep_the_stored_runs_settings(project) -> None:
     p = project()
+    n = 2 * _on_base("L3")  # R1 and D1
     p.runpytest("questions", "--agent", "gold", "--dataset-seed", "7", "--condition", "R1,D1",
-                "--ask", "together", "-k", "L3", "--run-id", "seed7").assert_outcomes(passed=42)
+                "--ask", "together", "-k", "L3", "--run-id", "seed7").assert_outcomes(passed=n)
     # a replay regrades against the data the stored run was asked about (seed 7), together
     again = p.runpytest("questions", "--agent", "replay", "--replay-run", "seed7", "-k", "L3",
                         "--run-id", "replay7")
-    again.assert_outcomes(passed=42)
+    again.assert_outcomes(passed=n)
     replayed = json.loads((p.path / "reports" / "replay7" / "report.json").read_text())
     assert replayed["settings"]["dataset_seed"] == 7
     assert {i["grade"] for i in replayed["items"]} == {"correct"}
@@ -148,7 +158,7 @@ def test_replay_and_resume_keep_the_stored_runs_settings(project) -> None:
     assert more.ret == 0 and more.parseoutcomes()["passed"] == 2  # the L3 items were banked
     records = [json.loads(x) for x in
                (p.path / "reports" / "seed7" / "answers.jsonl").read_text().splitlines()]
-    assert len(records) == 44 and {r["agent"] for r in records} == {"gold"}
+    assert len(records) == n + 2 and {r["agent"] for r in records} == {"gold"}
     late = [r for r in records if r["question"] == "credit-Q01"]
     assert {r["condition"] for r in late} == {"R1", "D1"}
     assert {r["ask"] for r in late} == {"together"} and {r["dataset"]["seed"] for r in late} == {7}

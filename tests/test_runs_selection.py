@@ -11,12 +11,23 @@ import pytest
 FIRST = ("questions", "--condition", "R1,D1", "-m", "credit", "-k", "L1")
 
 
+def _items() -> int:
+    """The items FIRST selects: credit's L1 questions on base, under R1 and D1."""
+    from pathlib import Path
+
+    from pytest_kgbench.questions import load_questions
+
+    path = Path(__file__).resolve().parents[1] / "questions" / "credit.yaml"
+    return 2 * sum(1 for q in load_questions(path).questions
+                   if q.tier == "L1" and (q.variants is None or "base" in q.variants))
+
+
 @pytest.fixture
 def killed(project) -> pytest.Pytester:
-    """A run of 8 items ("sel": credit's four L1 questions under R1 and D1) killed after its
-    fifth: three lines of answers.jsonl and its report never written."""
+    """A run of credit's L1 questions under R1 and D1 ("sel") killed after its fifth item: five
+    lines of answers.jsonl and its report never written."""
     p = project()
-    p.runpytest(*FIRST, "--run-id", "sel").assert_outcomes(passed=8)
+    p.runpytest(*FIRST, "--run-id", "sel").assert_outcomes(passed=_items())
     run = p.path / "reports" / "sel"
     lines = (run / "answers.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
     (run / "answers.jsonl").write_text("".join(lines[:5]), encoding="utf-8")
@@ -32,14 +43,14 @@ def _banked(p: pytest.Pytester) -> list[str]:
 
 @pytest.mark.parametrize("workers", [(), ("-n", "2")])
 def test_resume_continues_the_items_the_run_was_started_with(killed, workers) -> None:
-    """`pytest --resume sel` with nothing else: the three items left, not the whole suite."""
+    """`pytest --resume sel` with nothing else: the items left, not the whole suite."""
     result = killed.runpytest_subprocess("--resume", "sel", "-p", "no:cacheprovider", *workers)
     assert result.ret == 0, result.stdout.str()[-2000:]
-    assert result.parseoutcomes()["passed"] == 3
+    assert result.parseoutcomes()["passed"] == _items() - 5
     banked = _banked(killed)
-    assert len(banked) == len(set(banked)) == 8
+    assert len(banked) == len(set(banked)) == _items()
     report = json.loads((killed.path / "reports" / "sel" / "report.json").read_text())
-    assert report["complete"] and report["counts"]["expected"] == 8
+    assert report["complete"] and report["counts"]["expected"] == _items()
     assert {i["condition"] for i in report["items"]} == {"R1", "D1"}
     assert {i["tier"] for i in report["items"]} == {"L1"}
 

@@ -121,7 +121,8 @@ def countries_at_or_above(tables: Tables, *, rating: str) -> Fields:
 
 def investment_grade_count(tables: Tables, *, date: Any) -> Fields:
     c = credit(tables)
-    return {"count": sum(1 for lei in c.entities if investment_grade(c.rating_on(lei, _date(date))))}
+    d = _date(date)
+    return {"count": sum(1 for lei in c.entities if investment_grade(c.rating_on(lei, d)))}
 
 
 def effective_rating(tables: Tables, *, name: str, date: Any) -> Fields:
@@ -191,3 +192,89 @@ def period_end(tables: Tables, *, name: str, date: Any) -> Fields:
         if start <= d and (end is None or end > d):
             return {"valid_to": end}
     return {"valid_to": None}
+
+
+# --- issue 34: more L3 questions ------------------------------------------------------------------
+
+def instrument_count(tables: Tables, *, name: str) -> Fields:
+    """Instruments of the issuer one of whose records is named, on any of its records."""
+    c = credit(tables)
+    ids = c.entities[c.lei_by_name(name)].ids
+    return {"count": sum(1 for r in c.instruments.values() if r["issuer_id"] in ids)}
+
+
+def action_count(tables: Tables, *, name: str) -> Fields:
+    """Rating actions on the issuer one of whose records is named, on any of its records."""
+    c = credit(tables)
+    return {"count": len(c.issuer_actions.get(c.lei_by_name(name), []))}
+
+
+def issuer_count_in_country(tables: Tables, *, country: str) -> Fields:
+    c = credit(tables)
+    return {"count": sum(1 for e in c.entities.values() if e.country == country)}
+
+
+def issued_amount_in_country(tables: Tables, *, country: str) -> Fields:
+    """Issued amount of the instruments of the issuers domiciled in a country (tests excluded)."""
+    c = credit(tables)
+    return {"total_mn": sum(r["amount_mn"] for r in c.instruments.values()
+                            if c.entities[c.lei_of[r["issuer_id"]]].country == country)}
+
+
+def covered_bond_count(tables: Tables) -> Fields:
+    c = credit(tables)
+    return {"count": sum(1 for r in c.instruments.values()
+                         if r["instrument_type"] == "covered_bond")}
+
+
+def downgrades_between(tables: Tables, *, country: str, start: Any, end: Any) -> Fields:
+    """Downgrade actions in [start, end] on issuers domiciled in a country."""
+    c = credit(tables)
+    a, b = _date(start), _date(end)
+    return {"count": sum(1 for lei, acts in c.issuer_actions.items()
+                         if c.entities[lei].country == country
+                         for when, kind, _, _ in acts if kind == "downgrade" and a <= when <= b)}
+
+
+def best_sovereign(tables: Tables) -> Fields:
+    best = min(tables["countries"], key=lambda r: (RANK[r["sovereign_rating"]], r["country_code"]))
+    return {"country": best["country_code"]}
+
+
+def became_fallen_angel(tables: Tables, *, name: str, start: Any, end: Any) -> Fields:
+    c = credit(tables)
+    return {"fallen_angel": c.lei_by_name(name) in c.fallen_angels(_date(start), _date(end))}
+
+
+def negative_outlook_on(tables: Tables, *, date: Any) -> Fields:
+    """Issuers whose rating on `date` carries a negative outlook."""
+    c = credit(tables)
+    d = _date(date)
+    out = sorted(lei for lei in c.entities
+                 if c.rating_on(lei, d) is not None and c.outlook_on(lei, d) == "negative")
+    return {"issuers": out, "count": len(out)}
+
+
+def downgrade_count(tables: Tables, *, name: str, start: Any, end: Any) -> Fields:
+    c = credit(tables)
+    a, b = _date(start), _date(end)
+    return {"count": sum(1 for when, kind, _, _ in c.issuer_actions.get(c.lei_by_name(name), [])
+                         if kind == "downgrade" and a <= when <= b)}
+
+
+def ceiling_uplift(tables: Tables, *, country: str) -> Fields:
+    return {"uplift": int(_country(tables, country)["ceiling_uplift"])}
+
+
+def issuer_sector(tables: Tables, *, lei: str) -> Fields:
+    return {"sector": next(r["sector"] for r in tables["issuers"] if r["lei"] == lei)}
+
+
+def country_ceiling(tables: Tables, *, country: str) -> Fields:
+    c = credit(tables)
+    return {"rating": c.ceiling(_country(tables, country)["country_code"])}
+
+
+def investment_grade_on(tables: Tables, *, name: str, date: Any) -> Fields:
+    c = credit(tables)
+    return {"investment_grade": investment_grade(c.rating_on(c.lei_by_name(name), _date(date)))}
