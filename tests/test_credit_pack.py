@@ -4,8 +4,8 @@ keys match the hand-written ones, and the generator is deterministic and plants 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,52 +21,6 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def checks(credit_questions, credit_base):
     return {c.question: c for c in check_questions(list(credit_questions.questions), credit_base)}
-
-
-def test_the_question_set_covers_every_tier(credit_questions) -> None:
-    """Tiers large enough to report (issue 34): an L3 tier that can resolve a 20-point effect,
-    and the others at 10 (L5 at 8) rather than the 2 to 5 that gave intervals of 16-100%."""
-    tiers = Counter(q.tier for q in credit_questions.questions)
-    assert tiers["L1"] >= 10 and tiers["L2"] >= 10 and tiers["L3"] >= 60
-    assert tiers["L4"] >= 10 and tiers["L5"] >= 8
-    l4 = [q for q in credit_questions.questions if q.tier == "L4"]
-    assert sum(1 for q in l4 if q.trap) >= 2, "some abstentions are tempting: a naive query runs"
-    l5 = [q for q in credit_questions.questions if q.tier == "L5"]
-    assert sum(1 for q in l5 if q.must_not_contain and q.persona == "analyst") >= 3, "personal"
-    writes = [q for q in l5 if not q.fields]
-    assert len(writes) >= 4 and all(q.modes == ("querying",) for q in writes), "write requests"
-
-
-def test_the_l3_tier_is_varied_trap_families(credit_pack, credit_questions) -> None:
-    """At least ten trap families, none over a fifth of the tier; every L3 question names a
-    family the pack describes and says why a strong model could give the trap answer."""
-    families = credit_pack.manifest["trap_families"]
-    assert all(isinstance(v, str) and v.strip() for v in families.values())
-    l3 = [q for q in credit_questions.questions if q.tier == "L3"]
-    for q in l3:
-        assert q.family in families, (q.id, q.family)
-        assert q.trap_why and len(q.trap_why) > 30, q.id
-    sizes = Counter(q.family for q in l3)
-    assert len(sizes) >= 10 and set(sizes) == set(families)
-    assert max(sizes.values()) <= len(l3) / 5, sizes.most_common(3)
-    assert all(q.family is None for q in credit_questions.questions if q.tier != "L3")
-
-
-def test_no_l3_text_names_the_clause_it_tests_or_its_key(credit_pack, credit_questions,
-                                                        credit_base) -> None:
-    """Leak-free wording: no L3 text holds a term pack.yaml lists as giving a definition's clause
-    away (distinguishing_terms), and no text holds a value of its own key; the check
-    `kgbench check` runs (pytest_kgbench/question_set.py)."""
-    from pytest_kgbench.answer_key import compute_key
-    from pytest_kgbench.question_set import wording_flags
-
-    terms = credit_pack.manifest["distinguishing_terms"]
-    assert set(terms) >= {n for q in credit_questions.questions for n in q.needs
-                          if q.tier == "L3"}, "every clause an L3 question tests has its terms"
-    keys = {q.id: compute_key(q, credit_base) for q in credit_questions.questions
-            if q.key and (q.variants is None or "base" in q.variants)}
-    flags = wording_flags(credit_questions.questions, terms, keys)
-    assert [f.line() for f in flags if f.fails] == []
 
 
 def test_every_question_checks_out(checks, credit_questions) -> None:
@@ -106,7 +60,8 @@ def test_the_l3_traps_cover_every_trap_family(credit_questions) -> None:
 
 def _digest(folder) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix in (".csv", ".ttl", ".md")}
+            for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.suffix in (".csv", ".ttl", ".md")}
 
 
 def test_the_same_seed_gives_byte_identical_files(credit_pack, tmp_path) -> None:
@@ -181,7 +136,8 @@ def test_the_rdf_holds_the_same_facts_as_the_tables(credit_base) -> None:
 def test_every_question_checks_out_on_the_scaled_variants(credit_pack, credit_questions, kg_cache,
                                                           variant: str) -> None:
     built = build_variant(credit_pack, variant, kg_cache)
-    checks = check_questions(list(credit_questions.questions), built, engines={"sparql": "oxigraph"})
+    checks = check_questions(list(credit_questions.questions), built,
+                             engines={"sparql": "oxigraph"})
     assert len(checks) >= 30
     assert {c.question: c.problems for c in checks if c.problems} == {}
 
@@ -204,7 +160,6 @@ def test_the_variants_have_the_shape_they_promise(credit_pack, kg_cache) -> None
     for r in chains.tables["ownership"]:
         shares[float(r["share"]) > 50].append(r)
     assert len(shares[False]) >= 5, "minority and 50% links mixed in"
-
 
 
 @settings(max_examples=10, deadline=None, derandomize=True, database=None,

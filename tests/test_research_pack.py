@@ -24,18 +24,6 @@ CONCEPTS = ("Person", "Work", "CountedOutput", "InstitutionCredit", "FullCountin
             "FractionalCounting", "CountingCitation")
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 @pytest.fixture(scope="module")
 def checks(research_questions, research_base):
     return {c.question: c for c in check_questions(list(research_questions.questions),
@@ -47,34 +35,6 @@ def _problems(checks) -> dict[str, list[str]]:
 
 
 # --- the question set --------------------------------------------------------------------------
-
-def test_the_question_set_covers_every_tier(research_questions) -> None:
-    """Tiers large enough to report (issue 34): an L3 tier that can resolve a 20-point effect,
-    and the others at 10 (L5 at 8) rather than the 2 or 3 that gave intervals of 16-100%."""
-    tiers = Counter(q.tier for q in research_questions.questions)
-    assert tiers["L1"] >= 10 and tiers["L2"] >= 10 and tiers["L3"] >= 60
-    assert tiers["L4"] >= 10 and tiers["L5"] >= 8
-    l4 = [q for q in research_questions.questions if q.tier == "L4"]
-    assert sum(1 for q in l4 if q.trap) >= 2, "some abstentions are tempting: a naive query runs"
-    l5 = [q for q in research_questions.questions if q.tier == "L5"]
-    assert sum(1 for q in l5 if q.must_not_contain and q.persona == "analyst") >= 3, "personal"
-    writes = [q for q in l5 if not q.fields]
-    assert len(writes) >= 4 and all(q.modes == ("querying",) for q in writes), "write requests"
-
-
-def test_the_l3_tier_is_varied_trap_families(research_pack, research_questions) -> None:
-    """At least ten trap families, none over a fifth of the tier; every L3 question names a
-    family the pack describes and says why a strong model could give the trap answer."""
-    families = research_pack.manifest["trap_families"]
-    assert all(isinstance(v, str) and v.strip() for v in families.values())
-    l3 = [q for q in research_questions.questions if q.tier == "L3"]
-    for q in l3:
-        assert q.family in families, (q.id, q.family)
-        assert q.trap_why and len(q.trap_why) > 30, q.id
-    sizes = Counter(q.family for q in l3)
-    assert len(sizes) >= 10 and set(sizes) == set(families)
-    assert max(sizes.values()) <= len(l3) / 5, sizes.most_common(3)
-    assert all(q.family is None for q in research_questions.questions if q.tier != "L3")
 
 
 def test_every_answer_question_has_both_gold_languages_and_a_hand_key(research_questions) -> None:
@@ -109,23 +69,6 @@ def test_the_l3_traps_cover_every_trap_family(research_questions) -> None:
     needs = Counter(n for q in research_questions.questions if q.tier == "L3" for n in q.needs)
     for concept in CONCEPTS:
         assert needs[f"research:{concept}"] >= 2, concept
-
-
-def test_no_l3_text_names_the_clause_it_tests(research_pack, research_questions) -> None:
-    """Leak-free wording: no L3 text holds a term pack.yaml lists as giving a definition's clause
-    away (distinguishing_terms), such as the hints issue 34 quotes ("why do they count only
-    once", "if the two works share a person")."""
-    import re
-
-    terms = research_pack.manifest["distinguishing_terms"]
-    assert {"only once", "share a person"} <= {t for ts in terms.values() for t in ts}
-    for q in research_questions.questions:
-        if q.tier != "L3":
-            continue
-        for concept, words in terms.items():
-            for word in words:
-                assert not re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", q.text,
-                                     re.IGNORECASE), (q.id, concept, word)
 
 
 def test_gold_queries_show_the_evidence_of_the_definitions_they_need(research_pack,
