@@ -7,8 +7,9 @@ import functools
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 # Bytecode is written, whatever the environment says (PYTHONDONTWRITEBYTECODE): the suite starts
 # a hundred Python processes (pytester's subprocess runs, xdist workers, the stores' workers),
@@ -21,9 +22,11 @@ sys.dont_write_bytecode = False
 # modules first imported inside them, and a native module imported a second time aborts (duckdb)
 # or refuses to load (numpy).
 import duckdb  # noqa: F401
+import hypothesis  # noqa: F401,E402 - its pytest plugin imports it at every run's end
 import matplotlib.figure  # noqa: F401 - a second matplotlib mixes classes of two imports
 import numpy  # noqa: F401
 import pyshacl  # noqa: F401 - imports the importlib_metadata backport, which moves distribution
+
 #                  discovery off the stdlib finder onto its own sys.meta_path entry; an inline
 #                  run that imported it first would leave later runs unable to find any plugin
 import pytest
@@ -33,11 +36,10 @@ import scipy.stats  # noqa: F401
 # The plugin's own modules too: a test that imports one of them before an inline run would
 # otherwise leave the next inline run with half a package.
 import pytest_kgbench.collect  # noqa: F401,E402
-import pytest_kgbench.registry  # noqa: F401,E402
 import pytest_kgbench.html_report  # noqa: F401,E402
 import pytest_kgbench.plugin  # noqa: F401,E402
+import pytest_kgbench.registry  # noqa: F401,E402
 import pytest_kgbench.runtime  # noqa: F401,E402
-import hypothesis  # noqa: F401,E402 - its pytest plugin imports it at every run's end
 
 pytest_plugins = ["pytester"]
 
@@ -80,6 +82,15 @@ def starter_pack(folder: Path, **manifest: Any) -> Path:
     data.update(manifest)
     (folder / "pack.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
     return folder
+
+
+def credit_on_base(tier: str | None = None) -> int:
+    """How many credit questions (of a tier) run on base: the items a selection of the
+    repository's question file gives per condition (counted from the file, never by hand)."""
+    from pytest_kgbench.questions import load_questions
+
+    return sum(1 for q in load_questions(REPO / "questions" / "credit.yaml").questions
+               if (q.variants is None or "base" in q.variants) and tier in (None, q.tier))
 
 
 def only_run(p: pytest.Pytester) -> Path:
@@ -146,7 +157,7 @@ def run_records(p: pytest.Pytester) -> list[dict]:
     return [json.loads(x) for x in (only_run(p) / "answers.jsonl").read_text().splitlines()]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _credit_questions():
     from pytest_kgbench.questions import load_questions
 

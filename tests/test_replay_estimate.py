@@ -7,17 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import credit_on_base
 from pytest_kgbench.costs import Estimate, dollars, usage_of
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _on_base(tier: str | None = None) -> int:
-    """How many credit questions (of a tier) run on base: the items a selection gives."""
-    from pytest_kgbench.questions import load_questions
-
-    return sum(1 for q in load_questions(REPO / "questions" / "credit.yaml").questions
-               if (q.variants is None or "base" in q.variants) and tier in (None, q.tier))
 
 
 def test_replay_regrades_a_stored_run_without_any_model(project) -> None:
@@ -38,7 +31,7 @@ def test_replay_regrades_a_stored_run_without_any_model(project) -> None:
     # an item the stored run never asked is not asked (it would be graded W): deselected
     missing = p.runpytest("questions", "--agent", "replay", "--replay-run", "original",
                           "--condition", "D4", "-k", "Q01", "--run-id", "gap")
-    missing.assert_outcomes(deselected=_on_base())
+    missing.assert_outcomes(deselected=credit_on_base())
     assert not (p.path / "reports" / "gap" / "answers.jsonl").exists()
 
 
@@ -122,7 +115,7 @@ def test_pytest_estimate_prices_the_selected_items_and_asks_nothing(project, mon
     apart = p.runpytest("questions", "--model", "sonnet", "--estimate", "--condition", "R1,D1",
                         "-k", "L3", "--repeats", "2")
     assert apart.ret == 0
-    n = _on_base("L3")
+    n = credit_on_base("L3")
     apart.stdout.fnmatch_lines(["*kgbench estimate*", f"*{4 * n} selected item(s), asked apart*",
                                 f"R1 *claude-sonnet-5-5 * {2 * n} *$*",
                                 f"D1 *claude-sonnet-5-5 * {2 * n} *$*", f"total * {4 * n} *"])
@@ -141,7 +134,7 @@ def test_pytest_estimate_prices_the_selected_items_and_asks_nothing(project, mon
 
 def test_replay_and_resume_keep_the_stored_runs_settings(project) -> None:
     p = project()
-    n = 2 * _on_base("L3")  # R1 and D1
+    n = 2 * credit_on_base("L3")  # R1 and D1
     p.runpytest("questions", "--agent", "gold", "--dataset-seed", "7", "--condition", "R1,D1",
                 "--ask", "together", "-k", "L3", "--run-id", "seed7").assert_outcomes(passed=n)
     # a replay regrades against the data the stored run was asked about (seed 7), together

@@ -8,18 +8,14 @@ import json
 
 import pytest
 
+from conftest import credit_on_base
+
 FIRST = ("questions", "--condition", "R1,D1", "-m", "credit", "-k", "L1")
 
 
 def _items() -> int:
     """The items FIRST selects: credit's L1 questions on base, under R1 and D1."""
-    from pathlib import Path
-
-    from pytest_kgbench.questions import load_questions
-
-    path = Path(__file__).resolve().parents[1] / "questions" / "credit.yaml"
-    return 2 * sum(1 for q in load_questions(path).questions
-                   if q.tier == "L1" and (q.variants is None or "base" in q.variants))
+    return 2 * credit_on_base("L1")
 
 
 @pytest.fixture
