@@ -139,8 +139,11 @@ def check_limits(ex: Any, query: str, server: Any | None = None) -> QueryResult:
         # the server ends the query at its own limit (the deadline, on its one evaluating
         # thread): all it spends on it, its client gone or not, is within that and a second
         idle(server.proc.pid, 60.0)
+        # (a bound of twice the limit and a second: CI measured 3.92 s of the server's CPU for
+        # a 2 s limit, the suite's other worker beside it; a server that runs on after its
+        # client gave up spends 41-43 s, docs/engines.md)
         spent = cpu_seconds(server.proc.pid) - before
-        assert spent <= DEADLINE + 1.0, (spent, query[:200])
+        assert spent <= 2 * DEADLINE + 1.0, (spent, query[:200])
     after = ex.run("ASK { ?s ?p ?o }")
     assert after.ok and after.rows == [[True]], after
     pid = server_pid(ex)
