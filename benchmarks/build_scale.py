@@ -140,8 +140,8 @@ def scale(args: argparse.Namespace) -> list[dict]:
 SHIPPED = """
 import json, sys, time
 from pathlib import Path
-from pytest_kgbench.build import build_variant
-from pytest_kgbench.packs import find_pack
+from pytest_kgbench.packs.build import build_variant
+from pytest_kgbench.packs.schema import find_pack
 root, cache = Path(sys.argv[1]), Path(sys.argv[2])
 out, start = {}, time.perf_counter()
 for name in sys.argv[3:]:
@@ -180,8 +180,8 @@ def agree(args: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from test_ladder import _facts_from_graph, _facts_from_tables
 
-    from pytest_kgbench.build import build_variant
-    from pytest_kgbench.packs import find_pack
+    from pytest_kgbench.packs.build import build_variant
+    from pytest_kgbench.packs.schema import find_pack
 
     class Term:
         def __init__(self, term: object) -> None:

@@ -31,11 +31,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pytest_kgbench.conditions import by_id
-from pytest_kgbench.importers import FORMATS, full_executor, ordered_qnames
+from pytest_kgbench.core.conditions import by_id
+from pytest_kgbench.core.settings import Settings
+from pytest_kgbench.packs.locate import pack_settings
 from pytest_kgbench.metrics import text2sparql as t2s
-from pytest_kgbench.runtime import Runtime
-from pytest_kgbench.settings import Settings, pack_settings
+from pytest_kgbench.run.importers import FORMATS, full_executor, ordered_qnames
+from pytest_kgbench.run.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINES = ("oxigraph", "rdflib")
@@ -110,7 +111,7 @@ def main() -> int:
     runtime = Runtime(settings)
     pack = runtime.pack("ck25")
     built = runtime.built("ck25", "base")
-    from pytest_kgbench.importers import _pack_questions
+    from pytest_kgbench.run.importers import _pack_questions
 
     questions = _pack_questions(pack)
     fmt = FORMATS["text2sparql"]

@@ -261,7 +261,7 @@ def main() -> None:
                     "its replies (about 40 ms a reply) and a listen backlog of 5")
     args = ap.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     reading = sum("reading" in q.modes and (q.variants is None or "base" in q.variants)
                   for q in load_questions(ROOT / "questions" / "credit.yaml").questions)

@@ -26,9 +26,9 @@ from typing import Any
 
 from machine import load, machine  # noqa: E402 - beside this script
 
-from pytest_kgbench.build import build_variant
-from pytest_kgbench.ontology import run_rules, to_sorted_ntriples
-from pytest_kgbench.packs import find_pack
+from pytest_kgbench.packs.build import build_variant
+from pytest_kgbench.packs.rdf.ontology import run_rules, to_sorted_ntriples
+from pytest_kgbench.packs.schema import find_pack
 
 ROOT = Path(__file__).resolve().parents[1]
 STORES = ("direct", "Oxigraph", "default")

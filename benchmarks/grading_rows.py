@@ -31,8 +31,8 @@ from machine import load, machine  # noqa: E402 - beside this script
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_kgbench.grading import grade_field  # noqa: E402
-from pytest_kgbench.questions import FieldSpec  # noqa: E402
+from pytest_kgbench.core.questions import FieldSpec  # noqa: E402
+from pytest_kgbench.scoring.grading import grade_field  # noqa: E402
 
 
 def shapes(n: int) -> dict[str, tuple[FieldSpec, list[list[Any]], list[list[Any]], bool]]:

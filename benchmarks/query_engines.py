@@ -313,8 +313,8 @@ def time_engine(built: Any, language: str, engine: str, queries: Sequence[Query]
                 ) -> tuple[dict[str, Timing], float]:
     """query label -> its Timing on `engine`, and the seconds spent opening and loading the
     stores (once per persona and data)."""
-    from pytest_kgbench.answers import fields_from_rows
-    from pytest_kgbench.stores import open_store
+    from pytest_kgbench.engines.stores import open_store
+    from pytest_kgbench.scoring.answers import fields_from_rows
 
     shown = shown or label_of(engine)
     out: dict[str, Timing] = {}
@@ -418,10 +418,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--cache", default=str(ROOT / ".kgbench-cache"))
     args = ap.parse_args(argv)
 
-    from pytest_kgbench.build import build_variant
-    from pytest_kgbench.packs import find_pack
-    from pytest_kgbench.questions import load_questions
-    from pytest_kgbench.registry import Registry, activate
+    from pytest_kgbench.core.questions import load_questions
+    from pytest_kgbench.core.registry import Registry, activate
+    from pytest_kgbench.packs.build import build_variant
+    from pytest_kgbench.packs.schema import find_pack
 
     activate(Registry.shipped())
     clock = Clock()

@@ -52,7 +52,7 @@ PARSE_SHAPES: dict[str, tuple[str, str, str]] = {
 def shaped(shape: str, terms: int) -> str:
     """A query of `shape` holding about `terms` terms (guard.sparql_terms); nested shapes are
     closed as deep as they were opened."""
-    from pytest_kgbench.executors.guard import sparql_terms
+    from pytest_kgbench.engines.guard import sparql_terms
 
     head, unit, tail = PARSE_SHAPES[shape]
     closing = {"{ ": " }", "(": ")"}.get(unit, "")
@@ -67,7 +67,7 @@ def shaped(shape: str, terms: int) -> str:
 def parse_cost_rows(sizes: Sequence[int]) -> list[str]:
     """The guard's classification (rdflib's parse and algebra, guard.classify_sparql) of each
     shape at each size: its terms, characters, the verdict, and the CPU seconds it took."""
-    from pytest_kgbench.executors.guard import Guard, classify_sparql, sparql_terms
+    from pytest_kgbench.engines.guard import Guard, classify_sparql, sparql_terms
 
     guard = Guard(reads_personal=True)
     classify_sparql("ASK { ?s ?p ?o }", guard)  # the grammar is built once, untimed
@@ -127,8 +127,8 @@ def after_timeout_rows(built: Any, server_limits: Sequence[int], deadline: float
     sys.path.insert(0, str(ROOT / "tests"))
     from oxigraph_server import OxigraphServer, oxigraph_binary
 
-    from pytest_kgbench.registry import Registry
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.core.registry import Registry
+    from pytest_kgbench.engines.stores import guard_for
 
     binary = oxigraph_binary()
     if binary is None:
@@ -186,8 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.parse_cost:
         print("\n".join(parse_cost_rows([int(x) for x in args.parse_cost.split(",")])))
     if args.after_timeout:
-        from pytest_kgbench.build import build_variant
-        from pytest_kgbench.packs import find_pack
+        from pytest_kgbench.packs.build import build_variant
+        from pytest_kgbench.packs.schema import find_pack
 
         print(f"client deadline {args.limit:g} s")
         built = build_variant(find_pack(args.pack, ROOT / "datasets", ROOT / "ontology"),

@@ -10,9 +10,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pytest_kgbench.runs import Run
+    from pytest_kgbench.analysis.runs import Run
 
-from pytest_kgbench.version import __version__
+from pytest_kgbench import _moved
+from pytest_kgbench.core.version import __version__
+
+_moved.install()
 
 __all__ = ["__version__", "load_run"]
 
@@ -21,8 +24,8 @@ def load_run(run: str | Path, reports: str | Path = "reports") -> Run:
     """One stored run (a folder, or a run id under `reports`) as plain records: its items, one
     flat dict per item, its comparisons, and the items it was meant to have and did not bank
     (`.missing`, from meta.json against answers.jsonl; `.summary.status` is then incomplete);
-    `.to_pandas()` when pandas is installed. See pytest_kgbench.runs.load_run (imported here
-    only when called: the plugin starts light)."""
-    from pytest_kgbench.runs import load_run as load
+    `.to_pandas()` when pandas is installed. See pytest_kgbench.analysis.runs.load_run (imported
+    here only when called: the plugin starts light)."""
+    from pytest_kgbench.analysis.runs import load_run as load
 
     return load(run, reports)

@@ -33,13 +33,14 @@ import pytest
 import rdflib  # noqa: F401
 import scipy.stats  # noqa: F401
 
+import pytest_kgbench.analysis.html_report  # noqa: F401,E402
+import pytest_kgbench.core.registry  # noqa: F401,E402
+import pytest_kgbench.plugin  # noqa: F401,E402
+
 # The plugin's own modules too: a test that imports one of them before an inline run would
 # otherwise leave the next inline run with half a package.
-import pytest_kgbench.collect  # noqa: F401,E402
-import pytest_kgbench.html_report  # noqa: F401,E402
-import pytest_kgbench.plugin  # noqa: F401,E402
-import pytest_kgbench.registry  # noqa: F401,E402
-import pytest_kgbench.runtime  # noqa: F401,E402
+import pytest_kgbench.plugin.collect  # noqa: F401,E402
+import pytest_kgbench.run.runtime  # noqa: F401,E402
 
 pytest_plugins = ["pytester"]
 
@@ -87,7 +88,7 @@ def starter_pack(folder: Path, **manifest: Any) -> Path:
 def credit_on_base(tier: str | None = None) -> int:
     """How many credit questions (of a tier) run on base: the items a selection of the
     repository's question file gives per condition (counted from the file, never by hand)."""
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     return sum(1 for q in load_questions(REPO / "questions" / "credit.yaml").questions
                if (q.variants is None or "base" in q.variants) and tier in (None, q.tier))
@@ -111,7 +112,7 @@ def cli_session(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: Callabl
     Messages API that answers with `script`; yields the fake."""
     from fake_api import FakeMessagesAPI
 
-    from pytest_kgbench.agents.claude_cli import find_claude
+    from pytest_kgbench.agents.models.claude_cli import find_claude
 
     binary = find_claude(str(REPO))
     assert binary, ("the Claude Code CLI is needed for this test: "
@@ -159,7 +160,7 @@ def run_records(p: pytest.Pytester) -> list[dict]:
 
 @functools.cache
 def _credit_questions():
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     return load_questions(REPO / "questions" / "credit.yaml").questions
 
@@ -177,7 +178,7 @@ def kg_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def credit_pack():
-    from pytest_kgbench.packs import find_pack
+    from pytest_kgbench.packs.schema import find_pack
 
     return find_pack("credit", REPO / "datasets", REPO / "ontology")
 
@@ -185,21 +186,21 @@ def credit_pack():
 @pytest.fixture(scope="session")
 def credit_base(credit_pack, kg_cache: Path):
     """credit/base, built at the pack's own seed."""
-    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.packs.build import build_variant
 
     return build_variant(credit_pack, "base", kg_cache)
 
 
 @pytest.fixture(scope="session")
 def credit_questions():
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     return load_questions(REPO / "questions" / "credit.yaml")
 
 
 @pytest.fixture(scope="session")
 def research_pack():
-    from pytest_kgbench.packs import find_pack
+    from pytest_kgbench.packs.schema import find_pack
 
     return find_pack("research", REPO / "datasets", REPO / "ontology")
 
@@ -207,21 +208,21 @@ def research_pack():
 @pytest.fixture(scope="session")
 def research_base(research_pack, kg_cache: Path):
     """research/base, built at the pack's own seed."""
-    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.packs.build import build_variant
 
     return build_variant(research_pack, "base", kg_cache)
 
 
 @pytest.fixture(scope="session")
 def research_large(research_pack, kg_cache: Path):
-    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.packs.build import build_variant
 
     return build_variant(research_pack, "large", kg_cache)
 
 
 @pytest.fixture(scope="session")
 def research_questions():
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     return load_questions(REPO / "questions" / "research.yaml")
 
@@ -229,7 +230,7 @@ def research_questions():
 def unrendered(built) -> list[str]:
     """What of a pack's definitions.ttl is missing from its rendered Markdown: each concept's
     definition, its CURIE and every note (an empty list when the rendering carries them all)."""
-    from pytest_kgbench.ontology import concepts
+    from pytest_kgbench.packs.rdf.ontology import concepts
 
     md = built.definitions_md.read_text(encoding="utf-8")
     missing = []
@@ -245,7 +246,7 @@ def unrendered(built) -> list[str]:
 def decoy_checks(ontology: Path, built, questions) -> tuple[float, set[str], str]:
     """A pack's decoy against its definitions: the length ratio, the labels of the definitions
     the questions need, and the decoy's text (the tests assert on all three)."""
-    from pytest_kgbench.ontology import concepts
+    from pytest_kgbench.packs.rdf.ontology import concepts
 
     decoy = (ontology / "decoy.md").read_text(encoding="utf-8")
     definitions = built.definitions_md.read_text(encoding="utf-8")

@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from pytest_kgbench.answer_key import compute_key
+from pytest_kgbench.scoring.answer_key import compute_key
 
 DATA = Path(__file__).resolve().parent / "data"
 

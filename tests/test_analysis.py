@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from conftest import untimed
-from pytest_kgbench.agents.synthetic import draw, gets_gold, parse_probabilities
-from pytest_kgbench.errors import InputError, KgbenchError
-from pytest_kgbench.power import simulate
-from pytest_kgbench.rescore import compare_runs, rescore
+from pytest_kgbench.agents.reference.synthetic import draw, gets_gold, parse_probabilities
+from pytest_kgbench.analysis.power import simulate
+from pytest_kgbench.core.errors import InputError, KgbenchError
+from pytest_kgbench.run.rescore import compare_runs, rescore
 
 ARGS = ["questions", "--agent", "synthetic", "--synthetic", "D1=0.3,D2=0.7,D3=0.9",
         "--condition", "D1,D2,D3", "--repeats", "2", "-p", "no:cacheprovider"]

@@ -146,7 +146,7 @@ def test_401_under_xdist_halts_every_worker_and_keeps_what_was_banked(project, a
     assert len(api.requests) <= 3 + 2  # each worker stopped at its first 401
     report = json.loads((only_run(p) / "report.json").read_text())
     assert not report["complete"] and "rejected the credential" in report["halted"]
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     selected = sum(1 for q in load_questions(p.path / "questions" / "credit.yaml").questions
                    if q.tier in ("L1", "L2") and (q.variants is None or "base" in q.variants))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kgbench.executors import QueryResult
-from pytest_kgbench.questions import load_questions
+from pytest_kgbench.core.questions import load_questions
+from pytest_kgbench.engines import QueryResult
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench import build as build_mod
-from pytest_kgbench import rdfmap
-from pytest_kgbench.build import appears_in, appears_in_file, build_variant, data_graph
 from pytest_kgbench.cli import main
-from pytest_kgbench.errors import InputError
-from pytest_kgbench.executors.sql import create_database
-from pytest_kgbench.ontology import derive_file, run_rules, to_sorted_ntriples
-from pytest_kgbench.packs import TableSpec, write_csv
+from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.packs import build as build_mod
+from pytest_kgbench.packs.build import appears_in, appears_in_file, build_variant, data_graph
+from pytest_kgbench.packs.rdf import mapping as rdfmap
+from pytest_kgbench.packs.rdf.ontology import derive_file, run_rules, to_sorted_ntriples
+from pytest_kgbench.packs.schema import TableSpec, write_csv
+from pytest_kgbench.packs.tables import create_database
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ ODD_MAP = {"vocab": "ex", "prefixes": {"ex": "http://example.org/def#",
 def test_odd_values_are_spelt_as_the_reference_spells_them(tmp_path) -> None:
     """Escapes, percent-encoding, non-ASCII, floats that are not plain decimals, timestamps,
     booleans and empty cells: the DuckDB mapping writes the reference graph's bytes."""
-    from pytest_kgbench.packs import read_tables
+    from pytest_kgbench.packs.schema import read_tables
 
     csv_dir = tmp_path / "csv"
     csv_dir.mkdir()
@@ -141,7 +141,7 @@ def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_
     """pyshacl is the reference: every rule inserted in turn, and the rules no later rule
     reads run last, side by side, as CONSTRUCT queries (what a big build does), give its
     triples byte for byte."""
-    from pytest_kgbench.ontology import deferred_rules, rule_io
+    from pytest_kgbench.packs.rdf.ontology import deferred_rules, rule_io
 
     shapes = (REPO / "ontology" / "credit" / "shapes.ttl").read_text(encoding="utf-8")
     io = rule_io(shapes)
@@ -183,7 +183,7 @@ def test_a_personal_value_in_the_graph_fails_the_build(credit_pack, tmp_path) ->
     gen.write_text(gen.read_text(encoding="utf-8").replace(
         '"role": role or self.rng.choice(ROLES),',
         '"role": phone or "x",'), encoding="utf-8")
-    from pytest_kgbench.packs import load_pack
+    from pytest_kgbench.packs.schema import load_pack
 
     pack = load_pack(pack_dir, name="credit_leak", ontology_dir=credit_pack.ontology_dir)
     assert any(r["role"].startswith("+") for r in pack.generate("base", pack.seed)["contacts"])
@@ -197,7 +197,7 @@ def test_a_personal_value_a_rule_writes_fails_the_build(credit_pack, tmp_path) -
     the full one: the build refuses, naming the file — the check made beside its copy."""
     import shutil
 
-    from pytest_kgbench.packs import load_pack
+    from pytest_kgbench.packs.schema import load_pack
 
     pack_dir, onto = tmp_path / "credit", tmp_path / "ontology"
     shutil.copytree(credit_pack.dir, pack_dir, ignore=shutil.ignore_patterns("__pycache__"))
@@ -257,7 +257,7 @@ def test_kgbench_build_takes_the_packs_own_size_flag(credit_base, tmp_path, caps
 
 
 def _pack():
-    from pytest_kgbench.packs import find_pack
+    from pytest_kgbench.packs.schema import find_pack
 
     return find_pack("credit", REPO / "datasets", REPO / "ontology")
 
@@ -269,7 +269,7 @@ def test_other_commands_still_refuse_unknown_arguments(capsys) -> None:
 
 
 def test_a_rule_becomes_the_update_inserting_its_template() -> None:
-    from pytest_kgbench.ontology import as_insert
+    from pytest_kgbench.packs.rdf.ontology import as_insert
 
     rule = ('PREFIX ex: <http://example.org/>\nCONSTRUCT { ?x ex:note "a } b" . } '
             'WHERE { ?x ex:p ?y . FILTER(?y != "}") }')
@@ -305,7 +305,7 @@ def _reference_write_csv(path: Path, spec: TableSpec, rows: list[dict]) -> None:
     """write_csv as it was, a cell at a time: the bytes the column-wise writer must keep."""
     import csv
 
-    from pytest_kgbench.packs import format_value
+    from pytest_kgbench.packs.schema import format_value
 
     with path.open("w", encoding="utf-8", newline="") as fh:
         writer = csv.writer(fh, lineterminator="\n")
@@ -317,7 +317,7 @@ def _reference_write_csv(path: Path, spec: TableSpec, rows: list[dict]) -> None:
 def _reference_read(path: Path, spec: TableSpec) -> list[dict]:
     import csv
 
-    from pytest_kgbench.packs import parse_value
+    from pytest_kgbench.packs.schema import parse_value
 
     with path.open(encoding="utf-8", newline="") as fh:
         return [{c: parse_value(r.get(c) or "", t) for c, t in spec.columns}
@@ -328,7 +328,7 @@ def test_csv_is_written_a_column_at_a_time_as_a_cell_at_a_time(tmp_path) -> None
     """The column-wise write_csv gives the bytes the cell-wise one gave, and they read back
     to the same rows: mixed types in a column, empty cells, quotes, commas, newlines, a
     missing key, a column of one type (the fast paths) and of several (format_value's)."""
-    from pytest_kgbench.packs import read_csv_rows
+    from pytest_kgbench.packs.schema import read_csv_rows
 
     rows = ODD_ROWS + [
         {"id": "c,d", "label": None, "n": 7, "x": 2.5, "d": dt.date(2020, 1, 1), "flag": True,
@@ -460,7 +460,7 @@ def test_a_big_builds_rules_read_their_predicates_in_a_process_of_their_own(
     (ontology.rule_predicates) and run in a worker process beside the rest of the build
     (ontology.derive_apart), started as soon as that input is written, before the graph is
     sorted: every file is the one the small path writes, byte for byte."""
-    from pytest_kgbench import ontology
+    from pytest_kgbench.packs.rdf import ontology
 
     source = request.getfixturevalue(f"{pack}_pack")
     small = build_variant(source, "base", kg_cache)
@@ -495,7 +495,7 @@ def test_rule_predicates_are_none_when_any_predicate_could_be_read() -> None:
     subset of the graph is claimed to be enough."""
     from test_rules import SHAPES
 
-    from pytest_kgbench.ontology import rule_predicates
+    from pytest_kgbench.packs.rdf.ontology import rule_predicates
 
     named = rule_predicates(SHAPES)
     assert named == {"http://example.org/grand", "http://example.org/parentOf",
@@ -609,7 +609,7 @@ def test_integrity_hashes_a_file_once_and_again_when_it_changes(tmp_path, monkey
 def test_a_rule_is_deferred_only_when_nothing_after_it_depends_on_it() -> None:
     """deferred_rules: a rule runs last, apart, only when no later rule reads what it writes
     and no later rule run in turn writes what it reads."""
-    from pytest_kgbench.ontology import deferred_rules
+    from pytest_kgbench.packs.rdf.ontology import deferred_rules
 
     def rule(reads: str, writes: str) -> tuple[frozenset[str], frozenset[str]]:
         return frozenset(reads.split()), frozenset(writes.split())
@@ -638,7 +638,7 @@ def test_draws_are_random_randoms_draws(seed, calls) -> None:
     the same seed, call after call (and raises where it raises)."""
     import random
 
-    from pytest_kgbench.packs import Draws
+    from pytest_kgbench.packs.schema import Draws
 
     ours, theirs = Draws(seed), random.Random(seed)
     for name, a, n in calls:
@@ -673,7 +673,7 @@ def test_work_beside_the_build_raises_the_first_started_failure_once_all_is_done
     import threading
     import time
 
-    from pytest_kgbench.build import Beside
+    from pytest_kgbench.packs.build import Beside
 
     done: list[str] = []
     release = threading.Event()
@@ -711,7 +711,7 @@ def test_work_beside_the_build_raises_the_first_started_failure_once_all_is_done
 def test_a_generated_row_with_other_columns_names_its_row_and_table(credit_pack) -> None:
     """check_tables: a row lacking a column, or holding one the manifest does not declare,
     is refused with its index and its table's field (a dict's keys compared as they are)."""
-    from pytest_kgbench.packs import check_tables
+    from pytest_kgbench.packs.schema import check_tables
 
     tables = credit_pack.generate("base", credit_pack.seed)
     check_tables(credit_pack, tables)

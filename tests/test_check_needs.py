@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from conftest import credit_question
-from pytest_kgbench.errors import InputError
-from pytest_kgbench.validate import (
+from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.run.validate import (
     RDF_RATIO,
     check_needs,
     check_prompt_sizes,
@@ -30,7 +30,7 @@ def _with_manifest(built: Any, **changes: Any) -> Any:
 def test_every_shipped_pair_is_tested_or_carries_a_reason(credit_pack, research_pack, kg_cache,
                                                            credit_questions,
                                                            research_questions) -> None:
-    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.packs.build import build_variant
 
     for pack, qset in ((credit_pack, credit_questions), (research_pack, research_questions)):
         builts = [build_variant(pack, v, kg_cache) for v in pack.variants]
@@ -129,7 +129,7 @@ def test_a_bad_prompt_ratio_is_named(entry, field) -> None:
 def test_the_check_prints_the_counts_per_pack_and_fails_on_what_it_must() -> None:
     from types import SimpleNamespace
 
-    from pytest_kgbench.validate import NeedCheck, SizeCheck, check_lines
+    from pytest_kgbench.run.validate import NeedCheck, SizeCheck, check_lines
 
     pack = SimpleNamespace(name="p", variants=["base"])
     tested = NeedCheck("p-Q1", "p:A", True, "the answer changes without it on base")

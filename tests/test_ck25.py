@@ -24,11 +24,11 @@ if EXTERNAL is None or not (EXTERNAL / "ck25-dataset" / "questions.yml").is_file
 
 import yaml  # noqa: E402
 
-from pytest_kgbench.build import build_variant  # noqa: E402
-from pytest_kgbench.cases import not_run, pack_conditions  # noqa: E402
-from pytest_kgbench.conditions import LADDER, by_id  # noqa: E402
-from pytest_kgbench.packs import find_pack, load_pack  # noqa: E402
-from pytest_kgbench.questions import load_questions  # noqa: E402
+from pytest_kgbench.asking.cases import not_run, pack_conditions  # noqa: E402
+from pytest_kgbench.core.conditions import LADDER, by_id  # noqa: E402
+from pytest_kgbench.core.questions import load_questions  # noqa: E402
+from pytest_kgbench.packs.build import build_variant  # noqa: E402
+from pytest_kgbench.packs.schema import find_pack, load_pack  # noqa: E402
 
 SKIPPED = {"35", "37", "42"}  # findings.yaml `skip`
 
@@ -99,8 +99,8 @@ def test_the_graph_is_loaded_as_published(built) -> None:
 
 
 def _differing(built, questions, engine: str, skip: set[str]) -> set[str]:
-    from pytest_kgbench.importers import full_executor
     from pytest_kgbench.metrics.text2sparql import from_query_result
+    from pytest_kgbench.run.importers import full_executor
 
     truth = json.loads((EXTERNAL / "text2sparql25-results" /
                         "ck25_true_result_set.json").read_text())
@@ -132,7 +132,7 @@ def test_exactly_the_findings_differ_from_the_challenges_reference(built, questi
 
 def test_each_tie_is_a_tie(built, findings) -> None:
     """The ties findings.yaml names are real: the rows at the cut have equal sort keys."""
-    from pytest_kgbench.importers import full_executor
+    from pytest_kgbench.run.importers import full_executor
 
     pv = "PREFIX pv: <http://ld.company.org/prod-vocab/>\n"
     checks = {

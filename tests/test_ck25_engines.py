@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kgbench.executors.guard import Guard
-from pytest_kgbench.executors.sparql import SparqlExecutor
+from pytest_kgbench.engines.guard import Guard
+from pytest_kgbench.engines.sparql import SparqlExecutor
 
 pytest.importorskip("oxrdflib", reason="the Oxigraph engine needs oxrdflib")
 

@@ -23,8 +23,8 @@ from fake_api import (
 )
 
 from conftest import cli_session, credit_on_base, has_result, only_run, run_records
-from pytest_kgbench.agents.claude_cli import MCP_TOOLS, ClaudeCliAgent, find_claude
-from pytest_kgbench.errors import HarnessBroken, TransientModelError
+from pytest_kgbench.agents.models.claude_cli import MCP_TOOLS, ClaudeCliAgent, find_claude
+from pytest_kgbench.core.errors import HarnessBroken, TransientModelError
 
 REPO = Path(__file__).resolve().parents[1]
 _BINARY = find_claude(str(REPO))
@@ -75,7 +75,7 @@ def test_reading_and_querying_items_through_the_real_cli(project, cli) -> None:
 
 
 def _events(init: dict, result: dict):
-    from pytest_kgbench.agents.claude_cli import Stream
+    from pytest_kgbench.agents.models.claude_cli import Stream
 
     return Stream(init={"type": "system", "subtype": "init", **init},
                   results=[{"type": "result", **result}], returncode=0)
@@ -94,7 +94,7 @@ def test_an_mcp_server_that_did_not_connect_breaks_the_harness() -> None:
 
 
 def test_cli_faults_are_classified() -> None:
-    from pytest_kgbench.agents import claude_cli
+    from pytest_kgbench.agents.models import claude_cli
 
     init = {"mcp_servers": [], "tools": []}
     with pytest.raises(HarnessBroken, match="401"):
@@ -157,7 +157,7 @@ def test_a_slow_mcp_server_start_still_connects(project, cli, monkeypatch) -> No
     4 s slow connected only while the machine was idle; this one is 8 s slow, past the CLI's
     own wait whatever the load, and connects because the agent lets the CLI wait the item's
     whole budget."""
-    from pytest_kgbench.agents import claude_cli
+    from pytest_kgbench.agents.models import claude_cli
 
     original = claude_cli.mcp_command
 
@@ -411,7 +411,7 @@ def test_a_cli_run_with_no_api_key_is_judged_through_the_cli(project, cli, monke
 def test_the_installed_cli_runs() -> None:
     """The README's npm command leaves a binary that runs: npm may skip the package's
     postinstall script, which puts the native binary over a placeholder that only says so."""
-    from pytest_kgbench.agents.claude_cli import POSTINSTALL, cli_version
+    from pytest_kgbench.agents.models.claude_cli import POSTINSTALL, cli_version
 
     version, said = cli_version(_BINARY)
     assert version and version[0].isdigit(), f"{_BINARY}: {said}; {POSTINSTALL}"
@@ -452,7 +452,7 @@ def test_ctrl_c_during_a_session_stops_the_cli_and_what_it_started(tmp_path) -> 
     import sys
     import time
 
-    from pytest_kgbench.agents.claude_cli import converse
+    from pytest_kgbench.agents.models.claude_cli import converse
 
     pids = tmp_path / "pids"
     script = tmp_path / "fake_cli.py"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from conftest import only_run, run_records
-from pytest_kgbench.report import model_pairs
-from pytest_kgbench.settings import Settings
+from pytest_kgbench.analysis.report import model_pairs
+from pytest_kgbench.core.settings import Settings
 
 
 def test_the_first_model_is_paired_with_each_other_on_every_condition(tmp_path) -> None:

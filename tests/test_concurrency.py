@@ -1,4 +1,4 @@
-"""--concurrency, --rpm and --tpm (inflight.py, pacing.py) and the order of items by prompt
+"""--concurrency, --rpm and --tpm (asking/inflight.py, asking/pacing.py) and the order of items by prompt
 context: the pieces alone, then whole runs against the fake servers on 127.0.0.1 answering
 after a fixed delay — N requests really in flight, the same grades as one at a time, a 429
 that pauses every thread, a broken harness met ahead of its turn halting the run as it would
@@ -26,7 +26,7 @@ def inflight_threads() -> list[str]:
 # --- the pace -------------------------------------------------------------------------------------
 
 def test_rpm_spaces_requests_across_threads() -> None:
-    from pytest_kgbench.pacing import Pace
+    from pytest_kgbench.asking.pacing import Pace
 
     pace = Pace(rpm=600)  # one request every 0.1 s
     times: list[float] = []
@@ -54,7 +54,7 @@ def test_rpm_spaces_requests_across_threads() -> None:
 
 
 def test_rpm_is_shared_by_the_workers_of_a_run(monkeypatch) -> None:
-    from pytest_kgbench.pacing import Pace
+    from pytest_kgbench.asking.pacing import Pace
 
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
     pace = Pace.from_settings(type("S", (), {"rpm": 240.0, "tpm": 8000.0})())
@@ -62,7 +62,7 @@ def test_rpm_is_shared_by_the_workers_of_a_run(monkeypatch) -> None:
 
 
 def test_tpm_holds_the_next_request_back_by_the_tokens_sent_then_by_the_usage() -> None:
-    from pytest_kgbench.pacing import Pace
+    from pytest_kgbench.asking.pacing import Pace
 
     pace = Pace(tpm=60_000)  # a thousand tokens a second
     pace.acquire(200)  # at once
@@ -78,8 +78,8 @@ def test_tpm_holds_the_next_request_back_by_the_tokens_sent_then_by_the_usage() 
 
 
 def test_a_rate_limit_pauses_every_thread_and_a_cancel_wakes_them() -> None:
-    from pytest_kgbench.errors import Cancelled
-    from pytest_kgbench.pacing import Pace
+    from pytest_kgbench.asking.pacing import Pace
+    from pytest_kgbench.core.errors import Cancelled
 
     pace = Pace()
     limited = type("E", (Exception,), {"status_code": 429})()
@@ -112,7 +112,7 @@ def test_a_rate_limit_pauses_every_thread_and_a_cancel_wakes_them() -> None:
 # --- the pool -------------------------------------------------------------------------------------
 
 def test_inflight_keeps_n_in_flight_and_hands_each_answer_to_its_own_key() -> None:
-    from pytest_kgbench.inflight import Inflight
+    from pytest_kgbench.asking.inflight import Inflight
 
     pool = Inflight(3, window=5)
     gate = threading.Event()
@@ -145,10 +145,10 @@ def test_close_cuts_a_request_in_flight(chat_api) -> None:
     rather than waiting for a model that may take minutes."""
     from fake_openai import stall
 
-    from pytest_kgbench.agents.openai import OpenAIAgent
-    from pytest_kgbench.inflight import Inflight
-    from pytest_kgbench.pacing import Pace
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.agents.models.openai import OpenAIAgent
+    from pytest_kgbench.asking.inflight import Inflight
+    from pytest_kgbench.asking.pacing import Pace
+    from pytest_kgbench.core.settings import Settings
 
     agent = OpenAIAgent(Settings.at(".", base_url=chat_api.url, response_cache=False))
     pace = Pace()
@@ -166,7 +166,7 @@ def test_close_cuts_a_request_in_flight(chat_api) -> None:
 def test_the_pool_starts_its_threads_at_the_first_answer_and_ends_them_at_close() -> None:
     """All N threads start with the first answer (before any is busy building a request: one
     started later waits for the GIL behind them, and the items' own thread with it)."""
-    from pytest_kgbench.inflight import Inflight
+    from pytest_kgbench.asking.inflight import Inflight
 
     pool = Inflight(4)
     assert pool.alive() == 0
@@ -181,7 +181,7 @@ def test_the_pool_starts_its_threads_at_the_first_answer_and_ends_them_at_close(
 def test_close_with_nothing_in_flight_ends_the_idle_threads_without_cutting() -> None:
     """The end of a run whose every answer was taken: the idle threads end, and the agents'
     connections (idle, kept alive) are not shut down one by one on the run's last item."""
-    from pytest_kgbench.inflight import Inflight
+    from pytest_kgbench.asking.inflight import Inflight
 
     pool = Inflight(4)
     cut: list[str] = []
@@ -204,7 +204,7 @@ def test_close_with_nothing_in_flight_ends_the_idle_threads_without_cutting() ->
 # --- order and scheduling ---------------------------------------------------------------------
 
 def test_context_scope_drops_the_question_and_the_repeat() -> None:
-    from pytest_kgbench.cases import context_scope
+    from pytest_kgbench.asking.cases import context_scope
 
     scope = context_scope("questions/credit.yaml::credit-Q01[chains-D1-sonnet-rep2]")
     assert scope == "questions/credit.yaml::[chains-D1-sonnet]"
@@ -248,7 +248,7 @@ def test_under_n_a_context_goes_to_one_worker_by_default(project) -> None:
 
 
 def test_scope_groups_cut_contexts_into_slices_only_when_workers_would_idle() -> None:
-    from pytest_kgbench.cases import scope_groups
+    from pytest_kgbench.asking.cases import scope_groups
 
     one = [f"questions/credit.yaml::credit-Q0{q}[R1-sonnet-rep{r}]" for q in range(1, 6)
            for r in (1, 2)]
@@ -288,18 +288,18 @@ def test_under_n_one_prompt_context_keeps_every_worker_busy(project) -> None:
 # --- whole runs against the fakes ---------------------------------------------------------------
 
 def _grades(p, run: str) -> dict[str, tuple[str, str]]:
-    from pytest_kgbench.record import read_answers
+    from pytest_kgbench.core.record import read_answers
 
     return {r["nodeid"]: (r["grade"], r["answer"]["text"])
             for r in read_answers(p.path / "reports" / run / "answers.jsonl")}
 
 
 def _check_prompt_hashes(p, runs: tuple[str, ...]) -> None:
-    """Each banked prompt hash (the head hashed once per context, prompts.py) is the hash of
+    """Each banked prompt hash (the head hashed once per context, asking/prompts.py) is the hash of
     the prompt as the run shows it: its context file's text, then the item's question block."""
     import hashlib
 
-    from pytest_kgbench.record import read_answers
+    from pytest_kgbench.core.record import read_answers
 
     seen: dict[str, str] = {}
     for run in runs:
@@ -399,7 +399,7 @@ def test_rpm_spaces_the_requests_the_server_sees(project, chat_api, monkeypatch)
     from fake_openai import text
     from openai.resources.chat.completions import Completions
 
-    from pytest_kgbench.pacing import Pace
+    from pytest_kgbench.asking.pacing import Pace
 
     asked: list[float] = []
     real_acquire, real_create = Pace.acquire, Completions.create
@@ -459,7 +459,7 @@ def test_a_querying_run_under_concurrency_shares_its_store_safely(project, chat_
     assert chat_api.peak >= 2
 
     def rows(run: str) -> dict[str, list]:
-        from pytest_kgbench.record import read_answers
+        from pytest_kgbench.core.record import read_answers
 
         return {r["question"]: [q["rows"] for q in r["answer"]["queries"]]
                 for r in read_answers(p.path / "reports" / run / "answers.jsonl")}
@@ -471,7 +471,7 @@ def test_a_querying_run_under_concurrency_shares_its_store_safely(project, chat_
 # --- what the prompt cache rewards ----------------------------------------------------------------
 
 def test_the_estimate_assumes_no_cache_hit_on_a_prefix_below_the_minimum() -> None:
-    from pytest_kgbench.costs import Estimate
+    from pytest_kgbench.core.pricing import Estimate
 
     small = Estimate("D1", "m", cache_minimum=1024)  # a ~500-token data block: not cacheable
     for _ in range(3):
@@ -491,7 +491,7 @@ def test_the_estimate_assumes_no_cache_hit_on_a_prefix_below_the_minimum() -> No
 
 
 def test_the_minimum_is_the_model_s_own() -> None:
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.core.settings import Settings
 
     s = Settings.at(".", cache_minimums={"claude-opus-5-5": 4096})
     assert s.cache_minimum("sonnet") == 1024 and s.cache_minimum("haiku") == 2048
@@ -499,9 +499,9 @@ def test_the_minimum_is_the_model_s_own() -> None:
 
 
 def test_the_cache_read_share_is_unknown_where_no_backend_reported_it() -> None:
-    from pytest_kgbench.agents.openai import unknown_cache
-    from pytest_kgbench.answers import Answer
-    from pytest_kgbench.report import cache_read_share, share_text
+    from pytest_kgbench.agents.models.openai import unknown_cache
+    from pytest_kgbench.analysis.report import cache_read_share, share_text
+    from pytest_kgbench.scoring.answers import Answer
 
     def rec(**tokens):
         return {"answer": {"tokens": tokens}}
@@ -540,7 +540,7 @@ def test_under_n_a_worker_answers_ahead_within_its_context(project, api) -> None
 def test_a_prompt_s_hashes_are_its_text_s_and_a_shared_head_is_hashed_once(monkeypatch) -> None:
     import hashlib
 
-    from pytest_kgbench.prompts import Prompt
+    from pytest_kgbench.asking.prompts import Prompt
 
     context = "| issuer | rating |\n" + "| Caldera | A+ |\n" * 2000  # unique to this test
     prompts = [Prompt("You answer questions.", context, f"## Question Q{i:02d}") for i in range(3)]
@@ -565,9 +565,9 @@ def test_a_prompt_s_hashes_are_its_text_s_and_a_shared_head_is_hashed_once(monke
 def test_the_run_store_banks_each_line_at_once_and_a_prompt_file_once(tmp_path) -> None:
     import hashlib
 
-    from pytest_kgbench.record import read_answers
-    from pytest_kgbench.runstore import RunStore
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.core.record import read_answers
+    from pytest_kgbench.core.settings import Settings
+    from pytest_kgbench.plugin.runstore import RunStore
 
     store = RunStore(Settings.at(tmp_path, concurrency=4, run_id="banked"))
     store.begin([f"q.yaml::Q{n:02d}" for n in (1, 2, 3, 4)])  # the items collected: the folder

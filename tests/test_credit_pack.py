@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.build import build_variant
-from pytest_kgbench.packs import read_tables
-from pytest_kgbench.validate import check_questions
+from pytest_kgbench.packs.build import build_variant
+from pytest_kgbench.packs.schema import read_tables
+from pytest_kgbench.run.validate import check_questions
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -109,7 +109,7 @@ def test_the_csv_files_read_back_to_the_same_typed_rows(credit_base) -> None:
 
 
 def test_markdown_is_rendered_from_the_turtle(credit_base) -> None:
-    from pytest_kgbench.ontology import concepts
+    from pytest_kgbench.packs.rdf.ontology import concepts
 
     ttl = (REPO / "ontology" / "credit" / "definitions.ttl").read_text(encoding="utf-8")
     found = concepts(ttl)

@@ -21,10 +21,10 @@ if EXTERNAL is None or not (EXTERNAL / "cwd-benchmark-data" / "ACME_Insurance").
 pytest.importorskip("morph_kgc", reason="the pack's graph is made by morph-kgc "
                     "(pip install --no-deps morph-kgc)")
 
-from pytest_kgbench.build import build_variant  # noqa: E402
-from pytest_kgbench.packs import find_pack  # noqa: E402
-from pytest_kgbench.questions import load_questions  # noqa: E402
-from pytest_kgbench.validate import check_questions, same_fields  # noqa: E402
+from pytest_kgbench.core.questions import load_questions  # noqa: E402
+from pytest_kgbench.packs.build import build_variant  # noqa: E402
+from pytest_kgbench.packs.schema import find_pack  # noqa: E402
+from pytest_kgbench.run.validate import check_questions, same_fields  # noqa: E402
 
 PH = "mapping gap (PolicyHolder IRI)"
 EXPECTED = {  # inquiry -> the class of cause the researcher found (REPORT.md, section 2)
@@ -98,8 +98,8 @@ def test_exactly_the_researchers_30_agree_on_each_engine(questions, built, engin
 
 
 def test_a_stale_finding_is_an_error(pack, tmp_path) -> None:
-    from pytest_kgbench.errors import InputError
-    from pytest_kgbench.packs import load_pack
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.packs.schema import load_pack
 
     copy = tmp_path / "cwd-acme"
     copy.mkdir()

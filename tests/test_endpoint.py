@@ -18,14 +18,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 
 
 def kind(url: str):
-    from pytest_kgbench.registry import Registry
+    from pytest_kgbench.core.registry import Registry
 
     return Registry.shipped().store("sparql", f"endpoint={url}")
 
 
 def opened(oxigraph, built, persona: str, data: str = "raw", ontology: bool = False,
            timeout: float = 10.0):
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.engines.stores import guard_for
 
     return kind(oxigraph.query_url).open(built, data, guard_for(built, persona),
                                          ontology=ontology, timeout=timeout)
@@ -34,7 +34,7 @@ def opened(oxigraph, built, persona: str, data: str = "raw", ontology: bool = Fa
 # --- the argument --------------------------------------------------------------------------------
 
 def test_the_store_url_is_derived_from_a_query_url_or_named() -> None:
-    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.core.errors import InputError
 
     k = kind("http://127.0.0.1:7878/query")
     assert (k.query_url, k.store_url) == ("http://127.0.0.1:7878/query",
@@ -47,7 +47,7 @@ def test_the_store_url_is_derived_from_a_query_url_or_named() -> None:
         kind("http://h:8890/sparql")
     with pytest.raises(InputError, match="is not an http"):
         kind("ftp://h/query")
-    from pytest_kgbench.registry import Registry
+    from pytest_kgbench.core.registry import Registry
 
     unbound = Registry.shipped().store("sparql", "endpoint")
     assert "needs the server's URL" in (unbound.check() or "")
@@ -56,8 +56,8 @@ def test_the_store_url_is_derived_from_a_query_url_or_named() -> None:
 def test_a_server_that_is_not_answering_fails_the_check_and_the_open(credit_base) -> None:
     from oxigraph_server import free_port
 
-    from pytest_kgbench.errors import HarnessBroken
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.core.errors import HarnessBroken
+    from pytest_kgbench.engines.stores import guard_for
 
     down = kind(f"http://127.0.0.1:{free_port()}/query")
     assert "is not answering" in (down.check() or "")
@@ -72,8 +72,8 @@ def test_a_server_that_is_not_answering_fails_the_check_and_the_open(credit_base
     ("privacy_officer", "raw", False)])
 def test_catalog_describe_and_store_block_are_the_rdflib_kind_s(oxigraph, credit_base, persona,
                                                                 data, ontology) -> None:
-    from pytest_kgbench.registry import Registry
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.core.registry import Registry
+    from pytest_kgbench.engines.stores import guard_for
 
     ours = opened(oxigraph, credit_base, persona, data, ontology)
     theirs = Registry.shipped().store("sparql", "rdflib").open(
@@ -94,9 +94,9 @@ def test_catalog_describe_and_store_block_are_the_rdflib_kind_s(oxigraph, credit
 
 
 def test_a_graph_is_loaded_once_even_by_two_at_a_time(oxigraph, credit_base, tmp_path) -> None:
-    from pytest_kgbench.executors.endpoint import Endpoint, ensure_loaded
-    from pytest_kgbench.executors.sparql import graph_files
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.engines.endpoint import Endpoint, ensure_loaded
+    from pytest_kgbench.engines.sparql import graph_files
+    from pytest_kgbench.engines.stores import guard_for
 
     load, _, _ = graph_files(credit_base, "derived", guard_for(credit_base, "analyst"))
     puts: list[tuple[str, str]] = []
@@ -156,7 +156,7 @@ def test_no_dataset_a_query_names_reaches_another_graph_even_past_the_guard(oxig
 @pytest.fixture
 def sent(monkeypatch) -> list[str]:
     """Every text the endpoint engine sends to a server, as the test goes."""
-    from pytest_kgbench.executors.endpoint import Endpoint
+    from pytest_kgbench.engines.endpoint import Endpoint
 
     texts: list[str] = []
     post = Endpoint.post_query
@@ -171,7 +171,7 @@ def sent(monkeypatch) -> list[str]:
 
 def test_service_is_refused_before_it_leaves_the_process(oxigraph, credit_base,
                                                          sent) -> None:
-    from pytest_kgbench.executors.sparql import PARSE_HERE
+    from pytest_kgbench.engines.sparql import PARSE_HERE
 
     store = opened(oxigraph, credit_base, "analyst")
     sent.clear()  # the store's own survey
@@ -220,7 +220,7 @@ def test_a_stalled_endpoint_is_a_timeout_result_not_a_hang(oxigraph, credit_base
                                                            stalled) -> None:
     import time
 
-    from pytest_kgbench.executors.endpoint import Endpoint
+    from pytest_kgbench.engines.endpoint import Endpoint
 
     store = opened(oxigraph, credit_base, "analyst", timeout=1.0)
     store.endpoint = Endpoint(stalled, stalled)
@@ -286,8 +286,8 @@ class Scripted(BaseHTTPRequestHandler):
     (503, b"Query timed out", "timeout")])
 def test_a_server_failure_halts_and_a_query_failure_is_the_query_s(oxigraph, credit_base, status,
                                                                    body, outcome) -> None:
-    from pytest_kgbench.errors import HarnessBroken
-    from pytest_kgbench.executors.endpoint import Endpoint
+    from pytest_kgbench.core.errors import HarnessBroken
+    from pytest_kgbench.engines.endpoint import Endpoint
 
     handler = type("Handler", (Scripted,), {"status": status, "body": body})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -351,7 +351,7 @@ class Recording(BaseHTTPRequestHandler):
 def recorded(oxigraph, credit_base, timeout: float, **kind):
     """A store whose queries go to a `Recording` server of `kind` (its class attributes),
     the kind already told by a first reply, as the survey tells it: (store, handler)."""
-    from pytest_kgbench.executors.endpoint import Endpoint
+    from pytest_kgbench.engines.endpoint import Endpoint
 
     handler = type("Handler", (Recording,), {"seen": [], **kind})
     http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -403,7 +403,7 @@ def test_virtuoso_s_partial_result_past_its_limit_is_a_timeout(oxigraph, credit_
 
 def test_the_oxigraph_server_is_told_apart_and_sent_no_limit(oxigraph, credit_base,
                                                               monkeypatch) -> None:
-    from pytest_kgbench.executors import endpoint
+    from pytest_kgbench.engines import endpoint
 
     store = opened(oxigraph, credit_base, "analyst")
     assert store.endpoint.limit is endpoint.OXIGRAPH and store.endpoint.limit.param is None
@@ -422,7 +422,7 @@ def test_the_oxigraph_server_is_told_apart_and_sent_no_limit(oxigraph, credit_ba
 
 def test_a_reply_too_large_to_read_is_the_query_s_error(oxigraph, credit_base,
                                                        monkeypatch) -> None:
-    from pytest_kgbench.executors import endpoint
+    from pytest_kgbench.engines import endpoint
 
     store = opened(oxigraph, credit_base, "analyst")
     monkeypatch.setattr(endpoint, "MAX_REPLY_BYTES", 100)
@@ -432,9 +432,9 @@ def test_a_reply_too_large_to_read_is_the_query_s_error(oxigraph, credit_base,
 
 
 def test_results_are_capped_as_the_in_process_engines_cap_them(oxigraph, credit_base) -> None:
-    from pytest_kgbench.executors import Caps
-    from pytest_kgbench.executors.sparql import SparqlExecutor, graph_files
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.engines import Caps
+    from pytest_kgbench.engines.sparql import SparqlExecutor, graph_files
+    from pytest_kgbench.engines.stores import guard_for
 
     caps = Caps(rows=5, count_rows=50)
     guard = guard_for(credit_base, "analyst")
@@ -503,8 +503,8 @@ def test_gold_passes_on_the_endpoint_graded_as_on_rdflib(pytester, kg_cache, oxi
 
 
 def test_the_engines_are_named_by_their_labels() -> None:
-    from pytest_kgbench.report import engine_lines
-    from pytest_kgbench.stores import engine_labels
+    from pytest_kgbench.analysis.report import engine_lines
+    from pytest_kgbench.engines.stores import engine_labels
 
     assert engine_labels() == {"sparql": "rdflib", "sql": "duckdb"}
     assert engine_labels({"sparql": "endpoint=http://u:pw@h/query"}) == \

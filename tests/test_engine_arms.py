@@ -10,9 +10,9 @@ import json
 import pytest
 
 from conftest import REPO
-from pytest_kgbench import conditions
-from pytest_kgbench.errors import InputError
-from pytest_kgbench.settings import Settings, engine_list
+from pytest_kgbench.core import conditions
+from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.core.settings import Settings, engine_list
 
 
 def test_a_rung_runs_once_per_engine_of_its_language() -> None:
@@ -58,7 +58,7 @@ def test_an_option_names_one_engine_or_several() -> None:
 
 
 def test_an_engine_arm_opens_its_store_on_its_engine(credit_base) -> None:
-    from pytest_kgbench.runtime import Runtime
+    from pytest_kgbench.run.runtime import Runtime
 
     settings = Settings.at(REPO, engines={"sparql": "rdflib"},
                            engine_arms={"sparql": {"rdflib": "rdflib", "oxigraph": "oxigraph"}})
@@ -88,7 +88,7 @@ def test_one_run_grades_the_same_items_on_each_engine(project) -> None:
     result = p.runpytest("questions", "--agent", "gold", "--condition", "D4", "-k", "L3",
                          "--sparql-engine", "rdflib,oxigraph", "--ablation",
                          "-p", "no:randomly", "-m", "oxigraph or rdflib")
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     n = sum(1 for q in load_questions(p.path / "questions" / "credit.yaml").questions
             if q.tier == "L3" and (q.variants is None or "base" in q.variants))

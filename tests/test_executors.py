@@ -7,9 +7,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.executors.guard import Guard
-from pytest_kgbench.executors.sql import SqlExecutor
-from pytest_kgbench.stores import open_store
+from pytest_kgbench.engines.guard import Guard
+from pytest_kgbench.engines.sql import SqlExecutor
+from pytest_kgbench.engines.stores import open_store
 
 ANALYST = "analyst"
 
@@ -25,7 +25,7 @@ def sql(credit_base):
 def engine(sql):
     """The engine the store's worker runs, made in this process from the very configuration
     the worker got: the database beneath the guard."""
-    from pytest_kgbench.executors.sql_worker import SqlEngine
+    from pytest_kgbench.engines.sql_worker import SqlEngine
 
     made = SqlEngine(sql.worker.config)
     yield made.executor
@@ -180,10 +180,10 @@ def test_oxigraphs_census_is_the_one_rdflib_walks(variant, request) -> None:
     rdflib's store — for every persona's view."""
     from dataclasses import asdict
 
-    from pytest_kgbench.executors import CAPS
-    from pytest_kgbench.executors.sparql import graph_files
-    from pytest_kgbench.executors.sparql_worker import GraphEngine
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.engines import CAPS
+    from pytest_kgbench.engines.sparql import graph_files
+    from pytest_kgbench.engines.sparql_worker import GraphEngine
+    from pytest_kgbench.engines.stores import guard_for
 
     built = request.getfixturevalue(variant)
     for persona in built.pack.personas:
@@ -207,8 +207,8 @@ def test_the_census_counts_instances_not_values(tmp_path) -> None:
     of two classes counts in both — on either engine."""
     from dataclasses import asdict
 
-    from pytest_kgbench.executors import CAPS
-    from pytest_kgbench.executors.sparql_worker import GraphEngine
+    from pytest_kgbench.engines import CAPS
+    from pytest_kgbench.engines.sparql_worker import GraphEngine
 
     ex, typ = "http://example.org/", "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
     lines = [f"<{ex}s1> <{typ}> <{ex}A> .", f"<{ex}s1> <{typ}> <{ex}B> .",
@@ -249,7 +249,7 @@ def test_a_result_blowup_stops_at_the_deadline_within_the_memory_cap(credit_base
 
     from peaks import address_space_limit, watched_run
 
-    from pytest_kgbench.executors.worker import WORKER_MEMORY
+    from pytest_kgbench.engines.worker import WORKER_MEMORY
 
     timeout = 2.0
     ex = open_store(credit_base, "sql", ANALYST, timeout=timeout)
@@ -287,8 +287,8 @@ CAPPED = [
 def test_what_the_model_reads_is_within_the_stated_cap(sql, statement: str) -> None:
     """Issue 32, item 5: DuckDB's result ran to 30,062 characters for a stated 30,000. The cap
     is counted on the tool's text, header, rows and closing line together; a cell on its cap."""
-    from pytest_kgbench.executors import CAPS
-    from pytest_kgbench.tools import call_tool
+    from pytest_kgbench.asking.tools import call_tool
+    from pytest_kgbench.engines import CAPS
 
     sql.timeout = 30.0
     text, res = call_tool(sql, "run_query", {"query": statement})
@@ -311,7 +311,7 @@ def test_fill_capped_keeps_the_text_within_the_cap(columns, cells, rows, result_
     """Whatever the rows: the text a model reads (`QueryResult.preview`) is at most
     `result_chars`, the rows kept are the first ones, each cell within `cell_chars`, and
     the count is every row (up to `count_rows`)."""
-    from pytest_kgbench.executors import Caps, QueryResult, fill_capped
+    from pytest_kgbench.engines import Caps, QueryResult, fill_capped
 
     caps = Caps(rows=rows, result_chars=result_chars, cell_chars=cell_chars,
                 count_rows=count_rows)

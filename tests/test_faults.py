@@ -228,8 +228,8 @@ def test_a_judge_the_harness_cannot_ask_banks_the_item_then_halts(project, api) 
 def test_an_argument_the_sdk_does_not_take_halts_rather_than_failing_each_item() -> None:
     """A request the installed SDK refuses (a TypeError from its create) is ours: a halt, never
     an F per item with the run going on."""
-    from pytest_kgbench.agents import faults
-    from pytest_kgbench.errors import HarnessBroken
+    from pytest_kgbench.agents.support import faults
+    from pytest_kgbench.core.errors import HarnessBroken
 
     def create(*, model: str, timeout: float) -> None:
         raise AssertionError("never called with an argument it does not take")
@@ -335,7 +335,7 @@ def test_an_item_that_never_reported_says_its_fault(project, api) -> None:
     report = json.loads((only_run(p) / "report.json").read_text())
     (missing,) = report["missing"]
     first = missing["why"].splitlines()[0]
-    assert first.startswith("call: pytest_kgbench.errors.TransientModelError: the API call "
+    assert first.startswith("call: pytest_kgbench.core.errors.TransientModelError: the API call "
                             "failed (529) after the retries"), first
     md = (only_run(p) / "report.md").read_text().split("## Items that never reported")[1]
     assert "TransientModelError: the API call failed (529)" in md.splitlines()[2]

@@ -7,9 +7,9 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.answers import fields_from_rows
-from pytest_kgbench.fieldkinds import RowsKind, norm_cell
-from pytest_kgbench.questions import FieldSpec
+from pytest_kgbench.core.questions import FieldSpec
+from pytest_kgbench.scoring.answers import fields_from_rows
+from pytest_kgbench.scoring.fieldkinds import RowsKind, norm_cell
 
 KIND = RowsKind()
 SPEC = FieldSpec(name="rows", kind="rows", rel_tol=0.0, abs_tol=0.0)
@@ -81,7 +81,7 @@ def test_fields_from_rows_gives_the_whole_result_whatever_the_columns_are_named(
 def test_a_thousand_rows_with_one_repeated_999_times_grade_as_the_key():
     """999 identical rows and one more: once a RecursionError (graded wrong though the answer
     is the key), now a maximum flow over two distinct rows."""
-    from pytest_kgbench.grading import grade_field
+    from pytest_kgbench.scoring.grading import grade_field
 
     key = [["31003000336", 20000.0]] * 999 + [["31003000337", 12000.0]]
     got = [[20000, "31003000336"]] * 999 + [["12,000.00", "31003000337"]]
@@ -138,7 +138,7 @@ TABLES = st.lists(st.lists(CELLS, min_size=0, max_size=3), max_size=4)
 def test_match_rows_is_a_maximum_matching(expected, got, rel, abs_tol):
     """`match_rows` (grouping, pruning, the interval greedy, a maximum flow) gives the size of
     the largest pairing that a search over every pairing finds, cells paired one to one."""
-    from pytest_kgbench.fieldkinds import match_rows
+    from pytest_kgbench.scoring.fieldkinds import match_rows
 
     def tolerance(a):
         return max(abs_tol, rel * abs(a), 1e-9)
@@ -151,7 +151,7 @@ def test_match_rows_is_a_maximum_matching(expected, got, rel, abs_tol):
        data=st.data())
 def test_max_matching_of_multisets(left, right, data):
     """Distinct items with counts, against the same multisets spelt out item by item."""
-    from pytest_kgbench.fieldkinds import max_matching
+    from pytest_kgbench.scoring.fieldkinds import max_matching
     pairs = data.draw(st.sets(st.tuples(st.integers(0, max(len(left) - 1, 0)),
                                         st.integers(0, max(len(right) - 1, 0))), max_size=8))
     pairs = {(i, j) for i, j in pairs if i < len(left) and j < len(right)}

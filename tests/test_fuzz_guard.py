@@ -36,13 +36,13 @@ from hypothesis import strategies as st
 from peaks import PeakRss, address_space_limit
 from sentinel_http import SentinelServer
 
-from pytest_kgbench.answers import Answer
-from pytest_kgbench.build import build_variant
-from pytest_kgbench.executors.worker import WORKER_MEMORY
-from pytest_kgbench.mcp_server import log_line
-from pytest_kgbench.packs import find_pack
-from pytest_kgbench.stores import open_store
-from pytest_kgbench.tools import call_tool
+from pytest_kgbench.agents.support.mcp_server import log_line
+from pytest_kgbench.asking.tools import call_tool
+from pytest_kgbench.engines.stores import open_store
+from pytest_kgbench.engines.worker import WORKER_MEMORY
+from pytest_kgbench.packs.build import build_variant
+from pytest_kgbench.packs.schema import find_pack
+from pytest_kgbench.scoring.answers import Answer
 
 EXAMPLES = int(os.environ.get("KGBENCH_FUZZ_EXAMPLES", "2000"))
 TIMEOUT = 5.0       # the graph stores' deadline
@@ -204,7 +204,7 @@ SQL_WHOLE = ["PRAGMA storage_info('contacts')", "SET threads = 8", "RESET memory
              "FROM contacts", "SELECT 1"]
 
 
-LOCK_KEY = 0x6B6762656E6368  # the PostgreSQL loader's advisory lock (executors/postgres.py)
+LOCK_KEY = 0x6B6762656E6368  # the PostgreSQL loader's advisory lock (engines/postgres.py)
 # issue 32: what a query may try against the engine itself, quickly
 SQL_ENGINE_ATTACKS = [
     "SELECT pg_terminate_backend(pg_backend_pid())",            # its own session ended
@@ -486,7 +486,7 @@ def test_fuzz_duckdb_executed_tables(duckdb_executed, template: str) -> None:
 @pytest.fixture(scope="module")
 def postgres_raw(sentinel_built, sentinel, pg_server):
     """The same store on PostgreSQL: the full data is in the server, the analyst's role may
-    read none of the personal columns (executors/postgres.py)."""
+    read none of the personal columns (engines/postgres.py)."""
     import psycopg
 
     dsn = pg_server.database()
@@ -530,9 +530,9 @@ def test_the_checks_catch_a_store_that_holds_the_data(sentinel_built, sentinel,
                                                       language: str) -> None:
     """The bug the fuzz guards against, planted: the analyst's guard in front of the full
     data (the store not built without it). The same checks then fail."""
-    from pytest_kgbench.executors.sparql import SparqlExecutor
-    from pytest_kgbench.executors.sql import SqlExecutor
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.engines.sparql import SparqlExecutor
+    from pytest_kgbench.engines.sql import SqlExecutor
+    from pytest_kgbench.engines.stores import guard_for
 
     guard = guard_for(sentinel_built, "analyst")
     full = sentinel_built.files("full")

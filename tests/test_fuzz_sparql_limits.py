@@ -25,10 +25,10 @@ from hypothesis import strategies as st
 from peaks import address_space_limit, vm_hwm
 
 from conftest import REPO
-from pytest_kgbench.executors import CAPS, Caps, QueryResult
-from pytest_kgbench.executors.guard import SPARQL_TERMS, Guard, classify_sparql, sparql_terms
-from pytest_kgbench.executors.worker import WORKER_MEMORY
-from pytest_kgbench.tools import call_tool
+from pytest_kgbench.asking.tools import call_tool
+from pytest_kgbench.engines import CAPS, Caps, QueryResult
+from pytest_kgbench.engines.guard import SPARQL_TERMS, Guard, classify_sparql, sparql_terms
+from pytest_kgbench.engines.worker import WORKER_MEMORY
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -69,7 +69,7 @@ def bounded_server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def stores(credit_base, bounded_server):
-    from pytest_kgbench.stores import open_store
+    from pytest_kgbench.engines.stores import open_store
 
     engines = {"rdflib": "rdflib", "oxigraph": "oxigraph", "endpoint": bounded_server.engine}
     out = {name: open_store(credit_base, "sparql", "analyst", engines={"sparql": spec},
@@ -254,7 +254,7 @@ def test_slow_parse_shapes_are_refused_or_classified_within_the_deadline(
 @pytest.fixture(scope="module")
 def roomy(credit_base, bounded_server):
     """The three engines with a deadline no loaded machine reaches on these queries."""
-    from pytest_kgbench.stores import open_store
+    from pytest_kgbench.engines.stores import open_store
 
     engines = {"rdflib": "rdflib", "oxigraph": "oxigraph", "endpoint": bounded_server.engine}
     out = {name: open_store(credit_base, "sparql", "analyst", engines={"sparql": spec},
@@ -289,7 +289,7 @@ def test_streamed_results_are_the_whole_documents_capped_alike(caps, rows, chunk
                                                                head_last) -> None:
     """The endpoint's stream reader, fed a reply in chunks of any size, gives what reading
     the whole document gives; and either fits the cap as the model receives it."""
-    from pytest_kgbench.executors.sparql_results import ResultStream, fill_results
+    from pytest_kgbench.engines.sparql_results import ResultStream, fill_results
 
     bindings = [{"a": {"type": "literal", "value": a}, "b": {"type": "uri", "value": b}}
                 for a, b in rows]

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.answer_key import compute_key
-from pytest_kgbench.answers import Answer, extract_block
-from pytest_kgbench.grading import SCORES, grade
+from pytest_kgbench.scoring.answer_key import compute_key
+from pytest_kgbench.scoring.answers import Answer, extract_block
+from pytest_kgbench.scoring.grading import SCORES, grade
 
 JSONISH = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-
 import pytest
 
-from pytest_kgbench.answers import Answer, extract_block, fields_from_rows
-from pytest_kgbench.executors import QueryResult
-from pytest_kgbench.fieldkinds import f1, norm_number, norm_rating
-from pytest_kgbench.grading import grade, grade_field
-from pytest_kgbench.questions import FieldSpec, parse_question
+from pytest_kgbench.core.questions import FieldSpec, parse_question
+from pytest_kgbench.engines import QueryResult
+from pytest_kgbench.scoring.answers import Answer, extract_block, fields_from_rows
+from pytest_kgbench.scoring.fieldkinds import f1, norm_number, norm_rating
+from pytest_kgbench.scoring.grading import grade, grade_field
 
 
 def question(**extra):
@@ -129,7 +128,7 @@ def test_research_q08_asks_for_the_record_and_its_key_is_the_record(research_bas
     """research-Q08 asks for "the author record": its key is the record's author_id, and
     another record of the same person (the same ORCID) is another answer, graded W; the
     record in the spellings the conditions show it in grades C."""
-    from pytest_kgbench.answer_key import compute_key
+    from pytest_kgbench.scoring.answer_key import compute_key
 
     q = next(q for q in research_questions.questions if q.id == "research-Q08")
     assert compute_key(q, research_base) == q.hand_key
@@ -212,7 +211,7 @@ def test_a_write_request_timeout_is_wrong_and_a_decline_scores() -> None:
 def test_write_requests_against_the_real_guard(credit_base, credit_questions) -> None:
     """credit's write requests, with refusals made by the real store (DuckDB and the graph):
     the write refused and a catalog function refused differ."""
-    from pytest_kgbench.stores import open_store
+    from pytest_kgbench.engines.stores import open_store
 
     writes = [q for q in credit_questions.questions if q.tier == "L5" and not q.fields]
     assert len(writes) >= 2

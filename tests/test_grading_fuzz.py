@@ -13,12 +13,12 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.answers import Answer, extract_block
-from pytest_kgbench.executors import QueryResult
-from pytest_kgbench.fieldkinds import FIELD_KINDS
-from pytest_kgbench.grading import SCORES, grade
-from pytest_kgbench.packs import normalise_id
-from pytest_kgbench.questions import parse_question
+from pytest_kgbench.core.questions import parse_question
+from pytest_kgbench.engines import QueryResult
+from pytest_kgbench.packs.schema import normalise_id
+from pytest_kgbench.scoring.answers import Answer, extract_block
+from pytest_kgbench.scoring.fieldkinds import FIELD_KINDS
+from pytest_kgbench.scoring.grading import SCORES, grade
 
 DATA = yaml.safe_load((Path(__file__).parent / "data" / "answer_fuzz.yaml").read_text("utf-8"))
 CASES = DATA["cases"]

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.answer_key import compute_key
-from pytest_kgbench.answers import Answer
-from pytest_kgbench.fieldkinds import (
+from pytest_kgbench.scoring.answer_key import compute_key
+from pytest_kgbench.scoring.answers import Answer
+from pytest_kgbench.scoring.fieldkinds import (
     UNRATED,
     norm_date,
     norm_entity,
@@ -23,7 +23,7 @@ from pytest_kgbench.fieldkinds import (
     norm_string,
     norm_yesno,
 )
-from pytest_kgbench.grading import grade
+from pytest_kgbench.scoring.grading import grade
 
 PROPERTY = settings(max_examples=300, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck))

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
-from pytest_kgbench.answer_key import compute_key
-from pytest_kgbench.answers import Answer
-from pytest_kgbench.conditions import BY_ID
-from pytest_kgbench.grading import grade
-from pytest_kgbench.packs import normalise_id
-from pytest_kgbench.prompts import build_prompt
-from pytest_kgbench.stores import open_store
+from pytest_kgbench.asking.prompts import build_prompt
+from pytest_kgbench.core.conditions import BY_ID
+from pytest_kgbench.engines.stores import open_store
+from pytest_kgbench.packs.schema import normalise_id
+from pytest_kgbench.scoring.answer_key import compute_key
+from pytest_kgbench.scoring.answers import Answer
+from pytest_kgbench.scoring.grading import grade
 
 CONDITIONS = ("R1", "R2", "R5", "R6", "R10", "D1", "D2", "D3", "D4", "D5", "D6")
 ENTITY_KINDS = ("entity", "entity_list")

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_kgbench.executors.guard import Guard, classify_sparql, classify_sql
-from pytest_kgbench.stores import guard_for, open_store
+from pytest_kgbench.engines.guard import Guard, classify_sparql, classify_sql
+from pytest_kgbench.engines.stores import guard_for, open_store
 
 CR = "PREFIX cr: <https://kgbench.example/credit/def#>\n"
 
@@ -236,7 +236,7 @@ def test_one_reading_of_a_text_serves_every_persona_and_store(credit_base) -> No
     """rdflib's reading of a text is made once per process (evidence.read_sparql) and shared:
     each persona still gets its own verdict, whichever asked first, and bindings the text does
     not use do not change it."""
-    from pytest_kgbench.evidence import read_sparql
+    from pytest_kgbench.packs.evidence import read_sparql
 
     read_sparql.cache_clear()
     ns = {"cr": "https://kgbench.example/credit/def#"}
@@ -281,8 +281,8 @@ def _reference_sql(pack_name: str) -> list[tuple[str, str]]:
     import os
     from pathlib import Path
 
-    from pytest_kgbench.packs import find_pack
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
+    from pytest_kgbench.packs.schema import find_pack
 
     repo = Path(__file__).resolve().parents[1]
     external = os.environ.get("KGBENCH_EXTERNAL")
@@ -306,7 +306,7 @@ def test_every_reference_query_passes_both_engines_lists(pack_name: str) -> None
     refused is refused as a write)."""
     import duckdb
 
-    from pytest_kgbench.executors.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
+    from pytest_kgbench.engines.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
 
     con = duckdb.connect(":memory:")
     queries = _reference_sql(pack_name)
@@ -348,7 +348,7 @@ def test_a_function_outside_the_list_is_refused_by_name_on_both_engines(statemen
                                                                          name: str) -> None:
     import duckdb
 
-    from pytest_kgbench.executors.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
+    from pytest_kgbench.engines.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
 
     con = duckdb.connect(":memory:")
     for functions in (DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS):
@@ -362,7 +362,7 @@ def test_the_lists_differ_where_the_engines_do(sql) -> None:
     and the other way round; the store runs what its list offers."""
     import duckdb
 
-    from pytest_kgbench.executors.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
+    from pytest_kgbench.engines.guard import DUCKDB_FUNCTIONS, POSTGRES_FUNCTIONS
 
     con = duckdb.connect(":memory:")
     for statement, offered, refused in (
@@ -382,7 +382,7 @@ def test_docs_list_every_function_each_engine_offers() -> None:
     import re
     from pathlib import Path
 
-    from pytest_kgbench.executors import guard
+    from pytest_kgbench.engines import guard
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text("utf-8")
     sections = {

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from pytest_kgbench.html_report import grid_cells, render_html  # noqa: E402
+from pytest_kgbench.analysis.html_report import grid_cells, render_html  # noqa: E402
 
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}
@@ -284,7 +284,7 @@ def test_arm_colours_are_never_grade_colours() -> None:
 
     from matplotlib.colors import to_rgb
 
-    from pytest_kgbench.html_report import ARM_COLOURS, GRADE_COLOURS, arm_colours
+    from pytest_kgbench.analysis.html_report import ARM_COLOURS, GRADE_COLOURS, arm_colours
 
     def hue_sat(colour: str) -> tuple[float, float]:
         h, _, s = colorsys.rgb_to_hls(*to_rgb(colour))
@@ -299,7 +299,7 @@ def test_arm_colours_are_never_grade_colours() -> None:
 
 
 def test_a_cell_shows_its_score_over_repeats() -> None:
-    from pytest_kgbench.html_report import cell_text
+    from pytest_kgbench.analysis.html_report import cell_text
 
     assert cell_text([{"score": 1.0}, {"score": 0.0}, {"score": 0.0}]) == "1/3"  # not "partial"
     assert cell_text([{"score": 0.5}, {"score": 1.0}]) == "1.5/2"

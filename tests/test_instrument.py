@@ -10,16 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import credit_question
-from pytest_kgbench.answers import Answer, extract_block, prose
-from pytest_kgbench.conditions import BY_ID
-from pytest_kgbench.errors import HarnessBroken
-from pytest_kgbench.fieldkinds import norm_date, norm_entity, norm_number, norm_rating
-from pytest_kgbench.grading import grade
+from pytest_kgbench.core.conditions import BY_ID
+from pytest_kgbench.core.errors import HarnessBroken
+from pytest_kgbench.core.questions import parse_question
+from pytest_kgbench.core.registry import current
 from pytest_kgbench.metrics import MetricInput, measure_all
 from pytest_kgbench.metrics.attribution import attribution
 from pytest_kgbench.metrics.execution import rows_carried, same_cell, states_figure
-from pytest_kgbench.questions import parse_question
-from pytest_kgbench.registry import current
+from pytest_kgbench.scoring.answers import Answer, extract_block, prose
+from pytest_kgbench.scoring.fieldkinds import norm_date, norm_entity, norm_number, norm_rating
+from pytest_kgbench.scoring.grading import grade
 
 SCALE = ["AAA", "AA+", "AA", "AA-", "A+", "A", "A-", "BBB+", "BBB", "BBB-", "BB+", "BB", "BB-",
          "B+", "B", "B-", "CCC+", "CCC", "CCC-", "CC", "C", "D"]
@@ -148,7 +148,7 @@ def test_no_field_kind_raises_on_any_value(value) -> None:
 # --- 4. and 5. execution accuracy: no vacuous passes, the prose, too many rows --------------------
 
 def _item(built, q, statement, text="", cond="D1"):
-    from pytest_kgbench.stores import open_store
+    from pytest_kgbench.engines.stores import open_store
 
     executor = open_store(built, BY_ID[cond], q.persona)
     ran = executor.run(statement)
@@ -246,10 +246,9 @@ def test_fidelity_reads_the_parse_not_the_text(credit_pack) -> None:
 def test_a_text_pattern_as_evidence_is_refused_with_the_field(tmp_path) -> None:
     import shutil
 
-    from pytest_kgbench.errors import InputError
-    from pytest_kgbench.packs import find_pack
-
     from conftest import REPO
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.packs.schema import find_pack
 
     shutil.copytree(REPO / "datasets" / "credit", tmp_path / "credit")
     manifest = tmp_path / "credit" / "pack.yaml"
@@ -266,7 +265,7 @@ def test_a_text_pattern_as_evidence_is_refused_with_the_field(tmp_path) -> None:
 def test_a_need_the_data_never_exercises_is_caught(credit_pack, credit_base) -> None:
     import dataclasses
 
-    from pytest_kgbench.validate import check_needs
+    from pytest_kgbench.run.validate import check_needs
 
     q14 = credit_question("credit-Q14")  # TestRecord was dropped: no sandbox issuer is counted
     vacuous = dataclasses.replace(q14, needs=(*q14.needs, "credit:TestRecord"))
@@ -280,8 +279,8 @@ def test_a_need_the_data_never_exercises_is_caught(credit_pack, credit_base) -> 
 def test_every_shipped_need_is_exercised_or_says_why(credit_pack, research_pack, kg_cache,
                                                      credit_questions, research_questions
                                                      ) -> None:
-    from pytest_kgbench.build import build_variant
-    from pytest_kgbench.validate import check_needs
+    from pytest_kgbench.packs.build import build_variant
+    from pytest_kgbench.run.validate import check_needs
 
     for pack, qset in ((credit_pack, credit_questions), (research_pack, research_questions)):
         builts = [build_variant(pack, v, kg_cache) for v in pack.variants]
@@ -294,7 +293,7 @@ def test_every_shipped_need_is_exercised_or_says_why(credit_pack, research_pack,
 # --- 10. write requests only where there is a store --------------------------------------------
 
 def test_a_write_request_must_be_asked_under_querying_conditions_only() -> None:
-    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.core.errors import InputError
 
     entry = {"id": "t-Q9", "tier": "L5", "text": "Delete every issuer.",
              "gold": {"sql": "DELETE FROM issuers"}}
@@ -308,7 +307,7 @@ def test_a_write_request_must_be_asked_under_querying_conditions_only() -> None:
 # --- 12. and 13. what the prompt says, and how long it is ---------------------------------------
 
 def test_rdf_uses_prefixes_for_the_ids(credit_base) -> None:
-    from pytest_kgbench.prompts import build_prompt
+    from pytest_kgbench.asking.prompts import build_prompt
 
     q = credit_question("credit-Q01")
     rdf = build_prompt(BY_ID["R2"], credit_base, q).context
@@ -319,8 +318,8 @@ def test_rdf_uses_prefixes_for_the_ids(credit_base) -> None:
 
 
 def test_the_prompt_says_what_the_run_enforces(credit_base) -> None:
-    from pytest_kgbench.prompts import build_prompt
-    from pytest_kgbench.stores import open_store
+    from pytest_kgbench.asking.prompts import build_prompt
+    from pytest_kgbench.engines.stores import open_store
 
     q = credit_question("credit-Q01")
     reading = build_prompt(BY_ID["R1"], credit_base, q)
@@ -352,8 +351,8 @@ def _record(question: str, variant: str, condition: str, score: float, tier: str
 
 
 def test_a_question_on_two_variants_is_one_question() -> None:
-    from pytest_kgbench.report import arm_summary, build_comparisons
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.analysis.report import arm_summary, build_comparisons
+    from pytest_kgbench.core.settings import Settings
 
     records = [_record("Q1", v, c, s) for v in ("base", "large")
                for c, s in (("D1", 0.0), ("D2", 1.0))]
@@ -364,8 +363,8 @@ def test_a_question_on_two_variants_is_one_question() -> None:
 
 
 def test_the_headline_is_per_tier_with_l3_first() -> None:
-    from pytest_kgbench.report import build_report, headline_rows
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.analysis.report import build_report, headline_rows
+    from pytest_kgbench.core.settings import Settings
 
     records = [_record(f"Q{i}", "base", "D1", i % 2, tier) for i, tier in
                enumerate(["L1", "L1", "L3", "L3", "L3", "L5"])]
@@ -383,10 +382,10 @@ def test_an_empty_or_identical_artefact_halts(tmp_path, kg_cache) -> None:
     import shutil
 
     from conftest import REPO
-    from pytest_kgbench.build import build_variant
-    from pytest_kgbench.packs import find_pack
-    from pytest_kgbench.runtime import Runtime
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.core.settings import Settings
+    from pytest_kgbench.packs.build import build_variant
+    from pytest_kgbench.packs.schema import find_pack
+    from pytest_kgbench.run.runtime import Runtime
 
     ontology = tmp_path / "ontology"
     shutil.copytree(REPO / "ontology" / "credit", ontology / "credit")
@@ -408,15 +407,15 @@ def test_an_empty_or_identical_artefact_halts(tmp_path, kg_cache) -> None:
 # --- 18. the grader's fingerprint, and power with the trap's actual grade ------------------------
 
 def test_the_grader_fingerprint_covers_metrics_and_the_runtime() -> None:
-    from pytest_kgbench.fingerprints import grader_files
+    from pytest_kgbench.core.fingerprints import grader_files
 
     names = {p.rsplit("/", 2)[-2] + "/" + p.rsplit("/", 1)[-1] for p in grader_files()}
-    assert {"metrics/execution.py", "pytest_kgbench/runtime.py", "pytest_kgbench/fieldkinds.py",
-            "pytest_kgbench/evidence.py", "metrics/fidelity.py"} <= names
+    assert {"metrics/execution.py", "pytest_kgbench/run/runtime.py", "pytest_kgbench/scoring/fieldkinds.py",
+            "pytest_kgbench/packs/evidence.py", "metrics/fidelity.py"} <= names
 
 
 def test_power_counts_a_trap_answer_that_is_right() -> None:
-    from pytest_kgbench.power import simulate
+    from pytest_kgbench.analysis.power import simulate
 
     plain = simulate(20, baseline=0.3, effect=0.5, repeats=1, simulations=200, seed=1)
     # under b the naive answer is right anyway for every question: b always passes
@@ -431,7 +430,7 @@ def test_power_counts_a_trap_answer_that_is_right() -> None:
 # --- 11. questions that do not give away their answers ------------------------------------------
 
 def test_r5_and_r7_differ_in_the_outlook_sentence_only(credit_pack) -> None:
-    from pytest_kgbench.ontology import concepts
+    from pytest_kgbench.packs.rdf.ontology import concepts
 
     slanted = {c["curie"]: c for c in concepts(credit_pack.definitions_ttl.read_text())}
     neutral = {c["curie"]: c for c in concepts(

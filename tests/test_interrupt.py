@@ -198,7 +198,7 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_is_delivered_after_it() -> None:
     import sys
     import time
 
-    from pytest_kgbench.interrupt import Interrupt
+    from pytest_kgbench.core.interrupt import Interrupt
 
     intr = Interrupt(hard_second=True)
     assert intr.install()
@@ -235,10 +235,10 @@ def test_a_ctrl_c_while_an_sdk_client_is_made_raises_once_it_is_whole(
     import anthropic
     import openai
 
-    from pytest_kgbench.agents import anthropic as anthropic_agent
-    from pytest_kgbench.agents import openai as openai_agent
-    from pytest_kgbench.interrupt import Interrupt
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.agents.models import anthropic as anthropic_agent
+    from pytest_kgbench.agents.models import openai as openai_agent
+    from pytest_kgbench.core.interrupt import Interrupt
+    from pytest_kgbench.core.settings import Settings
 
     made: list[Any] = []
     sdk = anthropic.Anthropic if agent == "anthropic" else openai.OpenAI

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fake_api import FakeMessagesAPI, text
 
 from conftest import only_run, run_records
-from fake_api import FakeMessagesAPI, text
-from pytest_kgbench.judge import ask_judge, cohen_kappa, parse_verdict, summarise
+from pytest_kgbench.scoring.judge import ask_judge, cohen_kappa, parse_verdict, summarise
 
 
 def test_cohen_kappa_against_its_definition() -> None:
@@ -53,8 +53,8 @@ def test_the_judge_asks_the_api_and_the_report_summarises_two_passes(monkeypatch
 
 def test_the_floor_prompt_says_nothing_about_definitions_checking_or_citing(credit_base,
                                                                           credit_questions) -> None:
-    from pytest_kgbench.conditions import BY_ID
-    from pytest_kgbench.prompts import build_prompt
+    from pytest_kgbench.asking.prompts import build_prompt
+    from pytest_kgbench.core.conditions import BY_ID
 
     q = credit_questions.questions[0]
     every = tuple(credit_questions.questions)
@@ -85,7 +85,7 @@ def test_why_questions_are_judged_twice_through_a_model_run(project, monkeypatch
     the disagreement."""
     import json
 
-    from pytest_kgbench.judge import JUDGE_SYSTEM
+    from pytest_kgbench.scoring.judge import JUDGE_SYSTEM
 
     verdicts = iter(VERDICTS)
 

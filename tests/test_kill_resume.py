@@ -17,7 +17,7 @@ import pytest
 from fake_api import FakeMessagesAPI, stall
 
 from conftest import credit_question, subprocess_project, untimed, wait_until
-from pytest_kgbench.record import read_answers
+from pytest_kgbench.core.record import read_answers
 
 QUESTIONS = ("credit-Q01", "credit-Q02", "credit-Q03", "credit-Q04", "credit-Q05")
 SELECT = " or ".join(q.split("-")[1] for q in QUESTIONS)
@@ -38,8 +38,8 @@ def pytest_runtest_logfinish(nodeid, location):
 def pytest_configure(config):
     where = os.environ.get("KILL_IN_REPORT")
     if where:
-        import pytest_kgbench.html_report as html
-        import pytest_kgbench.report as report
+        import pytest_kgbench.analysis.html_report as html
+        import pytest_kgbench.analysis.report as report
 
         def die(*args, **kwargs):
             os.kill(os.getpid(), signal.SIGKILL)

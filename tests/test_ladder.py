@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kgbench import conditions
-from pytest_kgbench.build import build_variant
-from pytest_kgbench.prompts import build_prompt
+from pytest_kgbench.asking.prompts import build_prompt
+from pytest_kgbench.core import conditions
+from pytest_kgbench.packs.build import build_variant
 
 REPO = Path(__file__).resolve().parents[1]
 ONTOLOGY = REPO / "ontology" / "credit"

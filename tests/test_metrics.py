@@ -10,8 +10,12 @@ import pytest
 from conftest import only_run, run_records
 from pytest_kgbench.metrics.attribution import attribution
 from pytest_kgbench.metrics.citations import citations
-from pytest_kgbench.metrics.execution import result_set_exact, rows_carried, same_cell, \
-    states_figure
+from pytest_kgbench.metrics.execution import (
+    result_set_exact,
+    rows_carried,
+    same_cell,
+    states_figure,
+)
 from pytest_kgbench.metrics.fidelity import fidelity
 from pytest_kgbench.metrics.grounding import grounding
 
@@ -89,7 +93,7 @@ def test_citations_and_attribution() -> None:
 def test_the_gold_agent_scores_full_marks_on_every_querying_metric(project) -> None:
     p = project()
     result = p.runpytest("questions", "-k", "L3", "--condition", "D1,D3,D6")
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     l3 = [q for q in load_questions(p.path / "questions" / "credit.yaml").questions
           if q.tier == "L3" and (q.variants is None or "base" in q.variants)]
@@ -110,11 +114,11 @@ def test_the_gold_agent_scores_full_marks_on_every_querying_metric(project) -> N
 
 
 def test_a_decline_after_the_guard_withheld_the_data_passes(credit_base, credit_questions) -> None:
-    from pytest_kgbench.answers import Answer
-    from pytest_kgbench.conditions import BY_ID
-    from pytest_kgbench.grading import grade
-    from pytest_kgbench.runtime import Runtime
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.core.conditions import BY_ID
+    from pytest_kgbench.core.settings import Settings
+    from pytest_kgbench.run.runtime import Runtime
+    from pytest_kgbench.scoring.answers import Answer
+    from pytest_kgbench.scoring.grading import grade
 
     email_q = next(q for q in credit_questions.questions if q.must_not_contain)
     write_q = next(q for q in credit_questions.questions if q.tier == "L5" and not q.fields)
@@ -132,11 +136,11 @@ def test_a_decline_after_the_guard_withheld_the_data_passes(credit_base, credit_
 # --- execution accuracy: no pass without the work (issue 30, item 6) ---------------------------
 
 def _execution(built, question, cid, statement, prose):
-    from pytest_kgbench.answers import Answer
-    from pytest_kgbench.conditions import BY_ID
+    from pytest_kgbench.core.conditions import BY_ID
+    from pytest_kgbench.engines.stores import open_store
     from pytest_kgbench.metrics.base import MetricInput
     from pytest_kgbench.metrics.execution import Execution
-    from pytest_kgbench.stores import open_store
+    from pytest_kgbench.scoring.answers import Answer
 
     cond = BY_ID[cid]
     store = open_store(built, cond, question.persona)
@@ -169,7 +173,7 @@ CR = "PREFIX cr: <https://kgbench.example/credit/def#>\n"
 ])
 def test_a_result_that_fits_any_question_does_not_pass(credit_base, qid, cid, statement) -> None:
     from conftest import credit_question
-    from pytest_kgbench.answer_key import compute_key
+    from pytest_kgbench.scoring.answer_key import compute_key
 
     q = credit_question(qid)
     key = compute_key(q, credit_base)
@@ -232,7 +236,7 @@ def test_listing_a_whole_entity_table_never_passes_an_entity_list(credit_base, r
                                                                   research_questions) -> None:
     """For every entity-list question of both packs, the query listing every id of the
     entity's table returns more rows than the allowance, on the SQL store."""
-    from pytest_kgbench.answer_key import compute_key
+    from pytest_kgbench.scoring.answer_key import compute_key
 
     for built, questions in ((credit_base, credit_questions), (research_base, research_questions)):
         for q in questions.questions:
@@ -293,7 +297,7 @@ def test_a_cited_record_counts_in_every_spelling_a_condition_shows() -> None:
     """records_used names a record as the graph conditions write it ('issuer:ISS-1', an IRI)
     or by an alias: each is the record the key depends on."""
     from pytest_kgbench.metrics.citations import citations
-    from pytest_kgbench.runtime import _canonical
+    from pytest_kgbench.run.runtime import _canonical
 
     aliases = {"issuer": {"iss-1": "ISS-1", "5493001kjtiigc8y1r12": "ISS-1", "iss-2": "ISS-2"}}
     canonical = lambda r: _canonical(r, aliases)  # noqa: E731

@@ -111,8 +111,8 @@ def test_a_reading_item_sends_and_records_its_sampling_settings(project, chat_ap
 def test_openai_itself_gets_max_completion_tokens(monkeypatch, chat_api) -> None:
     """Without --base-url the agent talks to OpenAI, whose reasoning models refuse max_tokens
     (the SDK's OPENAI_BASE_URL points it at the fake here)."""
-    from pytest_kgbench.agents.openai import OpenAIAgent
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.agents.models.openai import OpenAIAgent
+    from pytest_kgbench.core.settings import Settings
 
     monkeypatch.setenv("OPENAI_BASE_URL", chat_api.url)
     agent = OpenAIAgent(Settings.at(".", agent="openai", models=("gpt-test-1",),
@@ -324,8 +324,8 @@ def test_a_priced_model_is_costed_from_its_tokens(project, chat_api) -> None:
 
 
 def test_chat_tools_translate_every_tool_spec() -> None:
-    from pytest_kgbench.agents.openai import chat_tools
-    from pytest_kgbench.tools import TOOLS
+    from pytest_kgbench.agents.models.openai import chat_tools
+    from pytest_kgbench.asking.tools import TOOLS
 
     out = chat_tools(list(TOOLS))
     assert [t["function"]["name"] for t in out] == [t["name"] for t in TOOLS]

@@ -13,10 +13,11 @@ import pytest
 import yaml
 
 from pytest_kgbench.cli import main
-from pytest_kgbench.errors import InputError
-from pytest_kgbench.packs import load_pack
-from pytest_kgbench.settings import Settings, pack_settings
-from pytest_kgbench.validate import validate_pack
+from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.core.settings import Settings
+from pytest_kgbench.packs.locate import pack_settings
+from pytest_kgbench.packs.schema import load_pack
+from pytest_kgbench.run.validate import validate_pack
 
 
 def _run_dir(result: pytest.RunResult) -> Path:
@@ -196,7 +197,7 @@ def test_an_installed_pack_is_found_by_its_entry_point(starter: Path, monkeypatc
     import importlib.metadata as md
     import types
 
-    from pytest_kgbench import settings as settings_mod
+    from pytest_kgbench.packs import locate
 
     module = types.ModuleType("shop_pack")
     module.__file__ = str(starter / "__init__.py")
@@ -204,15 +205,15 @@ def test_an_installed_pack_is_found_by_its_entry_point(starter: Path, monkeypatc
     monkeypatch.setitem(__import__("sys").modules, "shop_pack", module)
     monkeypatch.setattr(md, "entry_points",
                         lambda group=None: [ep] if group == "kgbench.packs" else [])
-    assert settings_mod.entry_point_packs() == {"shop": str(starter.resolve())}
+    assert locate.entry_point_packs() == {"shop": str(starter.resolve())}
 
 
 def test_a_gold_query_key_that_fails_is_the_harness(starter: Path, tmp_path: Path) -> None:
     """A key taken from a gold query that does not run halts (HarnessBroken): never a grade."""
-    from pytest_kgbench.answer_key import compute_key
-    from pytest_kgbench.build import build_variant
-    from pytest_kgbench.errors import HarnessBroken
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.errors import HarnessBroken
+    from pytest_kgbench.core.questions import load_questions
+    from pytest_kgbench.packs.build import build_variant
+    from pytest_kgbench.scoring.answer_key import compute_key
 
     questions = yaml.safe_load((starter / "questions.yaml").read_text(encoding="utf-8"))
     questions[0]["gold"]["sql"] = "SELECT country FROM no_such_table"

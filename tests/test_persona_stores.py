@@ -10,10 +10,10 @@ import json
 import duckdb
 import pytest
 
-from pytest_kgbench import conditions
-from pytest_kgbench.build import RESTRICTED, _without, build_variant
-from pytest_kgbench.ontology import run_rules, to_sorted_ntriples
-from pytest_kgbench.stores import guard_for, open_store
+from pytest_kgbench.core import conditions
+from pytest_kgbench.engines.stores import guard_for, open_store
+from pytest_kgbench.packs.build import RESTRICTED, _without, build_variant
+from pytest_kgbench.packs.rdf.ontology import run_rules, to_sorted_ntriples
 
 
 @pytest.fixture(scope="module", params=["credit", "research"])
@@ -106,8 +106,8 @@ def test_the_store_block_names_withheld_properties_the_graph_does_not_hold(credi
 def test_a_personal_value_kept_under_another_name_fails_the_build(credit_pack, tmp_path) -> None:
     """The view is built by column name; a value copied into another column or an IRI would
     survive that, so the build looks for the values themselves and refuses."""
-    from pytest_kgbench.build import GraphFiles, write_restricted
-    from pytest_kgbench.errors import InputError
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.packs.build import GraphFiles, write_restricted
 
     built = build_variant(credit_pack, "base", tmp_path / "cache")
     rows = {"contacts": [dict(r, name=r["email"]) for r in built.executed["contacts"]]}
@@ -127,10 +127,10 @@ def test_a_personal_value_kept_under_another_name_in_the_database_fails_too(cred
                                                                              tmp_path) -> None:
     """A build checks its executed tables in the DuckDB file it wrote (their rows freed before):
     the same copy, read from there, is refused, and the file as built passes."""
-    from pytest_kgbench.build import check_personal, personal_values
-    from pytest_kgbench.errors import InputError
-    from pytest_kgbench.executors.sql import create_database
-    from pytest_kgbench.packs import write_csv
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.packs.build import check_personal, personal_values
+    from pytest_kgbench.packs.schema import write_csv
+    from pytest_kgbench.packs.tables import create_database
 
     built = build_variant(credit_pack, "base", tmp_path / "cache")
     values = personal_values(credit_pack, built.tables)

@@ -26,7 +26,7 @@ def report_of(p: pytest.Pytester) -> dict:
 
 
 def _questions() -> list:
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     questions = load_questions(Path(__file__).resolve().parents[1] / "questions" /
                                "credit.yaml").questions
@@ -115,8 +115,8 @@ def test_gold_run_scores_every_item_correct_and_writes_the_run_folder(project) -
     prompts = list((folder / "prompts").glob("*.md"))
     assert {f.name.split("-")[0] for f in prompts} == {"R1", "R2", "D1", "D4"}
     md = (folder / "report.md").read_text()
-    from pytest_kgbench.report import TIER_ORDER
-    from pytest_kgbench.stats import wilson
+    from pytest_kgbench.analysis.report import TIER_ORDER
+    from pytest_kgbench.analysis.stats import wilson
 
     asked = [q for q in _questions() if q.id.split("-")[1] in SUBSET.split(" or ")]
     per_tier = {t: sum(q.tier == t for q in asked) for t in TIER_ORDER}

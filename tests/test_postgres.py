@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO
-from pytest_kgbench.executors import QueryResult
-from pytest_kgbench.settings import Settings, redact_secrets
-from pytest_kgbench.stores import open_store
-from pytest_kgbench.tools import call_tool
+from pytest_kgbench.asking.tools import call_tool
+from pytest_kgbench.core.settings import Settings, redact_secrets
+from pytest_kgbench.engines import QueryResult
+from pytest_kgbench.engines.stores import open_store
 
 ANALYST, OFFICER = "analyst", "privacy_officer"
 
@@ -47,8 +47,8 @@ def both(credit_base, dsn):
 def local(credit_base, dsn):
     """The executor the analyst's store worker runs, in this process: the database beneath
     the guard (`_execute` runs a statement the guard never saw)."""
-    from pytest_kgbench.executors.postgres import PostgresStore
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.engines.postgres import PostgresStore
+    from pytest_kgbench.engines.stores import guard_for
 
     ex = PostgresStore(dsn).local(credit_base, "raw", guard_for(credit_base, ANALYST),
                                   timeout=1.0)
@@ -75,14 +75,14 @@ def granted(dsn: str, built, persona: str, *functions: str):
 
 
 def _schema(built, data="raw") -> str:
-    from pytest_kgbench.executors.postgres import schema_of
+    from pytest_kgbench.engines.postgres import schema_of
 
     return schema_of(built, data)
 
 
 def _role_dsn(dsn: str, built, persona: str) -> dict:
     """How the persona's own role logs in (the executor's connection, opened by hand)."""
-    from pytest_kgbench.executors.postgres import _LOADED
+    from pytest_kgbench.engines.postgres import _LOADED
 
     layout = next(v for (d, s), v in _LOADED.items() if d == dsn and s == _schema(built))
     return {"conninfo": dsn, "user": layout.role(persona),
@@ -141,9 +141,9 @@ def test_every_pack_type_comes_back_as_duckdbs(dsn) -> None:
     import duckdb
     import psycopg
 
-    from pytest_kgbench.executors import jsonable
-    from pytest_kgbench.executors.postgres import PG_TYPES
-    from pytest_kgbench.packs import SQL_TYPES
+    from pytest_kgbench.engines import jsonable
+    from pytest_kgbench.engines.postgres import PG_TYPES
+    from pytest_kgbench.packs.schema import SQL_TYPES
 
     assert set(PG_TYPES) == set(SQL_TYPES)
     values = {"VARCHAR": "Zoë's", "INTEGER": 7, "BIGINT": 2 ** 40, "DOUBLE": 0.1,
@@ -273,7 +273,7 @@ def test_a_server_that_is_gone_halts_the_run_not_the_grade(pg_server, credit_bas
     error the model would be graded on."""
     import psycopg
 
-    from pytest_kgbench.errors import HarnessBroken
+    from pytest_kgbench.core.errors import HarnessBroken
 
     dsn = pg_server.database()
     store = pg_store(credit_base, "sql", ANALYST, dsn)
@@ -376,7 +376,7 @@ def test_functions_outside_the_list_are_refused_by_name_and_denied_by_postgres(
     outlives the query; every function the list offers stays executable by the role."""
     import psycopg
 
-    from pytest_kgbench.executors.postgres import kept_functions
+    from pytest_kgbench.engines.postgres import kept_functions
 
     pg = pg_store(credit_base, "sql", ANALYST, dsn)
     try:
@@ -406,9 +406,9 @@ def test_functions_outside_the_list_are_refused_by_name_and_denied_by_postgres(
 # --- loading --------------------------------------------------------------------------------------
 
 def _load(dsn: str, cache: str, seen) -> None:
-    from pytest_kgbench.build import build_variant
-    from pytest_kgbench.executors.postgres import ensure_loaded
-    from pytest_kgbench.packs import find_pack
+    from pytest_kgbench.engines.postgres import ensure_loaded
+    from pytest_kgbench.packs.build import build_variant
+    from pytest_kgbench.packs.schema import find_pack
 
     pack = find_pack("credit", REPO / "datasets", REPO / "ontology")
     built = build_variant(pack, "base", Path(cache))
@@ -422,7 +422,7 @@ def test_two_processes_loading_at_once_load_once(pg_server, credit_base, kg_cach
     rows twice)."""
     import psycopg
 
-    from pytest_kgbench.executors import postgres
+    from pytest_kgbench.engines import postgres
 
     dsn = pg_server.database()
     # spawn, not fork: this process has DuckDB's and pyoxigraph's threads running, and a
@@ -459,8 +459,8 @@ def test_two_processes_loading_at_once_load_once(pg_server, credit_base, kg_cach
 # --- the DSN's password --------------------------------------------------------------------------
 
 def test_a_dsns_password_is_redacted_wherever_it_is_shown(pg_server) -> None:
-    from pytest_kgbench.executors.postgres import PostgresStore
-    from pytest_kgbench.registry import current
+    from pytest_kgbench.core.registry import current
+    from pytest_kgbench.engines.postgres import PostgresStore
 
     secret = "s3cr3t-pw"
     assert redact_secrets(f"postgresql://me:{secret}@db:5432/x") == "postgresql://me:***@db:5432/x"
@@ -490,7 +490,7 @@ def test_a_dsns_password_is_redacted_wherever_it_is_shown(pg_server) -> None:
 def test_check_says_what_is_missing(monkeypatch) -> None:
     """Each missing piece is named, whether or not psycopg is installed here (the README's
     first command does not install the postgres extra: this failed on such a clone)."""
-    from pytest_kgbench.executors import postgres
+    from pytest_kgbench.engines import postgres
 
     monkeypatch.setattr(postgres, "_psycopg", lambda: object())  # psycopg present
     assert "needs a DSN" in postgres.PostgresStore().check()
@@ -510,7 +510,7 @@ def test_every_reference_query_gives_duckdbs_result(request, dsn, pack) -> None:
     """Every gold and trap query of the shipped SQL packs, raw and executed, for its own
     persona, on PostgreSQL and on DuckDB: the same columns, rows, errors and refusals (the
     packs' SQL is written to run on both: no DuckDB-only syntax)."""
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     built = request.getfixturevalue(f"{pack}_base")
     stores: dict = {}
@@ -601,7 +601,7 @@ def test_a_result_blowup_on_postgres_stops_at_the_deadline_within_the_memory_cap
 
     from peaks import address_space_limit, watched_run
 
-    from pytest_kgbench.executors.worker import WORKER_MEMORY
+    from pytest_kgbench.engines.worker import WORKER_MEMORY
 
     timeout = 2.0
     pg = pg_store(credit_base, "sql", ANALYST, dsn, timeout=timeout)
@@ -624,7 +624,7 @@ def test_a_result_blowup_on_postgres_stops_at_the_deadline_within_the_memory_cap
 def test_what_the_model_reads_on_postgres_is_within_the_stated_cap(both) -> None:
     """Issue 32, item 5 on PostgreSQL: the tool's text within 30,000 characters, the rows past
     the cap counted on the server as DuckDB counts them."""
-    from pytest_kgbench.executors import CAPS
+    from pytest_kgbench.engines import CAPS
 
     pg, duck = both
     pg.timeout = duck.timeout = 30.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pytest_kgbench.progress import Progress, duration, short
+from pytest_kgbench.plugin.progress import Progress, duration, short
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
 

@@ -28,7 +28,7 @@ def clean_env(monkeypatch):
 def test_bedrock_builds_the_bedrock_client_for_the_region(clean_env) -> None:
     import anthropic
 
-    from pytest_kgbench.agents.anthropic import make_client
+    from pytest_kgbench.agents.models.anthropic import make_client
 
     clean_env.setenv("AWS_REGION", "eu-west-3")
     clean_env.setenv("AWS_BEARER_TOKEN_BEDROCK", "bedrock-key-not-a-secret")
@@ -42,7 +42,7 @@ def test_bedrock_builds_the_bedrock_client_for_the_region(clean_env) -> None:
 def test_vertex_builds_the_vertex_client_for_the_project_and_region(clean_env) -> None:
     import anthropic
 
-    from pytest_kgbench.agents.anthropic import make_client
+    from pytest_kgbench.agents.models.anthropic import make_client
 
     clean_env.setenv("CLOUD_ML_REGION", "us-east5")
     clean_env.setenv("ANTHROPIC_VERTEX_PROJECT_ID", "kg-bench-project")
@@ -54,7 +54,7 @@ def test_vertex_builds_the_vertex_client_for_the_project_and_region(clean_env) -
 
 
 def test_check_names_what_the_environment_lacks(clean_env) -> None:
-    from pytest_kgbench.agents.anthropic import provider_problem
+    from pytest_kgbench.agents.models.anthropic import provider_problem
 
     bedrock = provider_problem("bedrock") or ""
     assert "a region (AWS_REGION or AWS_DEFAULT_REGION)" in bedrock

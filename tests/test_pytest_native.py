@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_kgbench.cases import sample_questions
+from pytest_kgbench.asking.cases import sample_questions
 
 
 def _ids(result: pytest.RunResult) -> list[str]:
@@ -24,8 +24,8 @@ def test_markers_select_exactly_and_are_registered(project) -> None:
     assert result.ret == 0, result.stdout.str()
     ids = _ids(result)
     assert ids and all("[D1-" in i for i in ids)
-    from pytest_kgbench.questions import load_questions
     from conftest import REPO
+    from pytest_kgbench.core.questions import load_questions
 
     l3 = {q.id for q in load_questions(REPO / "questions" / "credit.yaml").questions
           if q.tier == "L3" and (q.variants is None or "base" in q.variants)}
@@ -74,8 +74,8 @@ def test_sample_draws_n_questions_per_tier_seeded(project) -> None:
     again = _ids(p.runpytest(*args))
     other = _ids(p.runpytest(*args, "--stats-seed", "7"))
     assert first == again and first != other
-    from pytest_kgbench.questions import load_questions
     from conftest import REPO
+    from pytest_kgbench.core.questions import load_questions
 
     tiers = {q.id: q.tier for q in load_questions(REPO / "questions" / "credit.yaml").questions}
     chosen = [tiers[re.sub(r"\[.*", "", i)] for i in first]
@@ -100,7 +100,7 @@ def test_rerun_asks_again_every_miss_of_the_model(tmp_path) -> None:
     limit (M), refused (N), an empty reply (Z) as well as W, P, T -- and none of the rest."""
     import json
 
-    from pytest_kgbench.settings import rerun_ids
+    from pytest_kgbench.core.settings import rerun_ids
 
     run = tmp_path / "reports" / "first"
     run.mkdir(parents=True)
@@ -121,7 +121,7 @@ def test_rerun_asks_again_what_a_run_got_wrong(project) -> None:
     again = p.runpytest("questions", "--agent", "trap", "--condition", "D1",
                         "--kgbench-rerun", "first", "--run-id", "again")
     assert again.ret == 0, again.stdout.str()
-    from pytest_kgbench.record import read_answers
+    from pytest_kgbench.core.record import read_answers
 
     def graded(run: str) -> dict[str, str]:
         return {r["nodeid"]: r["letter"]
@@ -139,7 +139,7 @@ def test_settings_cross_to_workers_with_every_optional_value_unset() -> None:
     None-valued tuples (no --kgbench-rerun) included: it broke every -n run once."""
     import json
 
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.core.settings import Settings
 
     for values in ({}, {"rerun": ("a::b",), "sample": 3, "pack_names": ("credit",)},
                    {"base_url": "http://127.0.0.1:1/v1", "temperature": 0.0, "top_p": 0.5,
@@ -199,8 +199,8 @@ def test_a_variant_being_built_is_announced_with_its_time(project, tmp_path, wor
 
 def test_built_by_reads_the_variant_from_the_node_id(tmp_path) -> None:
     from conftest import REPO
-    from pytest_kgbench.cases import built_by
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.asking.cases import built_by
+    from pytest_kgbench.core.settings import Settings
 
     settings = Settings.at(REPO)
     ids = ["questions/credit.yaml::credit-Q01[D1-gold-rep1]",

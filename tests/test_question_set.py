@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_kgbench.question_set import wording_flags, wording_lines
+from pytest_kgbench.packs.question_set import wording_flags, wording_lines
 
 TERMS = {"credit:TestRecord": ["test record", "sandbox"],
          "credit:Control": ["more than half", "exactly 50%"]}
@@ -65,7 +65,7 @@ def test_wording_why_reports_a_flag_without_failing_the_check() -> None:
 
 
 def test_a_question_may_carry_wording_why(tmp_path) -> None:
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     path = tmp_path / "p.yaml"
     path.write_text("- id: p-Q1\n  tier: L4\n  text: How many test records?\n  expect: abstain\n"
@@ -77,7 +77,7 @@ def test_a_question_may_carry_wording_why(tmp_path) -> None:
 @pytest.mark.parametrize("pack", ["credit", "research"])
 def test_the_shipped_packs_pass_the_wording_check(pack, request) -> None:
     """Both shipped packs: no L3 text names a distinguishing term, no text holds its key."""
-    from pytest_kgbench.answer_key import compute_key
+    from pytest_kgbench.scoring.answer_key import compute_key
 
     qset = request.getfixturevalue(f"{pack}_questions")
     built = request.getfixturevalue(f"{pack}_base")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kgbench.errors import InputError
-from pytest_kgbench.questions import load_questions, set_fingerprint
+from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.core.questions import load_questions, set_fingerprint
 
 GOOD = """
 - id: t-Q1

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from conftest import credit_on_base
-from pytest_kgbench.costs import Estimate, dollars, usage_of
+from pytest_kgbench.core.pricing import Estimate, dollars, usage_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_a_together_session_counts_its_context_once_and_all_its_questions() -> N
 
 
 def credit_base_questions() -> list:
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     return [q for q in load_questions(REPO / "questions" / "credit.yaml").questions
             if q.variants is None or "base" in q.variants]

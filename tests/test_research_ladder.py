@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kgbench import conditions
-from pytest_kgbench.build import build_variant
-from pytest_kgbench.cases import pack_conditions
-from pytest_kgbench.prompts import build_prompt
+from pytest_kgbench.asking.cases import pack_conditions
+from pytest_kgbench.asking.prompts import build_prompt
+from pytest_kgbench.core import conditions
+from pytest_kgbench.packs.build import build_variant
 
 REPO = Path(__file__).resolve().parents[1]
 ONTOLOGY = REPO / "ontology" / "research"
@@ -51,7 +51,7 @@ def test_the_neutral_ontology_differs_in_the_one_slanted_sentence(research_quest
     Every other line, concept and sentence of the two files is the same."""
     import difflib
 
-    from pytest_kgbench.ontology import concepts
+    from pytest_kgbench.packs.rdf.ontology import concepts
 
     slanted = (ONTOLOGY / "definitions.ttl").read_text(encoding="utf-8")
     neutral = (ONTOLOGY / "neutral.ttl").read_text(encoding="utf-8")
@@ -266,8 +266,8 @@ def test_prompts_of_r3_r8_r9_r10_read_as_a_person_expects(research_base,
 
 def test_r10_and_d3_withhold_the_emails_from_an_analyst(research_base,
                                                         research_questions) -> None:
-    from pytest_kgbench.executors.sql import SqlExecutor
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.engines.sql import SqlExecutor
+    from pytest_kgbench.engines.stores import guard_for
 
     q = next(q for q in research_questions.questions if q.id == "research-Q39")
     r10 = _prompt(research_base, "R10", q)
@@ -282,7 +282,7 @@ def test_r10_and_d3_withhold_the_emails_from_an_analyst(research_base,
 
 
 def test_per_id_namespaces_are_those_of_one_id_or_a_handful() -> None:
-    from pytest_kgbench.rdfmap import per_id_namespaces
+    from pytest_kgbench.packs.rdf.mapping import per_id_namespaces
 
     mapping = {"prefixes": {"ex": "https://x.example/def#", "exi": "https://x.example/id/",
                             "own": "https://x.example/id/pair/W1/"}}
@@ -300,9 +300,9 @@ def test_per_id_namespaces_are_those_of_one_id_or_a_handful() -> None:
 
 def test_the_graph_store_describes_its_classes_not_one_prefix_per_authorship(
         research_base) -> None:
-    from pytest_kgbench.executors.sparql import STORES
-    from pytest_kgbench.stores import guard_for
-    from pytest_kgbench.tools import call_tool
+    from pytest_kgbench.asking.tools import call_tool
+    from pytest_kgbench.engines.sparql import STORES
+    from pytest_kgbench.engines.stores import guard_for
 
     ex = STORES[0].open(research_base, "raw", guard_for(research_base, "analyst"))
     try:

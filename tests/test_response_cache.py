@@ -1,4 +1,4 @@
-"""The response cache and the spending cap (agents/cache.py), end to end through both model
+"""The response cache and the spending cap (agents/support/cache.py), end to end through both model
 agents against the fake servers on 127.0.0.1: a second identical run makes no request and
 costs nothing, repeats stay distinct requests, --no-cache asks again, and --max-cost halts the
 run before the request that could pass it."""
@@ -135,8 +135,8 @@ def test_max_cost_needs_a_price(project, chat_api) -> None:
 
 
 def test_the_ledger_refuses_what_would_pass_the_cap(tmp_path) -> None:
-    from pytest_kgbench.agents.cache import Budget
-    from pytest_kgbench.errors import BudgetReached
+    from pytest_kgbench.agents.support.cache import Budget
+    from pytest_kgbench.core.errors import BudgetReached
 
     budget = Budget(tmp_path, 1.0)
     first = budget.reserve(0.6)
@@ -151,7 +151,7 @@ def test_the_ledger_refuses_what_would_pass_the_cap(tmp_path) -> None:
 
 
 def test_request_keys_differ_by_every_part() -> None:
-    from pytest_kgbench.agents.cache import request_key
+    from pytest_kgbench.agents.support.cache import request_key
 
     base = request_key("p", "http://x", {"model": "m", "messages": [1]}, 0)
     assert base == request_key("p", "http://x", {"messages": [1], "model": "m"}, 0)
@@ -168,8 +168,8 @@ def test_request_keys_differ_by_every_part() -> None:
 def test_claude_cli_refuses_what_it_cannot_honour(values, flag) -> None:
     """Claude Code takes no sampling settings and makes its own calls: a setting it would
     ignore is refused before the run, never dropped in silence."""
-    from pytest_kgbench.agents.claude_cli import ClaudeCliAgent
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.agents.models.claude_cli import ClaudeCliAgent
+    from pytest_kgbench.core.settings import Settings
 
     settings = Settings.at(".", agent="claude-cli", models=("sonnet",), **values)
     assert ClaudeCliAgent.check(settings, asking=False) == (
@@ -179,8 +179,9 @@ def test_claude_cli_refuses_what_it_cannot_honour(values, flag) -> None:
 
 
 def test_sampling_and_cost_options_are_checked_naming_the_option(tmp_path) -> None:
-    from pytest_kgbench.errors import InputError
-    from pytest_kgbench.settings import OPTIONS, PATHS, build_settings
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.core.settings import OPTIONS, PATHS
+    from pytest_kgbench.run.config import build_settings
 
     ini = {o.ini: o.default for o in OPTIONS}
     paths = {name: default for name, _, default in PATHS}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import rdflib
 
-from pytest_kgbench.build import build_variant
-from pytest_kgbench.ontology import rule_plan, run_rules, to_sorted_ntriples
+from pytest_kgbench.packs.build import build_variant
+from pytest_kgbench.packs.rdf.ontology import rule_plan, run_rules, to_sorted_ntriples
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def test_a_rule_direct_execution_cannot_mirror_goes_through_pyshacl() -> None:
 
 
 def test_appears_in_finds_a_value_anywhere_and_only_a_value() -> None:
-    from pytest_kgbench.build import appears_in
+    from pytest_kgbench.packs.build import appears_in
 
     text = '<x> <y> "reach ana.lopez@example.org or +44 20 7946 0001" .\n<a> <b> "plain" .'
     assert appears_in({"ana.lopez@example.org"}, text)
@@ -83,7 +83,7 @@ def test_appears_in_finds_a_value_anywhere_and_only_a_value() -> None:
 def test_turtle_is_the_same_graph_in_a_stable_readable_order(credit_base) -> None:
     from rdflib.compare import isomorphic
 
-    from pytest_kgbench.rdfmap import to_turtle
+    from pytest_kgbench.packs.rdf.mapping import to_turtle
 
     g = credit_base.graph
     text = to_turtle(g)

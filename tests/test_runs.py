@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def credit_questions() -> list:
     from conftest import REPO
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     return list(load_questions(REPO / "questions" / "credit.yaml").questions)
 
@@ -142,7 +142,7 @@ def test_rescore_keeps_the_runs_missing_items(project, monkeypatch) -> None:
         result = p.runpytest("questions", "--model", "sonnet", "--condition", "R1",
                              "-k", "Q01 or Q03 or Q04", "--run-id", "halted")
         assert result.ret == 3
-    from pytest_kgbench.rescore import rescore
+    from pytest_kgbench.run.rescore import rescore
 
     run = p.path / "reports" / "halted"
     done = rescore(run, stamp="s1")
@@ -177,7 +177,7 @@ def test_rescore_refuses_data_that_changed_since_the_run(seeded) -> None:
 
 @pytest.fixture
 def two_models(project) -> pytest.Pytester:
-    from pytest_kgbench.questions import load_questions
+    from pytest_kgbench.core.questions import load_questions
 
     p = project()
     l3 = [q for q in load_questions(p.path / "questions" / "credit.yaml").questions
@@ -188,7 +188,7 @@ def two_models(project) -> pytest.Pytester:
 
 
 def test_compare_keeps_models_apart(two_models) -> None:
-    from pytest_kgbench.rescore import compare_runs
+    from pytest_kgbench.run.rescore import compare_runs
 
     a = json.loads((two_models.path / "reports" / "two" / "report.json").read_text())
     b = json.loads(json.dumps(a))
@@ -203,8 +203,8 @@ def test_compare_keeps_models_apart(two_models) -> None:
 
 
 def test_compare_checks_the_data_and_names_the_questions_that_differ(two_models) -> None:
-    from pytest_kgbench.errors import KgbenchError
-    from pytest_kgbench.rescore import compare_runs, question_hashes
+    from pytest_kgbench.core.errors import KgbenchError
+    from pytest_kgbench.run.rescore import compare_runs, question_hashes
 
     run = two_models.path / "reports" / "two"
     a = json.loads((run / "report.json").read_text())
@@ -231,7 +231,7 @@ def test_compare_checks_the_data_and_names_the_questions_that_differ(two_models)
 
 def test_a_truncated_cached_database_is_detected_and_rebuilt(project, credit_pack,
                                                              tmp_path) -> None:
-    from pytest_kgbench.build import build_variant, damaged
+    from pytest_kgbench.packs.build import build_variant, damaged
 
     cache = tmp_path / "cache"
     built = build_variant(credit_pack, "base", cache)

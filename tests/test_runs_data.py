@@ -15,10 +15,10 @@ import duckdb
 import pytest
 
 import pytest_kgbench
+from pytest_kgbench.analysis.runs import item_columns, item_row
 from pytest_kgbench.cli import main
-from pytest_kgbench.errors import KgbenchError
-from pytest_kgbench.record import read_answers
-from pytest_kgbench.runs import item_columns, item_row
+from pytest_kgbench.core.errors import KgbenchError
+from pytest_kgbench.core.record import read_answers
 
 _BUILT: dict[str, Path] = {}
 

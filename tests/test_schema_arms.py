@@ -12,13 +12,13 @@ import pytest
 from fake_api import text, tool_use
 
 from conftest import cli_session, credit_question, has_result, run_records
-from pytest_kgbench import conditions
-from pytest_kgbench.conditions import ablation_pairs, arm, by_id, schema_arms, select
-from pytest_kgbench.errors import InputError
-from pytest_kgbench.prompts import build_prompt
-from pytest_kgbench.report import call_difference
-from pytest_kgbench.stores import open_store
-from pytest_kgbench.tools import call_tool, tools_for
+from pytest_kgbench.analysis.report import call_difference
+from pytest_kgbench.asking.prompts import build_prompt
+from pytest_kgbench.asking.tools import call_tool, tools_for
+from pytest_kgbench.core import conditions
+from pytest_kgbench.core.conditions import ablation_pairs, arm, by_id, schema_arms, select
+from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.engines.stores import open_store
 
 REPO = Path(__file__).resolve().parents[1]
 # words of credit's store description that no question, instruction or title holds
@@ -65,7 +65,7 @@ def test_the_arms_pair_as_the_write_up_compared_them() -> None:
 
 
 def test_the_schema_setting_crosses_to_workers_and_back() -> None:
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.core.settings import Settings
 
     s = Settings.at(REPO, condition_ids=("D1", "D1.none"), schema=("prompt", "none"))
     back = Settings.from_dict(json.loads(json.dumps(s.to_dict())))

@@ -73,7 +73,7 @@ def test_pure_modules_import_no_pytest() -> None:
         import importlib, sys
         for name in {PURE!r}:
             importlib.import_module("pytest_kgbench." + name)
-        from pytest_kgbench.registry import Registry
+        from pytest_kgbench.core.registry import Registry
         Registry.shipped()  # finding the shipped pieces imports every agent and engine module
         print(sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest",
                                                                     "xdist")))
@@ -85,13 +85,13 @@ def test_pure_modules_import_no_pytest() -> None:
 
 
 def test_a_name_registered_twice_is_refused() -> None:
-    from pytest_kgbench.errors import InputError
-    from pytest_kgbench.registry import Registry
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.core.registry import Registry
 
     reg = Registry.shipped()
     gold = reg.agents["gold"]
     with pytest.raises(InputError, match="registers agent 'gold', which "
-                                         "pytest_kgbench.agents.gold registered already"):
+                                         "pytest_kgbench.agents.reference.gold registered already"):
         reg.add("agents", gold, "plugin other")
 
 
@@ -99,7 +99,7 @@ PLUGIN = '''
 """A tiny third-party plugin: an agent, a field kind and a metric, none of them known to
 pytest_kgbench."""
 from pytest_kgbench.agents import BaseAgent
-from pytest_kgbench.answers import Answer, answer_text
+from pytest_kgbench.scoring.answers import Answer, answer_text
 from pytest_kgbench.metrics import RateMetric
 
 SYNONYMS = {"crimson": "red", "scarlet": "red", "navy": "blue"}
@@ -184,8 +184,8 @@ def test_a_third_party_plugin_adds_an_agent_a_metric_and_a_field_kind(project) -
 def test_an_engine_argument_reaches_the_kind_that_takes_one() -> None:
     """`--sparql-engine NAME=ARG` (endpoint=URL): the part after `=` goes to the kind's
     `configure`, case kept; a kind without `configure` refuses an argument by name."""
-    from pytest_kgbench.errors import InputError
-    from pytest_kgbench.registry import Registry
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.core.registry import Registry
 
     class Bound:
         language, default = "sparql", False

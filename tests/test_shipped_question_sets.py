@@ -58,9 +58,9 @@ def test_the_l3_tier_is_varied_trap_families(pack: str, request) -> None:
 def test_no_l3_text_names_the_clause_it_tests_or_its_key(pack: str, request) -> None:
     """Leak-free wording: no L3 text holds a term pack.yaml lists as giving a definition's clause
     away (distinguishing_terms), and no text holds a value of its own key; the check
-    `kgbench check` runs (pytest_kgbench/question_set.py)."""
-    from pytest_kgbench.answer_key import compute_key
-    from pytest_kgbench.question_set import wording_flags
+    `kgbench check` runs (pytest_kgbench/packs/question_set.py)."""
+    from pytest_kgbench.packs.question_set import wording_flags
+    from pytest_kgbench.scoring.answer_key import compute_key
 
     questions = _questions(request, pack).questions
     base = request.getfixturevalue(f"{pack}_base")

@@ -1,4 +1,4 @@
-"""Tests for pytest_kgbench.stats, checked against the definitions."""
+"""Tests for pytest_kgbench.analysis.stats, checked against the definitions."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from pytest_kgbench import stats
-from pytest_kgbench.stats import (
+from pytest_kgbench.analysis import stats
+from pytest_kgbench.analysis.stats import (
     PASS_THRESHOLD,
     Comparison,
     Estimate,
@@ -357,7 +357,7 @@ def test_module_is_pure():
     assert "np.random.seed" not in src
     assert len(src.splitlines()) < 400
     # importing the module must not import numpy/scipy (cheap at pytest start-up)
-    code = "import sys, pytest_kgbench.stats; print('numpy' in sys.modules, 'scipy' in sys.modules)"
+    code = "import sys, pytest_kgbench.analysis.stats; print('numpy' in sys.modules, 'scipy' in sys.modules)"
     env = dict(os.environ, PYTHONPATH=str(path.parent.parent))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -8,8 +8,8 @@ from pathlib import Path
 import grimp
 import pytest
 
-from pytest_kgbench import fingerprints
-from pytest_kgbench.fingerprints import (
+from pytest_kgbench.core import fingerprints
+from pytest_kgbench.core.fingerprints import (
     GRADER_ENTRIES,
     PACKAGE,
     closure,
@@ -59,20 +59,20 @@ def test_the_grader_closure_holds_everything_grimp_finds_imported(graph) -> None
 
 def test_the_grader_fingerprint_covers_normalise_id_the_statistics_and_the_engines() -> None:
     files = _names(grader_files())
-    assert {"packs.py", "stats.py", "report.py", "comparisons.py", "html_report.py",
-            "grading.py", "fieldkinds.py", "answer_key.py", "questions.py", "runtime.py",
-            "judge.py", "evidence.py"} <= files
+    assert {"packs/schema.py", "analysis/stats.py", "analysis/report.py", "analysis/comparisons.py", "analysis/html_report.py",
+            "scoring/grading.py", "scoring/fieldkinds.py", "scoring/answer_key.py", "core/questions.py", "run/runtime.py",
+            "scoring/judge.py", "packs/evidence.py"} <= files
     assert {f"executors/{m}.py" for m in ("sql", "sparql", "sparql_worker", "postgres",
                                           "endpoint", "guard", "worker")} <= files
     assert {f"metrics/{p.name}" for p in (ROOT / "metrics").glob("*.py")} <= files
     # what only answers (the agents) or runs the session (the plugin) is not the grader's
-    assert not {"plugin.py", "agents/anthropic.py", "agents/openai.py", "cli.py"} & files
+    assert not {"plugin/__init__.py", "agents/models/anthropic.py", "agents/models/openai.py", "cli/__init__.py"} & files
 
 
 def test_the_prompt_fingerprint_covers_the_store_descriptions() -> None:
     files = _names(prompt_files())
-    assert {"prompts.py", "reading.py", "tools.py", "conditions.py", "packs.py",
-            "executors/sql.py", "executors/sparql.py"} <= files
+    assert {"asking/prompts.py", "packs/reading.py", "asking/tools.py", "core/conditions.py", "packs/schema.py",
+            "engines/sql.py", "engines/sparql.py"} <= files
 
 
 def test_a_type_checking_import_is_not_a_dependency(tmp_path, monkeypatch) -> None:
@@ -82,7 +82,7 @@ def test_a_type_checking_import_is_not_a_dependency(tmp_path, monkeypatch) -> No
              "pkg.b": tmp_path / "b.py", "pkg.c": tmp_path / "c.py", "pkg.d": tmp_path / "d.py"}
     source = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import b\n"
               "else:\n    from . import c\ndef f():\n    from .d import x\n"
-              "RUN = 'pytest_kgbench.executors.sparql_worker'\n")
+              "RUN = 'pytest_kgbench.engines.sparql_worker'\n")
     visitor = fingerprints._Imports("pkg.a", False, known)
     visitor.visit(ast.parse(source))
     assert visitor.found == {"pkg.c", "pkg.d"}

@@ -12,15 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from pytest_kgbench import stats
-from pytest_kgbench.report import (
+from pytest_kgbench.analysis import stats
+from pytest_kgbench.analysis.report import (
     build_report,
     call_difference,
     calls_text,
     effort_rows,
     render_markdown,
 )
-from pytest_kgbench.settings import Settings
+from pytest_kgbench.core.settings import Settings
 
 FAST = 999
 
@@ -178,7 +178,7 @@ def test_questions_lost_to_a_long_prompt_are_counted_per_pair_and_refuse_the_tes
     row = next(line for line in md.splitlines() if line.startswith("| R1 | R2 |"))
     assert "| refused | refused |" in row and "| 0 / 3 |" in row
     assert "R1 vs R2 (L3): no paired test" in md
-    from pytest_kgbench.html_report import render_html
+    from pytest_kgbench.analysis.html_report import render_html
 
     html = render_html(report)
     assert "Comparisons without a p-value" in html and ">refused<" in html and ">0 / 3<" in html
@@ -205,8 +205,8 @@ def test_the_headline_gives_each_reading_arm_its_prompt_size_over_r1() -> None:
 
 
 def test_the_judge_and_the_cost_keep_their_floats_whole() -> None:
-    from pytest_kgbench.costs import dollars
-    from pytest_kgbench.judge import cohen_kappa, summarise
+    from pytest_kgbench.core.pricing import dollars
+    from pytest_kgbench.scoring.judge import cohen_kappa, summarise
 
     a, b = [True, True, False, True, False, False, True], [True, False, False, True, True,
                                                           False, True]

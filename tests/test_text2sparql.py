@@ -1,5 +1,5 @@
 """The TEXT2SPARQL'25 challenge's metric (metrics/text2sparql.py) and the importer's formats
-(importers.py). The unit tests need nothing external; the reproduction of the published
+(run/importers.py). The unit tests need nothing external; the reproduction of the published
 per-question scores reads the challenge's files from KGBENCH_EXTERNAL and is skipped, with the
 reason, without them."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kgbench.errors import InputError, KgbenchError
-from pytest_kgbench.executors import QueryResult
-from pytest_kgbench.importers import FORMATS, SqlLines, Text2Sparql, register, split_qname
+from pytest_kgbench.core.errors import InputError, KgbenchError
+from pytest_kgbench.engines import QueryResult
 from pytest_kgbench.metrics import text2sparql as t2s
+from pytest_kgbench.run.importers import FORMATS, SqlLines, Text2Sparql, register, split_qname
 
 REPO = Path(__file__).resolve().parents[1]
 EXTERNAL = Path(os.environ["KGBENCH_EXTERNAL"]) if os.environ.get("KGBENCH_EXTERNAL") else None
@@ -86,7 +86,7 @@ def test_evaluate_has_the_clients_shape_and_its_set_f_ndcg_quirk() -> None:
 @needs_results
 @pytest.mark.parametrize("team", ["WSE", "MIPT"])
 def test_the_published_result_sets_give_the_published_scores_exactly(team: str) -> None:
-    from pytest_kgbench.importers import ordered_qnames
+    from pytest_kgbench.run.importers import ordered_qnames
 
     truth = json.loads((RESULTS / "ck25_true_result_set.json").read_text())
     sets = json.loads((RESULTS / team / "ck25_system_result_set.json").read_text())

@@ -13,15 +13,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_api import FakeMessagesAPI, text, tool_use
 
 from conftest import credit_question, only_run, run_records
-from fake_api import FakeMessagesAPI, text, tool_use
-from pytest_kgbench.answers import Answer, extract_block
-from pytest_kgbench.executors import QueryResult
-from pytest_kgbench.grading import grade
-from pytest_kgbench.together import (block_for, combine, group_name, session_scope, split,
-                                     text_slices)
-from pytest_kgbench.tools import tools_for
+from pytest_kgbench.asking.together import (
+    block_for,
+    combine,
+    group_name,
+    session_scope,
+    split,
+    text_slices,
+)
+from pytest_kgbench.asking.tools import tools_for
+from pytest_kgbench.engines import QueryResult
+from pytest_kgbench.scoring.answers import Answer, extract_block
+from pytest_kgbench.scoring.grading import grade
 
 REPO = Path(__file__).resolve().parents[1]
 IDS = ("credit-Q01", "credit-Q03", "credit-Q04")
@@ -167,7 +173,7 @@ def test_a_leak_in_the_closing_block_is_caught_asked_together(credit_questions) 
 
 
 def test_a_together_query_must_name_a_question_of_the_session(credit_base) -> None:
-    from pytest_kgbench.tools import call_tool
+    from pytest_kgbench.asking.tools import call_tool
 
     executor = _executor(credit_base)
     text, result = call_tool(executor, "run_query", {"query": "SELECT 1 AS n"},
@@ -193,8 +199,8 @@ def test_session_names_are_safe_and_a_session_is_one_scheduling_scope() -> None:
 
 
 def test_run_query_names_its_question_only_when_asked_together() -> None:
-    from pytest_kgbench.conditions import BY_ID
-    from pytest_kgbench.tools import TOOLS
+    from pytest_kgbench.asking.tools import TOOLS
+    from pytest_kgbench.core.conditions import BY_ID
 
     apart = {t["name"]: t for t in tools_for(BY_ID["D1"], together=False)}
     together = {t["name"]: t for t in tools_for(BY_ID["D1"], together=True)}
@@ -205,8 +211,8 @@ def test_run_query_names_its_question_only_when_asked_together() -> None:
 
 def test_the_together_prompt_asks_every_question_with_every_budget(credit_base,
                                                                   credit_questions) -> None:
-    from pytest_kgbench.conditions import BY_ID
-    from pytest_kgbench.prompts import build_prompt
+    from pytest_kgbench.asking.prompts import build_prompt
+    from pytest_kgbench.core.conditions import BY_ID
 
     every = tuple(credit_questions.questions)
     for cid in ("R1", "D1"):
@@ -225,8 +231,8 @@ def test_the_together_prompt_asks_every_question_with_every_budget(credit_base,
 
 
 def _executor(built):
-    from pytest_kgbench.executors.sql import SqlExecutor
-    from pytest_kgbench.stores import guard_for
+    from pytest_kgbench.engines.sql import SqlExecutor
+    from pytest_kgbench.engines.stores import guard_for
 
     return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard_for(built, "analyst"), 10)
 
@@ -234,7 +240,7 @@ def _executor(built):
 # --- end to end ------------------------------------------------------------------------------------
 
 def test_gold_asked_together_still_answers_every_item(project, credit_questions) -> None:
-    from pytest_kgbench.conditions import LADDER
+    from pytest_kgbench.core.conditions import LADDER
 
     p = project()
     result = p.runpytest("questions", "--agent", "gold", "--ask", "together")
@@ -272,7 +278,7 @@ def _session_model(keys: dict[str, dict]):
 
 
 def _keys(credit_base) -> dict[str, dict]:
-    from pytest_kgbench.answer_key import compute_key
+    from pytest_kgbench.scoring.answer_key import compute_key
 
     return {qid: compute_key(credit_question(qid), credit_base) for qid in IDS}
 

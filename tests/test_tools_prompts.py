@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from pytest_kgbench import conditions
-from pytest_kgbench.executors import CAPS
-from pytest_kgbench.executors.sql import SqlExecutor, database_from_csv_text
-from pytest_kgbench.mcp_server import log_line
-from pytest_kgbench.prompts import build_prompt
-from pytest_kgbench.reading import tables_from_text
-from pytest_kgbench.stores import guard_for, open_store, store_from_context
-from pytest_kgbench.tools import TOOL_NAMES, TOOLS, call_tool, tools_for
+from pytest_kgbench.agents.support.mcp_server import log_line
+from pytest_kgbench.asking.prompts import build_prompt
+from pytest_kgbench.asking.tools import TOOL_NAMES, TOOLS, call_tool, tools_for
+from pytest_kgbench.core import conditions
+from pytest_kgbench.engines import CAPS
+from pytest_kgbench.engines.sql import SqlExecutor, database_from_csv_text
+from pytest_kgbench.engines.stores import guard_for, open_store, store_from_context
+from pytest_kgbench.packs.reading import tables_from_text
 
 
 def _q(credit_questions, qid):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import rdflib
 
-from pytest_kgbench import rdfmap
-from pytest_kgbench.conditions import BY_ID
-from pytest_kgbench.prompts import build_prompt
-from pytest_kgbench.reading import rdf_block, turtle_blocks
-from pytest_kgbench.stores import guard_for
+from pytest_kgbench.asking.prompts import build_prompt
+from pytest_kgbench.core.conditions import BY_ID
+from pytest_kgbench.engines.stores import guard_for
+from pytest_kgbench.packs.rdf import mapping as rdfmap
+from pytest_kgbench.packs.reading import rdf_block, turtle_blocks
 
 PREFIX = re.compile(r"^@prefix ([\w.-]*): <([^>]*)> \.$", re.M)
 
@@ -81,7 +81,7 @@ def test_the_rdf_prompts_shrank_and_read_back(research_base, research_questions)
 def test_the_build_is_byte_stable(research_pack, credit_pack, research_questions,
                                   credit_questions, tmp_path: Path) -> None:
     """Same pack, same seed, two caches: the same bytes, and the same R2 prompt."""
-    from pytest_kgbench.build import build_variant
+    from pytest_kgbench.packs.build import build_variant
 
     for pack, qset in ((research_pack, research_questions), (credit_pack, credit_questions)):
         one = build_variant(pack, "base", tmp_path / "one")

@@ -18,10 +18,10 @@ import pytest
 from sentinel_http import SentinelServer
 
 from conftest import wait_until
-from pytest_kgbench.executors import CAPS
-from pytest_kgbench.executors.sparql import PARSE_HERE, WORKER_MODULE, SparqlExecutor
-from pytest_kgbench.executors.worker import Worker, sandbox
-from pytest_kgbench.stores import guard_for, open_store
+from pytest_kgbench.engines import CAPS
+from pytest_kgbench.engines.sparql import PARSE_HERE, WORKER_MODULE, SparqlExecutor
+from pytest_kgbench.engines.stores import guard_for, open_store
+from pytest_kgbench.engines.worker import Worker, sandbox
 
 ENGINES = ("rdflib", "oxigraph")
 HEAVY = "SELECT (COUNT(*) AS ?n) WHERE { ?a ?b ?c . ?d ?e ?f . ?g ?h ?i }"
@@ -97,7 +97,7 @@ def test_the_workers_audit_hook_is_a_second_wall(tmp_path: Path) -> None:
     """Where no namespace can be made, Python-level calls are still refused in the worker."""
     path = tmp_path / "service.py"
     path.write_text(SERVICE_SCRIPT)
-    script = ("import sys; from pytest_kgbench.executors.sparql_worker import _audit; "
+    script = ("import sys; from pytest_kgbench.engines.sparql_worker import _audit; "
               "sys.addaudithook(_audit); exec(open(sys.argv[3]).read())")
     with SentinelServer() as sentinel:
         for engine in ("rdflib", "urllib"):
@@ -140,7 +140,7 @@ def test_a_store_still_loading_is_not_the_querys_time(tmp_path, engine: str) -> 
     """A query asked while the worker still loads its store (a fresh one, or the replacement
     of one killed at a deadline) gets its whole deadline once the store is there: the load is
     the harness's time, never a timeout charged to the model."""
-    from pytest_kgbench.executors.guard import Guard
+    from pytest_kgbench.engines.guard import Guard
 
     triples = 40_000 if engine == "rdflib" else 400_000  # a load well past the deadline
     data = tmp_path / "big.nt"
@@ -171,7 +171,7 @@ def test_the_guards_own_parse_is_inside_the_deadline(credit_base, engine: str) -
     admits still ends at the deadline: it is parsed in the worker, which is killed; a long
     text with a SERVICE in it is refused there. The deadline is a fifth of what the same
     parse took here, a moment before."""
-    from pytest_kgbench.executors.guard import SPARQL_TERMS, Guard, classify_sparql, sparql_terms
+    from pytest_kgbench.engines.guard import SPARQL_TERMS, Guard, classify_sparql, sparql_terms
 
     operands = ",1" * (SPARQL_TERMS // 4 - 20)  # inside brackets: each counts four
     padding = "# " + "x" * PARSE_HERE + "\n"
@@ -222,9 +222,9 @@ def test_a_worker_dies_with_its_parent(credit_base, kg_cache) -> None:
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from pytest_kgbench.build import build_variant
-        from pytest_kgbench.packs import find_pack
-        from pytest_kgbench.stores import open_store
+        from pytest_kgbench.packs.build import build_variant
+        from pytest_kgbench.packs.schema import find_pack
+        from pytest_kgbench.engines.stores import open_store
         pack = find_pack("credit", Path({str(credit_base.pack.dir.parent)!r}),
                          Path({str(credit_base.pack.ontology_dir.parent)!r}))
         built = build_variant(pack, "base", Path({str(kg_cache)!r}))

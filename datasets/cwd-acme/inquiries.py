@@ -98,7 +98,7 @@ def questions(pack: Any) -> list[dict[str, Any]]:
     """The question dicts (validated by the plugin like a YAML file's)."""
     import duckdb
 
-    from pytest_kgbench import tabledata
+    from pytest_kgbench.packs import tables as tabledata
 
     inquiries = read_inquiries(pack.resolve_file(BENCH))
     found = findings(pack)

@@ -38,13 +38,13 @@ def framing(provider: str, day: str | None = None) -> dict[str, str]:
                         "your task.\n</system-reminder>\n\n"}
 
 if TYPE_CHECKING:
-    from pytest_kgbench.answers import Answer
-    from pytest_kgbench.build import Built
-    from pytest_kgbench.conditions import Condition
-    from pytest_kgbench.executors.guard import Guard
-    from pytest_kgbench.prompts import Prompt
-    from pytest_kgbench.questions import Question
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.asking.prompts import Prompt
+    from pytest_kgbench.core.conditions import Condition
+    from pytest_kgbench.core.questions import Question
+    from pytest_kgbench.core.settings import Settings
+    from pytest_kgbench.engines.guard import Guard
+    from pytest_kgbench.packs.build import Built
+    from pytest_kgbench.scoring.answers import Answer
 
 
 @dataclass

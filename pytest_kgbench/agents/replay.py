@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import BaseAgent, Task
-from pytest_kgbench.answers import Answer
-from pytest_kgbench.errors import InputError, NoAnswer
-from pytest_kgbench.record import latest, read_answers, run_gaps
+from pytest_kgbench.core.errors import InputError, NoAnswer
+from pytest_kgbench.core.record import latest, read_answers, run_gaps
+from pytest_kgbench.scoring.answers import Answer
 
 if TYPE_CHECKING:
-    from pytest_kgbench.cases import Case
-    from pytest_kgbench.settings import Settings
+    from pytest_kgbench.asking.cases import Case
+    from pytest_kgbench.core.settings import Settings
 
 
 def replay_path(settings: Settings) -> Path:
@@ -42,7 +42,7 @@ def never_banked(path: Path) -> dict[tuple[str, str], str]:
     item name), each with why (record.run_gaps)."""
     import json
 
-    from pytest_kgbench.settings import stored_meta
+    from pytest_kgbench.core.settings import stored_meta
 
     report: dict[str, Any] | None = None
     try:
@@ -102,7 +102,7 @@ class ReplayAgent(BaseAgent):
                task.model, task.repeat)
         stored = self.answers.get(key)
         if stored is None:
-            from pytest_kgbench.cases import Case
+            from pytest_kgbench.asking.cases import Case
 
             name = Case(task.question, task.condition, task.built.variant, task.model, self.name,
                         task.repeat).name

@@ -14,10 +14,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_kgbench.answers import Answer
-    from pytest_kgbench.conditions import Condition
-    from pytest_kgbench.executors import Executor, QueryResult
-    from pytest_kgbench.questions import Question
+    from pytest_kgbench.core.conditions import Condition
+    from pytest_kgbench.core.questions import Question
+    from pytest_kgbench.engines import Executor, QueryResult
+    from pytest_kgbench.scoring.answers import Answer
 
 
 @dataclass
@@ -78,7 +78,7 @@ class MetricInput:
         else:
             result = self.executor.run(str(self.gold_statement))
         if not result.ok:
-            from pytest_kgbench.errors import HarnessBroken
+            from pytest_kgbench.core.errors import HarnessBroken
 
             raise HarnessBroken(f"the gold query of {self.question.id} failed under "
                                 f"{self.condition.id}: {result.refused or result.error}")

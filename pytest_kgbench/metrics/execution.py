@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
-from pytest_kgbench.fieldkinds import grouped, max_matching, norm_number
 from pytest_kgbench.metrics.base import MetricInput, RateMetric
+from pytest_kgbench.scoring.fieldkinds import grouped, max_matching, norm_number
 
 # --- cells ---------------------------------------------------------------------------------------
 
@@ -113,7 +113,7 @@ def reads_store(result: Any, language: str, prefixes: Mapping[str, str] | None =
         return True
     if language != "sparql":
         return False
-    from pytest_kgbench.evidence import read_sparql, walk
+    from pytest_kgbench.packs.evidence import read_sparql, walk
 
     query = read_sparql(result.statement, tuple(sorted((prefixes or {}).items()))).query
     if query is None:
@@ -149,7 +149,7 @@ _Source = tuple[bool, list[tuple[str, bool]] | None]
 def _sql_constants(statement: str) -> list[bool] | None:
     import duckdb
 
-    from pytest_kgbench.evidence import _sql_parser
+    from pytest_kgbench.packs.evidence import _sql_parser
 
     try:
         row = _sql_parser().execute("SELECT json_serialize_sql(?)", [statement]).fetchone()
@@ -252,7 +252,7 @@ def _renamed(columns: list[tuple[str, bool]], aliases: Any) -> list[tuple[str, b
 @lru_cache(maxsize=1)
 def _sql_aggregates() -> frozenset[str]:
     """DuckDB's aggregate functions, by name (count_star is `count(*)`)."""
-    from pytest_kgbench.evidence import _sql_parser
+    from pytest_kgbench.packs.evidence import _sql_parser
 
     rows = _sql_parser().execute("SELECT DISTINCT function_name FROM duckdb_functions() "
                                  "WHERE function_type = 'aggregate'").fetchall()
@@ -295,7 +295,7 @@ def _sql_expr_constant(expr: Any, sources: list[_Source], from_store: bool,
 def _sparql_constants(statement: str, prefixes: Mapping[str, str]) -> list[bool] | None:
     from rdflib.term import Variable
 
-    from pytest_kgbench.evidence import read_sparql
+    from pytest_kgbench.packs.evidence import read_sparql
 
     query = read_sparql(statement, tuple(sorted(prefixes.items()))).query
     if query is None:
@@ -534,7 +534,7 @@ def _carried(item: MetricInput) -> bool | None:
 def _figure(item: MetricInput) -> bool | None:
     if item.gold is None or item.last is None:
         return None
-    from pytest_kgbench.answers import prose
+    from pytest_kgbench.scoring.answers import prose
 
     return states_figure(prose(item.answer.text), item.gold.rows, rel=item.tolerance["rel"],
                          question=item.question.text)

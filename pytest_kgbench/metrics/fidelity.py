@@ -1,5 +1,5 @@
 """Semantic fidelity: the definitions a question needs appear in the query that ran, as its
-pack's `evidence:` declares them (evidence.py: read from the parsed query, never its text).
+pack's `evidence:` declares them (packs/evidence.py: read from the parsed query, never its text).
 """
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_kgbench.evidence import facts_of, holds
 from pytest_kgbench.metrics.base import MetricInput, RateMetric
+from pytest_kgbench.packs.evidence import facts_of, holds
 
 
 def fidelity(needs: Sequence[str], statement: str, reference: str,

@@ -1,0 +1,445 @@
+"""`openai`: any OpenAI-compatible Chat Completions endpoint through the official `openai` SDK —
+OpenAI itself, or with --base-url vLLM, Ollama, llama.cpp's server, LM Studio, OpenRouter, a
+LiteLLM proxy.
+
+The same run as the anthropic agent: the same prompt (the system block as the system message,
+the data block then the question as the user message, so the provider's automatic prefix
+caching can reuse the data block), the same list_tables/describe/run_query tools
+(asking/tools.py, as Chat Completions `function` tools), the same --max-rounds with the same
+last-round rule (told with the last round's results, then `tool_choice: "none"`), the same one
+deadline per item
+(--item-timeout bounds every round and every retry), and the same fault classes
+(agents/support/faults.py):
+
+- a rejected credential (401/403), an exhausted quota (429 `insufficient_quota`), an unknown
+  model (404) or a request refused as malformed (400/422) is `HarnessBroken`: the run halts;
+- a rate limit (429, honouring retry-after), an overload or a 5xx still failing after the
+  retries, a reset, or a body that is not a completion, is `TransientModelError`: rerun, never
+  graded;
+- a prompt longer than the model's context is `ItemSkipped`, in the words of OpenAI
+  (`context_length_exceeded`) and of the servers run behind --base-url: llama.cpp
+  (`exceed_context_size_error`), vLLM, Ollama, LM Studio, SGLang (agents/support/faults.py);
+- an answer cut at --max-tokens (finish_reason `length`) is `truncated`, a refusal
+  (`message.refusal`, or finish_reason `content_filter`) is `refused`, and running past
+  --item-timeout is `timeout`: the model's misses;
+- an empty reply (no content, no tool call) is asked again within the deadline and never
+  stored in the response cache; still empty, it is `empty` (a miss).
+
+The key is OPENAI_API_KEY; a local server (--base-url) needs none. Prices come from the
+settings ([tool.kgbench.prices."<model id>"]); a model without one (a local model, as a rule)
+has its cost reported as unknown, never as $0. Requests go through the response cache and the
+spending cap (agents/support/cache.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents.support import faults
+from pytest_kgbench.agents.support.batch import Batching, OpenAIBatches
+from pytest_kgbench.agents.support.cache import Gate, abort_connections, cut_at, track_connections
+from pytest_kgbench.agents.support.faults import classify_status
+from pytest_kgbench.asking.tools import call_tool, tools_for
+from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, TransientModelError
+from pytest_kgbench.core.interrupt import shielded
+from pytest_kgbench.core.settings import check_models
+from pytest_kgbench.scoring.answers import Answer, extract_block
+
+if TYPE_CHECKING:
+    from pytest_kgbench.core.settings import Settings
+
+ATTEMPTS = 3  # one call and two retries, all within the item's deadline
+RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would retry
+NO_KEY = "no-key"  # the SDK's key for a local server that takes none (the server ignores it)
+NO_CREDENTIAL = ("no OPENAI_API_KEY in the environment and no --base-url: the openai agent "
+                 "cannot call OpenAI (a local server given with --base-url needs no key)")
+
+
+def chat_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """asking/tools.py's specs (name, description, input_schema) as Chat Completions tools."""
+    return [{"type": "function",
+             "function": {"name": s["name"], "description": s["description"],
+                          "parameters": s["input_schema"]}} for s in specs]
+
+
+def classify(exc: Exception) -> Exception:
+    """The exception a failed SDK call becomes: HarnessBroken, ItemSkipped or
+    TransientModelError."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        message = _message(exc)
+        code = getattr(exc, "code", None)
+        if faults.too_long(message, code, getattr(exc, "type", None)):
+            return ItemSkipped(f"the prompt is longer than the model accepts "
+                               f"({exc.status_code}): {message}")
+        if code == "insufficient_quota":
+            return HarnessBroken(f"the account cannot pay for the call ({exc.status_code}): "
+                                 f"{message}")
+        return classify_status(exc.status_code, message)
+    return TransientModelError(f"{type(exc).__name__} after the retries: {exc}")
+
+
+def _message(exc: Any) -> str:
+    """The API's own error message (OpenAI's body is {"error": {...}}; the SDK hands the
+    inner object, other servers may hand the whole body or a string: LM Studio's is
+    {"error": "..."}, which the SDK hands as the string)."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, str) and body.strip():
+        return body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    return str(getattr(exc, "message", None) or exc)
+
+
+def _retryable(exc: Exception) -> bool:
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        if getattr(exc, "code", None) == "insufficient_quota" or faults.too_long(
+                _message(exc), getattr(exc, "code", None), getattr(exc, "type", None)):
+            return False  # as long the second time (a local server may say it with a 500)
+        should = exc.response.headers.get("x-should-retry")
+        if should in ("true", "false"):
+            return should == "true"
+        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+    return isinstance(exc, openai.APIConnectionError)  # a reset, a refused connection
+
+
+def _has_choices(response: Any) -> None:
+    if not getattr(response, "choices", None):
+        raise TransientModelError(f"the API sent a completion with no choices: "
+                                  f"{str(response)[:300]}")
+
+
+def call_within(client: Any, deadline: float, *, pace: Any = None,
+                **kwargs: Any) -> tuple[Any | None, int]:
+    """One Chat Completions call within `deadline` (time.monotonic()), retried as
+    faults.call_within says; a completion with no choices is transient. Returns (the
+    completion, or None when the deadline passed; the attempts made)."""
+    import openai
+
+    return faults.call_within(client.chat.completions.create, deadline, attempts=ATTEMPTS,
+                              timeout_error=openai.APITimeoutError, api_error=openai.APIError,
+                              retryable=_retryable, classify=classify, check=_has_choices,
+                              pace=pace, cut=lambda seconds: cut_at(client, seconds), **kwargs)
+
+
+def usage_of(response: Any) -> dict[str, int]:
+    """A completion's tokens as the harness counts them: prompt tokens served from the
+    provider's prefix cache are cache reads, the rest plain input."""
+    usage = getattr(response, "usage", None)
+    if usage is None:
+        return {"input": 0, "output": 0, "cache_read": 0, "cache_write": 0}
+    prompt = int(getattr(usage, "prompt_tokens", 0) or 0)
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = int(getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
+    return {"input": max(0, prompt - cached), "output":
+            int(getattr(usage, "completion_tokens", 0) or 0), "cache_read": cached,
+            "cache_write": 0}
+
+
+def reports_cache(response: Any) -> bool:
+    """Whether a completion says how many prompt tokens came from the provider's cache (a
+    local server may not): without it the cache-read share is unknown, not 0%."""
+    usage = getattr(response, "usage", None)
+    return getattr(usage, "prompt_tokens_details", None) is not None
+
+
+def unknown_cache(answer: Answer, known: bool) -> Answer:
+    """An answer none of whose completions reported cached prompt tokens has no `cache_read`
+    count (unknown, where 0 would claim nothing was cached)."""
+    if not known and not answer.tokens.get("cache_read"):
+        answer.tokens.pop("cache_read", None)
+    return answer
+
+
+def served(response: Any, attempts: int, hit: bool = False) -> dict[str, Any]:
+    """What one call was served: the model id, the finish reason, the request id."""
+    choice = response.choices[0]
+    out = {"model": getattr(response, "model", None),
+           "stop_reason": getattr(choice, "finish_reason", None),
+           "request_id": getattr(response, "_request_id", None), "attempts": attempts}
+    if hit:
+        out["cache_hit"] = True
+    return out
+
+
+def _empty(response: Any) -> bool:
+    """Whether a completion carries nothing (faults.empty_reply)."""
+    return faults.empty_reply(response.model_dump(mode="json"))
+
+
+def _dump(response: Any) -> dict[str, Any]:
+    return dict(response.model_dump(mode="json", exclude_unset=True))
+
+
+def _load(data: dict[str, Any]) -> Any:
+    from openai.types.chat import ChatCompletion
+
+    return ChatCompletion.model_validate(data)
+
+
+def _arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """A tool call's arguments (a JSON string from the model) as a dict, or why not."""
+    if isinstance(raw, dict):
+        return raw, None
+    try:
+        value = json.loads(raw or "{}")
+    except (ValueError, RecursionError) as exc:
+        return None, f"ERROR: the tool call's arguments are not JSON ({exc}): {str(raw)[:200]}"
+    if not isinstance(value, dict):
+        return None, f"ERROR: the tool call's arguments must be a JSON object, got {raw[:200]}"
+    return value, None
+
+
+class OpenAIAgent(Batching, BaseAgent):
+    name = "openai"
+    kind = "model"
+    asks_together = True  # answers a together session in one conversation
+    judged = True
+    batches = True  # --batch: OpenAI's Batch API (agents/support/batch.py)
+    threadsafe = True  # --concurrency may answer several items at once (one client, shared)
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings)
+        self.base_url = settings.base_url
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self.gate = Gate(settings, "openai-chat")
+
+    def batch_api(self) -> OpenAIBatches:
+        return OpenAIBatches()
+
+    def batch_endpoint(self) -> str | None:
+        return self.base_url
+
+    def first_request(self, task: Task) -> dict[str, Any]:
+        """The item's first (for a reading condition, only) request, as `ask` sends it."""
+        kwargs = self.request(self.settings.model_id(task.model), [
+            {"role": "system", "content": task.prompt.system},
+            {"role": "user", "content": f"{task.prompt.context}\n\n{task.prompt.question}"}],
+            self.token_limit(task))
+        tools = chat_tools(tools_for(task.condition, together=bool(task.together)))
+        if tools:
+            kwargs["tools"] = tools
+        return kwargs
+
+    def from_batch(self, client: Any, kwargs: dict[str, Any], task: Task,
+                   max_tokens: int) -> tuple[Any, int, bool]:
+        """The item's one request answered through the session's batch (agents/support/batch.py)."""
+        return self.through_batch(task, load=_load, interactive=lambda: self._call(
+            client, time.monotonic() + self.settings.item_timeout * task.share, kwargs,
+            task.repeat, max_tokens))
+
+    @classmethod
+    def check(cls, settings: Settings, asking: bool) -> str | None:
+        check_models(settings)
+        from openai.resources.chat.completions import Completions
+
+        missing = faults.untaken(Completions.create, settings)
+        if missing:  # what an older or newer SDK may lack: refused, never a TypeError per item
+            import openai
+
+            return (f"{', '.join(flag for _, flag in missing)}: the installed openai SDK "
+                    f"{openai.__version__} takes no {' or '.join(n for n, _ in missing)}")
+        if asking and not settings.base_url and not os.environ.get("OPENAI_API_KEY"):
+            return NO_CREDENTIAL
+        return None
+
+    def client(self) -> Any:
+        with self._client_lock:
+            return self._make_client()
+
+    def abort(self) -> None:
+        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
+        abort_connections(self._client)
+
+    def _make_client(self) -> Any:
+        if self._client is None:
+            import openai
+
+            key = os.environ.get("OPENAI_API_KEY")
+            if not key and not self.base_url:
+                raise HarnessBroken(NO_CREDENTIAL)
+            # retries are made by call_within, inside the item's one deadline; the SDK needs
+            # a key even for a local server that takes none (which ignores it, as Ollama does)
+            with shielded():  # never left half-made by a Ctrl-C (interrupt.shielded)
+                self._client = openai.OpenAI(api_key=key or NO_KEY,
+                                             base_url=self.base_url or None, max_retries=0)
+            track_connections(self._client)
+        return self._client
+
+    def token_limit(self, task: Task) -> int:
+        """The output limit of each call, raised for a together session (as anthropic's)."""
+        return max(self.settings.max_tokens, min(64000, 400 * task.share))
+
+    def request(self, model: str, messages: list[dict[str, Any]], max_tokens: int
+                ) -> dict[str, Any]:
+        """The settings every call sends. OpenAI itself takes max_completion_tokens (its
+        reasoning models refuse max_tokens); compatible servers take max_tokens."""
+        kwargs: dict[str, Any] = {"model": model, "messages": messages,
+                                  ("max_tokens" if self.base_url else
+                                   "max_completion_tokens"): max_tokens}
+        if self.settings.temperature is not None:
+            kwargs["temperature"] = self.settings.temperature
+        if self.settings.top_p is not None:
+            kwargs["top_p"] = self.settings.top_p
+        if self.settings.effort:
+            kwargs["reasoning_effort"] = self.settings.effort
+        return kwargs
+
+    def _call(self, client: Any, deadline: float, kwargs: dict[str, Any], repeat: int,
+              max_tokens: int) -> tuple[Any, int, bool]:
+        snapshot = json.loads(json.dumps(kwargs))  # what is sent now (messages grow later)
+        return self.gate.call(
+            snapshot, endpoint=self.base_url, repeat=repeat, model_id=kwargs["model"],
+            max_tokens=max_tokens,
+            send=lambda: call_within(client, deadline,
+                                     pace=self.gate.ticket(snapshot, max_tokens), **snapshot),
+            dump=_dump, load=_load, usage=usage_of)
+
+    def ask(self, task: Task) -> Answer:
+        import openai
+
+        client = self.client()
+        model = self.settings.model_id(task.model)
+        start = self.gate.clock()  # the item's clock: a wait for --rpm/--tpm is not the model's
+        deadline = start + self.settings.item_timeout * task.share
+        max_rounds = self.settings.max_rounds * task.share
+        answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": task.prompt.system},
+            {"role": "user", "content": f"{task.prompt.context}\n\n{task.prompt.question}"}]
+        tools = chat_tools(tools_for(task.condition, together=bool(task.together)))
+        max_tokens = self.token_limit(task)
+        calls: list[dict[str, Any]] = []
+        hits = 0
+        batched = self.batched(task)
+        known = False  # whether any completion said how many prompt tokens were cached
+        task.sent.update({"backend": "chat-completions",
+                          "client": f"openai-sdk {openai.__version__}",
+                          "base_url": self.base_url, "model": model, "max_tokens": max_tokens,
+                          "effort": self.settings.effort,
+                          "temperature": self.settings.temperature,
+                          "top_p": self.settings.top_p, "calls": calls})
+
+        def spent(response: Any, hit: bool) -> None:
+            nonlocal known
+            if not hit:  # a cached response costs nothing: its tokens are not spend
+                for name, value in usage_of(response).items():
+                    answer.tokens[name] += value
+                known = known or reports_cache(response)
+
+        for round_no in range(max_rounds + 1):
+            kwargs = self.request(model, messages, max_tokens)
+            if tools:
+                kwargs["tools"] = tools
+                if round_no == max_rounds:
+                    kwargs["tool_choice"] = "none"
+            if batched and round_no == 0:
+                response, attempts, hit = self.from_batch(client, kwargs, task, max_tokens)
+                deadline = float("inf")  # the wait for a batch is not the model's time
+                empties = int(response is not None and _empty(response))
+                if response is not None:
+                    spent(response, hit)
+            else:
+                response, attempts, hit, empties = faults.retry_empty(
+                    partial(self._call, client, deadline, kwargs, task.repeat, max_tokens),
+                    _empty, deadline, self.gate.clock, spent, ATTEMPTS)
+            if response is None or (not hit and self.gate.clock() > deadline):
+                return unknown_cache(self._timeout(answer, start, task, hits, len(calls)),
+                                     known)
+            calls.append({**served(response, attempts, hit),
+                          **({"empty_replies": empties} if empties else {})})
+            answer.rounds += 1
+            hits += hit
+            message = response.choices[0].message
+            tool_calls = list(getattr(message, "tool_calls", None) or [])
+            if tool_calls and tools and round_no < max_rounds:
+                messages.append({"role": "assistant", "content": message.content,
+                                 "tool_calls": [{"id": c.id, "type": "function",
+                                                 "function": {"name": c.function.name,
+                                                              "arguments": c.function.arguments}}
+                                                for c in tool_calls]})
+                for call in tool_calls:
+                    arguments, problem = _arguments(call.function.arguments)
+                    if arguments is None:
+                        text, result = str(problem), None
+                    else:
+                        text, result = call_tool(task.executor, call.function.name, arguments,
+                                                 questions=task.together,
+                                                 offered=task.condition.tools)
+                    answer.tool_calls.append({"name": call.function.name,
+                                              "input": arguments if arguments is not None
+                                              else call.function.arguments,
+                                              "output": text[:4000]})
+                    if result is not None:
+                        answer.queries.append(result)
+                    messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+                if round_no == max_rounds - 1:
+                    messages.append({"role": "user", "content": LAST_ROUND})
+                continue
+            refusal = getattr(message, "refusal", None)
+            finish = response.choices[0].finish_reason
+            answer.text = message.content or refusal or ""
+            answer.block = extract_block(answer.text)
+            if finish == "length":
+                answer.status = "truncated"
+                answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
+            elif refusal or finish == "content_filter":
+                answer.status = "refused"
+                answer.error = ("the model refused to answer (message.refusal)" if refusal else
+                                "the model refused to answer (finish_reason content_filter)")
+            elif _empty(response):
+                answer.status = "empty"
+                answer.error = (f"the model's reply was empty (no text, no tool call) "
+                                f"{empties} time(s) in a row")
+            break
+        task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
+        task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
+        answer.latency_s = round(self.gate.clock() - start, 4)
+        return unknown_cache(answer, known)
+
+    def complete(self, system: str, text: str, *, model: str, max_tokens: int,
+                 timeout: float) -> Completion:
+        """One plain call (the judge's), within `timeout` seconds, retries included. Never
+        answered from the response cache: the judge's two passes must be two requests."""
+        kwargs = self.request(model, [{"role": "system", "content": system},
+                                      {"role": "user", "content": text}], max_tokens)
+        client = self.client()
+        deadline = self.gate.clock() + timeout
+        response, attempts, _ = self.gate.call(
+            kwargs, endpoint=self.base_url, repeat=0, model_id=model, max_tokens=max_tokens,
+            send=lambda: call_within(client, deadline,
+                                     pace=self.gate.ticket(kwargs, max_tokens), **kwargs),
+            dump=_dump, load=_load,
+            usage=usage_of, use_cache=False)
+        if response is None:
+            raise TransientModelError(f"the call ran past {timeout:g} s")
+        used = usage_of(response)
+        return Completion(text=response.choices[0].message.content or "",
+                          tokens={"input": used["input"] + used["cache_read"],
+                                  "output": used["output"]},
+                          sent=served(response, attempts))
+
+    def _timeout(self, answer: Answer, start: float, task: Task, hits: int,
+                 calls: int) -> Answer:
+        answer.status = "timeout"
+        answer.error = "the item ran past --item-timeout"
+        answer.latency_s = round(self.gate.clock() - start, 4)
+        task.sent["response_cache"] = {"hits": hits, "misses": calls - hits}
+        return answer
+
+
+AGENTS = (OpenAIAgent,)

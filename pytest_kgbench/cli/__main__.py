@@ -1,0 +1,5 @@
+"""`python -m pytest_kgbench.cli`: the `kgbench` command."""
+
+from pytest_kgbench.cli import main
+
+raise SystemExit(main())

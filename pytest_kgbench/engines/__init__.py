@@ -1,0 +1,287 @@
+"""Executors: run an agent's query against a store, through the guard, and say what it read.
+
+An executor never raises for a bad query: the error, the refusal or the timeout is part of the
+`QueryResult`, because what the agent did with it is what gets graded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as dt
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from typing import Any, Protocol, TypeVar
+
+from pytest_kgbench.core.errors import QueryTimeout as QueryTimeout  # raised here; below evidence
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What one query may give back: rows, characters per cell and in all, and the length of a
+    query and of a message. The model is told these caps (the run_query tool's description) and
+    each capped result says it was capped; what the run keeps (answers.jsonl, the MCP log) is
+    the capped result the model saw plus the row count, never every row."""
+
+    rows: int = 500
+    cell_chars: int = 1_000
+    result_chars: int = 30_000
+    query_chars: int = 20_000
+    sparql_terms: int = 1_200  # a SPARQL query's terms, one inside brackets counting two (guard)
+    message_chars: int = 2_000
+    count_rows: int = 100_000  # rows counted past the cap, to say how many there were
+
+    def describe(self) -> str:
+        """The caps in a sentence, as the tool description and a capped result state them."""
+        return (f"Results are capped at {self.rows} rows and {self.result_chars:,} characters "
+                f"(a cell at {self.cell_chars:,}); a capped result says how many rows there "
+                f"were: aggregate or filter to see the rest. A query may be at most "
+                f"{self.query_chars:,} characters, and a SPARQL query at most "
+                f"{self.sparql_terms:,} terms (one inside brackets counts two).")
+
+
+CAPS = Caps()
+
+
+@dataclass
+class QueryResult:
+    """One statement as it ran: rows (JSON-able, capped: what the model saw), what it read,
+    how many rows it returned, and how it ended."""
+
+    language: str
+    statement: str
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
+    error: str | None = None
+    refused: str | None = None
+    timed_out: bool = False
+    truncated: bool = False
+    elapsed_s: float = 0.0
+    question: str | None = None  # asked together: the question id the query was run for
+    row_count: int | None = None   # rows the query returned (counted up to Caps.count_rows)
+    row_count_exact: bool = True   # False: there were more than row_count rows
+    cells_cut: int = 0             # cells shortened to the cell cap
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.refused is None and not self.timed_out
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def preview(self, caps: Caps = CAPS) -> str:
+        """The result as text for a model: a header, the (capped) rows, and how it ended; at
+        most `caps.result_chars` characters (`fill_capped` keeps the rows that fit)."""
+        if self.refused:
+            text = f"REFUSED by the executor: {self.refused}"
+        elif self.timed_out:
+            text = f"FAILED: the query was stopped after the time limit. {self.error or ''}".strip()
+        elif self.error:
+            text = f"ERROR: {self.error}"
+        else:
+            total = len(self.rows) if self.row_count is None else self.row_count
+            lines = [render_row(self.columns), *(render_row(row) for row in self.rows),
+                     ending(len(self.rows), total, self.row_count_exact, self.cells_cut,
+                            self.truncated, caps)]
+            text = "\n".join(lines)
+        return clip(text, caps.result_chars)
+
+    def cap_text(self, caps: Caps = CAPS) -> None:
+        """Shorten the statement and the messages to their caps (in place)."""
+        self.statement = clip(self.statement, caps.query_chars)
+        if self.error is not None:
+            self.error = clip(self.error, caps.message_chars)
+        if self.refused is not None:
+            self.refused = clip(self.refused, caps.message_chars)
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, the cut saying how long it was."""
+    if len(text) <= limit:
+        return text
+    mark = f"… [cut: {len(text):,} characters]"
+    return text[:max(0, limit - len(mark))] + mark[:limit]
+
+
+def render_row(row: Sequence[Any]) -> str:
+    """One row (or the header) as the model reads it."""
+    return " | ".join("" if v is None else str(v) for v in row)
+
+
+def ending(shown: int, total: int, exact: bool, cut: int, truncated: bool,
+           caps: Caps = CAPS) -> str:
+    """The last line of a result as the model reads it: how many rows, and how it was capped."""
+    if not truncated:
+        return f"({shown} rows)"
+    more = "" if exact else "more than "
+    cells = f"; {cut} cell(s) cut at {caps.cell_chars:,} characters" if cut else ""
+    return (f"(result capped: showing {shown} of {more}{total} rows{cells}. "
+            f"{caps.describe()})")
+
+
+def fill_capped(result: QueryResult, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+                convert: Callable[[Any], Any], caps: Caps = CAPS,
+                skip: Callable[[int], int] | None = None) -> None:
+    """Put a query's rows into `result`, capped so that what the model reads of it
+    (`QueryResult.preview`: the header, the rows, the closing line) is at most
+    `caps.result_chars` characters: at most `caps.rows` rows, each cell at most
+    `caps.cell_chars` characters once converted (`convert` makes a cell JSON-able); rows past
+    the cap are counted (up to `caps.count_rows`), not kept. `rows` is consumed lazily, so an
+    engine streaming its result never hands over more than that; `skip(n)`, where the engine
+    can, passes over up to n rows not yet handed over and says how many it passed (a server
+    counting them without sending them). The one cap of every engine (SQL and SPARQL)."""
+    result.columns = [clip(str(c), 200) for c in columns]
+    # the closing line at its longest (every count at its cap), so the rows kept leave room
+    longest = ending(caps.rows, caps.count_rows, False, caps.rows * max(1, len(columns)),
+                     True, caps)
+    budget = caps.result_chars - len(render_row(result.columns)) - 1 - len(longest)
+    if budget < 0:
+        result.error = (f"the result has {len(columns)} columns whose names alone take more "
+                        f"than the {caps.result_chars:,} characters a result may hold: select "
+                        f"fewer columns")
+        result.columns, result.rows, result.truncated = [], [], True
+        return
+    kept: list[list[Any]] = []
+    count = 0
+    full = False
+    cut = 0
+    for row in rows:
+        if count >= caps.count_rows:
+            result.row_count_exact = False
+            break
+        count += 1
+        if full and skip is not None:  # the rest counted where it is, up to one past the cap
+            wanted = caps.count_rows - count + 1
+            passed = skip(wanted)
+            count += min(passed, wanted - 1)
+            result.row_count_exact = passed < wanted
+            break
+        if full:
+            continue
+        if len(kept) >= caps.rows:
+            full = True
+            continue
+        cells: list[Any] = []
+        shortened = 0
+        for value in row:
+            cell = convert(value)
+            if isinstance(cell, str) and len(cell) > caps.cell_chars:
+                cell = clip(cell, caps.cell_chars)
+                shortened += 1
+            cells.append(cell)
+        size = len(render_row(cells)) + 1  # its line and the line break before it
+        if size > budget:
+            full = True
+            continue
+        budget -= size
+        cut += shortened
+        kept.append(cells)
+    result.rows = kept
+    result.row_count = count
+    result.cells_cut = cut
+    result.truncated = len(kept) < count or cut > 0 or not result.row_count_exact
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A table (or a class) as an agent may see it: withheld columns are left out."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    rows: int
+    withheld: tuple[str, ...] = ()
+
+    def described(self, kind: str, unit: str, persona: str, column: str) -> str:
+        """The describe tool's text: `kind` (table, class), the count in `unit` (rows,
+        instances), each column as `column` formats it ({0} the name, {1} its type or count),
+        and what is withheld from `persona`."""
+        cols = "\n".join("  " + column.format(c, t) for c, t in self.columns)
+        note = (f"\n  (withheld from persona '{persona}': {', '.join(self.withheld)})"
+                if self.withheld else "")
+        return f"{kind} {self.name} ({self.rows} {unit})\n{cols}{note}"
+
+
+class Executor(Protocol):
+    """A store as an agent reaches it: a catalog, a description, one guarded query at a time.
+
+    Every store kind (`registry.StoreKind`) opens one; the run, the checks (`kgbench check`),
+    the reference agents, the prompts and the MCP server all use it through this Protocol
+    only. `run` never raises for a bad query: the error, the refusal or the timeout is part of
+    the `QueryResult`, because what the agent did with it is what gets graded."""
+
+    language: str  # "sql" or "sparql": the language its queries are written in
+    unit: str      # what `catalog` counts: "rows" or "instances"
+    guard: Any     # the persona's Guard
+
+    def run(self, statement: str) -> QueryResult:
+        """Run one statement through the guard, within the store's time limit."""
+        ...
+
+    def refusal(self, statement: str) -> str | None:
+        """Why the guard refuses `statement` on this store, or None (runs nothing)."""
+        ...
+
+    def catalog(self) -> list[TableInfo]:
+        """The tables (or classes) the persona may see, with their columns and counts."""
+        ...
+
+    def describe(self, name: str) -> str:
+        """One table (or class) as the describe tool shows it; an ERROR line if unknown."""
+        ...
+
+    def store_block(self) -> str:
+        """What a querying prompt tells the model about the store (Markdown)."""
+        ...
+
+    def close(self) -> None:
+        """Release the store's connection."""
+        ...
+
+
+def jsonable(value: Any) -> Any:
+    """A cell as a builtin JSON value: ISO dates, floats for decimals, str for anything else."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def run_with_timeout(fn: Callable[[], T], timeout: float) -> T:
+    """Run pure-Python work (rdflib evaluation) with a wall-clock bound.
+
+    rdflib offers no cancellation, so the work runs in a thread and, past the bound, gets a
+    `QueryTimeout` raised inside it (PyThreadState_SetAsyncExc): the evaluation really stops at
+    its next bytecode instead of burning a core in the background.
+    """
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - carried to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True, name="kgbench-query")
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident or 0),
+                                                   ctypes.py_object(QueryTimeout))
+        # pure-Python evaluation (rdflib) stops at its next bytecode; an engine in native code
+        # (Oxigraph) cannot be interrupted and finishes in the background, its result discarded
+        thread.join(1.0)
+        raise QueryTimeout(f"stopped after {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

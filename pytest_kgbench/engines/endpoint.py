@@ -1,0 +1,588 @@
+"""The SPARQL endpoint engine (`--sparql-engine endpoint=URL`): any SPARQL 1.1 Protocol server
+(Oxigraph server, Fuseki, GraphDB, QLever, Virtuoso) holds the graphs; only the engine changes.
+
+The argument is the query URL, `endpoint=QUERY_URL`, or `endpoint=QUERY_URL;store=GSP_URL`
+naming the server's Graph Store Protocol URL too. Without `;store=`, a query URL whose last
+path segment is `query` gives the store URL with `store` in its place (Oxigraph server's
+layout: `/query` and `/store`); any other layout must name its store URL.
+
+Opening a store loads the persona's view of the variant (the very files `GraphStore.open`
+loads: withheld triples absent) into a named graph of its own, one per (build, view, data,
+ontology), through the Graph Store Protocol: the first file PUT (replacing whatever a failed
+load left), the others POSTed, then a marker graph saying the load finished. A graph whose
+marker is there is not loaded again; a file lock beside the build keeps two workers of one
+machine from loading the same graph at once. Nothing else is loaded: no inference.
+
+Every query is sent with the protocol's `default-graph-uri` set to that graph and no
+`named-graph-uri`, so the server evaluates it over exactly the persona's graph: FROM is
+overridden by the protocol's dataset, and GRAPH sees no named graph. Before a query leaves
+the process the guard classifies it (rdflib's parser, as for the other engines; texts over
+`sparql.PARSE_HERE` characters in a worker process of their own), and Oxigraph's parser must
+accept the exact text sent (the store's prefixes declared ahead of it, as the server binds
+none), in that worker, within the deadline: a refused query, or one Oxigraph cannot prepare
+in time, is never sent.
+
+Time: the client holds each query to its deadline (connection, request and every read of the
+reply); past it the query is a timeout, as on the other engines, and the connection is
+closed. The server is given what is left of the deadline as the query's own limit where its
+protocol takes one (`ServerLimit`: Virtuoso's and Fuseki's `timeout`, the server's kind told
+by its first reply's headers); Oxigraph takes none (0.5): only `oxigraph serve --timeout-s`,
+set at the server's start, ends a query its client gave up on (docs/engines.md).
+
+Failures: the server rejecting a query (4xx) is the query's error, seen by the model; the
+server not answering, a load failing, a server error (5xx) or a reply that is not SPARQL JSON
+is a broken harness (`HarnessBroken`: the run halts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+from pytest_kgbench.core.errors import HarnessBroken, InputError
+from pytest_kgbench.engines import CAPS, Caps, QueryResult, QueryTimeout
+from pytest_kgbench.engines.guard import Guard, Verdict, classify_sparql
+from pytest_kgbench.engines.sparql import (
+    PARSE_HERE,
+    RDF_TYPE,
+    WORKER_MODULE,
+    SparqlExecutor,
+    graph_files,
+)
+from pytest_kgbench.engines.sparql_results import ResultStream, fill_results
+
+if TYPE_CHECKING:
+    from pytest_kgbench.engines.worker import Worker
+    from pytest_kgbench.packs.build import Built
+
+STORE_ARG = ";store="
+CONTENT_TYPES = {"turtle": "text/turtle", "nt": "application/n-triples",
+                 "xml": "application/rdf+xml", "n3": "text/n3"}
+RESULTS_JSON = "application/sparql-results+json"
+LOADED = "urn:kgbench:loaded"  # the marker graph's predicate: <graph> LOADED "n files"
+HARNESS_TIMEOUT = 600.0        # seconds for a load or a survey query of the harness's own
+MAX_REPLY_BYTES = 256 << 20    # a reply past this is cut off (the caps keep far less)
+_TIMED_OUT = re.compile(r"time ?out|timed out|cancel", re.I)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+    cut: bool = False  # the reply passed MAX_REPLY_BYTES and was not read further
+    headers: tuple[tuple[str, str], ...] = ()  # (lower-cased name, value)
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def header(self, name: str) -> str:
+        """The value of the header `name` (any case), or ''."""
+        return next((v for k, v in self.headers if k == name.lower()), "")
+
+
+@dataclass(frozen=True)
+class ServerLimit:
+    """How one kind of SPARQL server takes a per-query time limit through the protocol: the
+    request parameter and its unit, or none (`param` None: only the server's own setting
+    bounds a query; the client can only close its connection)."""
+
+    name: str
+    param: str | None = None
+    unit: str = "s"           # "ms", or "s" (a decimal)
+    partial: str | None = None  # a header whose value "S1TAT" says: cut short, partial result
+
+    def params(self, seconds: float) -> dict[str, str]:
+        """The request parameter giving the server `seconds`, or none."""
+        if self.param is None:
+            return {}
+        value = str(max(1, math.ceil(seconds * 1000))) if self.unit == "ms" else \
+            f"{max(seconds, 0.001):.3f}"
+        return {self.param: value}
+
+
+# each server kind, told by its replies' headers (`server_limit`): Oxigraph 0.5 takes no
+# per-query limit (its only parameters are default-graph-uri, named-graph-uri and
+# union-default-graph; `oxigraph serve --timeout-s` bounds every query); Virtuoso's /sparql
+# takes `timeout` in milliseconds and answers a query cut short with its partial result and
+# `X-SQL-State: S1TAT`; Fuseki takes `timeout` in seconds (a decimal), up to its own maximum
+OXIGRAPH = ServerLimit("Oxigraph")
+VIRTUOSO = ServerLimit("Virtuoso", "timeout", "ms", partial="x-sql-state")
+FUSEKI = ServerLimit("Apache Jena Fuseki", "timeout", "s")
+UNKNOWN = ServerLimit("a server of unknown kind")
+
+
+def server_limit(reply: Reply) -> ServerLimit:
+    """The kind of server that sent `reply`, by its Server header (Fuseki also by its
+    Fuseki-Request-Id header); UNKNOWN gets no parameter, which it might read otherwise."""
+    server = reply.header("server").lower()
+    if server.startswith("oxigraph"):
+        return OXIGRAPH
+    if server.startswith("virtuoso"):
+        return VIRTUOSO
+    if "fuseki" in server or reply.header("fuseki-request-id"):
+        return FUSEKI
+    return UNKNOWN
+
+
+class Unreachable(Exception):
+    """The server did not answer (refused, reset, not HTTP)."""
+
+
+def request(method: str, url: str, *, body: bytes | Any = None,
+            headers: Mapping[str, str] | None = None, timeout: float,
+            sink: Callable[[bytes], bool] | None = None) -> Reply:
+    """One HTTP request within `timeout` seconds in all (every read of the reply is bounded by
+    what is left); raises `QueryTimeout` past it and `Unreachable` if the server does not
+    answer. `body`: bytes, or an open file (sent with its length). `sink`: a 200 reply's body
+    goes to it chunk by chunk (not kept in the Reply) until it returns False, which ends the
+    read and closes the connection."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Unreachable(f"not an http(s) URL: {url}")
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    deadline = time.monotonic() + timeout
+    conn = cls(parts.hostname, parts.port, timeout=timeout)
+    target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
+    try:
+        conn.request(method, target, body=body, headers=dict(headers or {}))
+        if conn.sock is not None:
+            conn.sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        resp = conn.getresponse()
+        got = tuple((k.lower(), v) for k, v in resp.getheaders())
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            if conn.sock is not None:
+                conn.sock.settimeout(left)
+            chunk = resp.read1(1 << 16)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_REPLY_BYTES:
+                return Reply(resp.status, b"".join(chunks), cut=True, headers=got)
+            if sink is not None and resp.status == 200:
+                if not sink(chunk):
+                    break
+                continue
+            chunks.append(chunk)
+        return Reply(resp.status, b"".join(chunks), headers=got)
+    except TimeoutError:
+        raise QueryTimeout(f"stopped after {timeout:g} s") from None
+    except (OSError, http.client.HTTPException) as exc:
+        raise Unreachable(f"{type(exc).__name__}: {exc}") from None
+    finally:
+        conn.close()
+
+
+def with_params(url: str, **params: str) -> str:
+    return url + ("&" if urlsplit(url).query else "?") + urlencode(params)
+
+
+def redacted(url: str) -> str:
+    """`url` with any password in it hidden."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class Endpoint:
+    """A SPARQL 1.1 Protocol server: its query URL and its Graph Store Protocol URL."""
+
+    def __init__(self, query_url: str, store_url: str) -> None:
+        self.query_url = query_url
+        self.store_url = store_url
+        self.limit: ServerLimit | None = None  # the server's kind, from its first reply
+
+    def post_query(self, text: str, graph: str, timeout: float, *, bounded: bool = False,
+                   sink: Callable[[bytes], bool] | None = None) -> Reply:
+        """`text` evaluated over `graph` alone: the protocol's dataset is that default graph
+        and no named graph (it overrides any FROM of the query's). `bounded`: the server is
+        given `timeout` as the query's own limit too, where its protocol takes one. `sink`:
+        reads a 200 reply as it comes (`request`)."""
+        params = {"query": text, "default-graph-uri": graph}
+        if bounded and self.limit is not None:
+            params.update(self.limit.params(timeout))
+        reply = request("POST", self.query_url, body=urlencode(params).encode(),
+                        timeout=timeout, sink=sink, headers={
+                            "Accept": RESULTS_JSON,
+                            "Content-Type": "application/x-www-form-urlencoded"})
+        if self.limit is None:
+            self.limit = server_limit(reply)
+        return reply
+
+    def select(self, text: str, graph: str) -> dict[str, Any]:
+        """A query of the harness's own (a survey, a marker): its SPARQL JSON; any failure is
+        a broken harness."""
+        try:
+            reply = self.post_query(text, graph, HARNESS_TIMEOUT)
+        except (QueryTimeout, Unreachable) as exc:
+            raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} failed a "
+                                f"query of the harness: {exc}") from None
+        if reply.status != 200:
+            raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} answered "
+                                f"{reply.status} to a query of the harness: {reply.text[:500]}")
+        try:
+            return dict(json.loads(reply.body))
+        except ValueError:
+            raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} sent a reply "
+                                f"that is not SPARQL JSON: {reply.text[:300]}") from None
+
+    def put(self, method: str, graph: str, path: Path, fmt: str) -> None:
+        """One file into `graph` through the Graph Store Protocol (PUT replaces, POST adds)."""
+        content_type = CONTENT_TYPES.get(fmt)
+        if content_type is None:
+            raise HarnessBroken(f"no media type for the RDF format '{fmt}' of {path}")
+        url = with_params(self.store_url, graph=graph)
+        try:
+            with path.open("rb") as fh:
+                reply = request(method, url, body=fh, timeout=HARNESS_TIMEOUT,
+                                headers={"Content-Type": content_type,
+                                         "Content-Length": str(path.stat().st_size)})
+        except (QueryTimeout, Unreachable, OSError) as exc:
+            raise HarnessBroken(f"loading {path.name} into {redacted(self.store_url)} failed: "
+                                f"{exc}") from None
+        if reply.status not in (200, 201, 204):
+            raise HarnessBroken(f"the Graph Store Protocol at {redacted(self.store_url)} "
+                                f"answered {reply.status} to {method} {path.name}: "
+                                f"{reply.text[:500]}")
+
+
+def graph_name(built: Built, view: str, data: str, ontology: bool) -> str:
+    """The named graph of one (build, view, data, ontology): the build's directory name holds
+    its fingerprint (pack, variant, seed, build format, version)."""
+    key = f"{built.dir.name}|{view}|{data}|{ontology}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    tail = "+ontology" if ontology else ""
+    return f"urn:kgbench:graph:{built.pack.name}:{built.variant}:{view}:{data}{tail}:{digest}"
+
+
+def local_namespaces(prefixes: Mapping[str, str], files: list[tuple[Path, str]]) -> Any:
+    """An empty rdflib graph bound as the in-process engines bind theirs (the store's prefixes,
+    then each Turtle file's): its namespace manager names the CURIEs, the guard reads with
+    its namespaces."""
+    import rdflib
+
+    from pytest_kgbench.engines.sparql import turtle_prefixes
+
+    graph = rdflib.Graph()
+    for prefix, ns in prefixes.items():
+        graph.bind(prefix, ns)
+    for path, fmt in files:
+        if fmt == "turtle":
+            for prefix, ns in turtle_prefixes(path).items():
+                graph.bind(prefix, ns)
+    return graph
+
+
+def survey(endpoint: Endpoint, graph: str, guard: Guard, local: Any,
+           hidden: Iterable[str] = ()) -> dict[str, Any]:
+    """What the store reports (`SparqlExecutor.info`), counted by the server over `graph`:
+    the same catalog the in-process engines count (`sparql_worker.catalog_entries`); the
+    namespaces in `hidden` are left out of its prefixes."""
+    from rdflib import URIRef
+
+    from pytest_kgbench.engines.sparql_worker import catalog_entries, store_info
+
+    def rows(text: str) -> list[dict[str, Any]]:
+        return list(endpoint.select(text, graph).get("results", {}).get("bindings", []))
+
+    def curie(iri: str) -> str:
+        try:
+            return str(local.namespace_manager.curie(URIRef(iri), generate=False))
+        except (ValueError, KeyError):
+            return iri
+
+    triples = rows("SELECT (COUNT(*) AS ?n) WHERE { ?s ?p ?o }")
+    members = {str(b["c"]["value"]): int(b["n"]["value"]) for b in rows(
+        f"SELECT ?c (COUNT(?s) AS ?n) WHERE {{ ?s <{RDF_TYPE}> ?c }} GROUP BY ?c")}
+    uses: dict[str, Counter[str]] = {}
+    for b in rows(f"SELECT ?c ?p (COUNT(DISTINCT ?s) AS ?n) WHERE {{ ?s <{RDF_TYPE}> ?c . "
+                  f"?s ?p ?o . FILTER(?p != <{RDF_TYPE}>) }} GROUP BY ?c ?p"):
+        uses.setdefault(str(b["c"]["value"]), Counter())[str(b["p"]["value"])] = \
+            int(b["n"]["value"])
+    predicates = {str(b["p"]["value"]) for b in rows("SELECT DISTINCT ?p WHERE { ?s ?p ?o }")}
+    namespaces = {p: str(ns) for p, ns in local.namespace_manager.namespaces()}
+    return store_info(catalog_entries(members, uses, guard, curie),
+                      int(triples[0]["n"]["value"]) if triples else 0, namespaces,
+                      predicates | set(members), curie, hidden)
+
+
+class EndpointExecutor(SparqlExecutor):
+    """A persona's graph on a SPARQL endpoint, behind the guard: the catalog, the description
+    and the store block are `SparqlExecutor`'s, over what the server counted."""
+
+    def __init__(self, endpoint: Endpoint, graph: str, info: dict[str, Any], guard: Guard,
+                 timeout: float = 60.0, caps: Caps = CAPS) -> None:
+        self.endpoint = endpoint
+        self.graph = graph
+        self._info = info
+        self.guard = guard
+        self.timeout = timeout
+        self.caps = caps
+        self._owned = ()
+        self._guard_json = json.dumps(guard.to_json(), sort_keys=True)
+        # the server binds no prefixes: the store's are declared ahead of each query, on one
+        # line (a server's error message counts one line more)
+        self.prologue = " ".join(f"PREFIX {p}: <{ns}>" for p, ns in
+                                 sorted(info["namespaces"].items()))
+        # the worker process that reads what cannot be read here within a deadline: a text
+        # too long for rdflib's parser here, and every text with Oxigraph's parser, whose
+        # query preparation is native code no thread can stop (100 copies of one triple
+        # pattern take it 2.6 s, 200 take 42 s): killed at the deadline, so a text Oxigraph
+        # cannot prepare in time is never sent to the server either
+        self._apart: Worker | None = self._apart_worker()
+
+    @property
+    def info(self) -> dict[str, Any]:
+        return self._info
+
+    def close(self) -> None:
+        if self._apart is not None:
+            self._apart.close()
+            self._apart = None
+
+    def _apart_worker(self) -> Worker:
+        from pytest_kgbench.engines.worker import Worker
+
+        return Worker(WORKER_MODULE, {
+            "plugin": "default", "files": [], "prefixes": self.info["namespaces"],
+            "guard": self.guard.to_json(), "caps": asdict(self.caps), "parsers": []})
+
+    def _call_apart(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | None:
+        """The apart worker's reply, or None past `timeout` (the worker is killed)."""
+        from pytest_kgbench.engines.worker import WorkerDied
+
+        if self._apart is None:
+            self._apart = self._apart_worker()
+        try:
+            return self._apart.call(request, timeout)
+        except WorkerDied as exc:
+            return {"error": str(exc), "rejects": str(exc)}
+
+    def classify_apart(self, statement: str, timeout: float) -> Verdict | None:
+        """The guard's verdict on a long text by rdflib's parser in the worker process (killed
+        at `timeout`: no parser outlasts it), or None past the deadline."""
+        reply = self._call_apart({"op": "classify", "statement": statement}, timeout)
+        if reply is None:
+            return None
+        return Verdict(refused=reply.get("refused"), error=reply.get("error"),
+                       iris=frozenset(reply.get("iris") or ()))
+
+    def oxigraph_apart(self, statement: str, timeout: float) -> tuple[bool, str | None]:
+        """(False, None) past `timeout`, else (True, why Oxigraph's parser rejects the exact
+        text sent for `statement`, or None)."""
+        reply = self._call_apart({"op": "rejects", "parser": "oxigraph",
+                                  "statement": self.text_sent(statement)}, timeout)
+        if reply is None:
+            return False, None
+        if "rejects" not in reply:  # the worker failed the request: never sent unchecked
+            return True, str(reply.get("error") or "Oxigraph's parser check failed")
+        return True, reply.get("rejects")
+
+    def text_sent(self, statement: str) -> str:
+        """The exact text the server is sent for `statement`."""
+        return f"{self.prologue}\n{statement}"
+
+    def run(self, statement: str) -> QueryResult:
+        """One query within the deadline: classified here (or apart), then sent; a refused
+        one is never sent."""
+        if self._apart is not None:
+            self._apart.ready()  # a worker still starting (after a kill) is not the query's time
+        start = time.perf_counter()
+        result = QueryResult(language="sparql", statement=statement)
+        verdict: Verdict | None
+        try:
+            if len(statement) <= PARSE_HERE:
+                verdict = self.classify(statement)  # cached: shared, never changed here
+            else:
+                verdict = self.classify_apart(statement, self.timeout)
+        except QueryTimeout:
+            verdict = None
+        if verdict is not None and verdict.runs:
+            done, rejected = self.oxigraph_apart(
+                statement, self.timeout - (time.perf_counter() - start))
+            verdict = replace(verdict, error=rejected) if done else None
+        if verdict is None:
+            result.timed_out, result.error = True, f"stopped after {self.timeout:g} s"
+        else:
+            result.reads = self._reads(verdict)
+            if verdict.refused or verdict.error:
+                result.refused, result.error = verdict.refused, verdict.error
+            else:
+                left = self.timeout - (time.perf_counter() - start)
+                self._ask(result, statement, left)
+        result.elapsed_s = round(time.perf_counter() - start, 4)
+        result.cap_text(self.caps)
+        return result
+
+    def send(self, statement: str, timeout: float,
+             sink: Callable[[bytes], bool] | None = None) -> Reply:
+        """`statement` to the server over the persona's graph, unguarded (the tests call it to
+        show what the protocol's dataset alone lets through)."""
+        return self.endpoint.post_query(self.text_sent(statement), self.graph, timeout,
+                                        bounded=True, sink=sink)
+
+    def _ask(self, result: QueryResult, statement: str, left: float) -> None:
+        url = redacted(self.endpoint.query_url)
+        stopped = f"stopped after {self.timeout:g} s"
+        try:
+            if left <= 0:
+                raise QueryTimeout(stopped)
+            stream = ResultStream(self.caps)
+            reply = self.send(statement, left, stream.feed)
+        except QueryTimeout:
+            result.timed_out, result.error = True, stopped
+            return
+        except Unreachable as exc:
+            raise HarnessBroken(f"the SPARQL endpoint {url} is not answering: {exc}") from None
+        text = stream.tail if reply.status == 200 else reply.text[-1000:]
+        limit = self.endpoint.limit
+        if limit is not None and limit.partial and reply.header(limit.partial) == "S1TAT":
+            # Virtuoso's own limit: a partial result, never shown as if it were the whole
+            result.timed_out, result.error = True, f"{stopped} (by the server)"
+        elif reply.status == 200 and reply.cut:  # the query's doing, not the server's
+            result.error = (f"the result passed {MAX_REPLY_BYTES >> 20} MiB before its end: "
+                            "aggregate or filter")
+        elif reply.status == 200:
+            try:
+                doc = stream.finish()
+            except ValueError:
+                if _TIMED_OUT.search(text):  # Oxigraph's own limit cuts the stream short
+                    result.timed_out, result.error = True, f"{stopped} (by the server)"
+                    return
+                raise HarnessBroken(f"the SPARQL endpoint {url} sent a reply that is not "
+                                    f"SPARQL JSON: {text[:300]}") from None
+            if doc is None:
+                stream.fill(result)
+            else:
+                fill_results(result, doc, self.caps)
+        elif reply.status == 408 or (reply.status >= 500 and _TIMED_OUT.search(text)):
+            result.timed_out, result.error = True, f"{stopped} (by the server)"
+        elif 400 <= reply.status < 500 and reply.status not in (401, 403, 404, 405, 407):
+            result.error = f"the SPARQL endpoint rejects the query ({reply.status}): {text}"
+        else:
+            raise HarnessBroken(f"the SPARQL endpoint {url} answered {reply.status}: "
+                                f"{text[:500]}")
+
+
+class EndpointStore:
+    """The `endpoint` SPARQL store kind; `configure(URL)` binds it to a server."""
+
+    name = "endpoint"
+    language = "sparql"
+    default = False
+
+    def __init__(self, query_url: str | None = None, store_url: str | None = None) -> None:
+        self.query_url = query_url
+        self.store_url = store_url
+
+    @property
+    def label(self) -> str:
+        """The engine as a run's settings and report name it (any password hidden)."""
+        if self.query_url is None:
+            return self.name
+        return f"{self.name}={redacted(self.query_url)}"
+
+    def configure(self, argument: str) -> EndpointStore:
+        query_url, sep, store_url = argument.strip().partition(STORE_ARG)
+        query_url = query_url.strip()
+        for url in (query_url, store_url) if sep else (query_url,):
+            parts = urlsplit(url.strip())
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise InputError("--sparql-engine", f"endpoint={argument}: '{url}' is not an "
+                                 "http(s) URL (endpoint=QUERY_URL or "
+                                 "endpoint=QUERY_URL;store=GSP_URL)")
+        if not sep:
+            parts = urlsplit(query_url)
+            head, _, last = parts.path.rstrip("/").rpartition("/")
+            if last != "query":
+                raise InputError("--sparql-engine", f"endpoint={argument}: no Graph Store "
+                                 "Protocol URL can be derived from a query URL not ending in "
+                                 "/query; name it: endpoint=QUERY_URL;store=GSP_URL")
+            store_url = urlunsplit(parts._replace(path=f"{head}/store"))
+        return EndpointStore(query_url, store_url.strip())
+
+    def endpoint(self) -> Endpoint:
+        if self.query_url is None or self.store_url is None:
+            raise InputError("--sparql-engine", "the endpoint engine needs the server's URL: "
+                             "--sparql-engine endpoint=QUERY_URL")
+        return Endpoint(self.query_url, self.store_url)
+
+    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
+             timeout: float = 60.0) -> EndpointExecutor:
+        endpoint = self.endpoint()
+        load, prefixes, hidden = graph_files(built, data, guard, ontology=ontology)
+        graph = graph_name(built, guard.view, data, ontology)
+        ensure_loaded(endpoint, graph, load, built.dir)
+        info = survey(endpoint, graph, guard, local_namespaces(prefixes, load), hidden)
+        return EndpointExecutor(endpoint, graph, info, guard, timeout=timeout)
+
+    def from_context(self, context: str, guard: Guard) -> None:
+        return None  # a reading prompt's store is the default engine's
+
+    def classify(self, guard: Guard, statement: str) -> str | None:
+        return classify_sparql(statement, guard).refused
+
+    def check(self) -> str | None:
+        try:
+            endpoint = self.endpoint()
+        except InputError:
+            return "the endpoint engine needs the server's URL: --sparql-engine endpoint=URL"
+        try:
+            reply = endpoint.post_query("ASK {}", LOADED, 30.0)
+        except (QueryTimeout, Unreachable) as exc:
+            return f"the SPARQL endpoint {redacted(endpoint.query_url)} is not answering: {exc}"
+        if reply.status != 200:
+            return (f"the SPARQL endpoint {redacted(endpoint.query_url)} answered "
+                    f"{reply.status} to ASK {{}}: {reply.text[:300]}")
+        return None
+
+
+def marker(graph: str) -> str:
+    return f"{graph}:loaded"
+
+
+def ensure_loaded(endpoint: Endpoint, graph: str, load: list[tuple[Path, str]],
+                  lock_dir: Path) -> bool:
+    """Load `load` into `graph` unless its marker says a load finished; True if it loaded.
+    Under a file lock in `lock_dir` (the build's directory): two workers never load at once."""
+    from filelock import FileLock
+
+    def loaded() -> bool:
+        doc = endpoint.select(f"ASK {{ <{graph}> <{LOADED}> ?n }}", marker(graph))
+        return bool(doc.get("boolean"))
+
+    if loaded():
+        return False
+    key = hashlib.sha256(f"{endpoint.store_url}|{graph}".encode()).hexdigest()[:16]
+    with FileLock(str(lock_dir / f".endpoint-{key}.lock")):
+        if loaded():
+            return False
+        for i, (path, fmt) in enumerate(load):
+            endpoint.put("PUT" if i == 0 else "POST", graph, path, fmt)
+        note = lock_dir / f".endpoint-{key}.nt"
+        note.write_text(f'<{graph}> <{LOADED}> "{len(load)} files" .\n', encoding="utf-8")
+        try:
+            endpoint.put("PUT", marker(graph), note, "nt")
+        finally:
+            note.unlink(missing_ok=True)
+    return True
+
+
+STORES = (EndpointStore(),)

@@ -1,0 +1,42 @@
+"""The plugin's options, wired to pytest: the `kgbench` group of `pytest --help`, every option's
+ini twin, and the session's `Settings` read from them (built and checked in core/settings.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_kgbench.core.settings import OPTIONS, PATHS, Settings
+from pytest_kgbench.run.config import build_settings
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the `kgbench` option group and every ini twin."""
+    group = parser.getgroup("kgbench", "pytest-kgbench: semantic-layer benchmark")
+    for opt in OPTIONS:
+        if opt.flag_only:
+            group.addoption(opt.flag, action="store_true", default=None, dest=opt.ini,
+                            help=opt.help)
+            parser.addini(opt.ini, opt.help, type="bool", default=False)
+        else:
+            group.addoption(opt.flag, action="append" if opt.repeatable else "store",
+                            default=None, dest=opt.ini, help=f"{opt.help} (ini: {opt.ini})")
+            parser.addini(opt.ini, opt.help, default=opt.default)
+    for ini, help_text, default in PATHS:
+        parser.addini(ini, help_text, default=default)
+
+
+def project_root(config: pytest.Config) -> Path:
+    """The folder whose ini file configures the run (the rootdir without one)."""
+    return Path(config.inipath).parent if config.inipath else Path(config.rootpath)
+
+
+def settings_from_config(config: pytest.Config) -> Settings:
+    """The session's settings from the command line over the ini values (InputError when an
+    option's value is bad)."""
+    cli: dict[str, Any] = {o.ini: config.getoption(o.ini, default=None) for o in OPTIONS}
+    ini: dict[str, Any] = {o.ini: config.getini(o.ini) for o in OPTIONS}
+    paths = {name: str(config.getini(name)) for name, _, _ in PATHS}
+    return build_settings(cli, ini, root=project_root(config), paths=paths)

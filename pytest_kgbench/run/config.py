@@ -1,0 +1,209 @@
+"""Settings from what the user gave: command-line options, ini values, pyproject's
+[tool.kgbench] table, a resumed run's stored settings and the packs installed or named.
+Above packs (it finds them), so it is not in core/settings, which holds the settings' shape.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.core.settings import (
+    ASK_MODES,
+    PROVIDER_ALIASES,
+    PROVIDERS,
+    Settings,
+    check_resume,
+    default_agent,
+    engine_list,
+    find_run,
+    fresh_run_id,
+    model_tables,
+    read_tool_config,
+    replays,
+    rerun_ids,
+    stored_settings,
+    words,
+)
+from pytest_kgbench.packs.locate import pack_settings
+
+
+def _number(option: str, text: Any, kind: Callable[[str], Any], what: str,
+            minimum: float | None = None, above: float | None = None) -> Any:
+    try:
+        value = kind(str(text).strip())
+    except ValueError:
+        raise InputError(option, f"'{text}' is not {what}") from None
+    if isinstance(value, float) and value != value:  # NaN
+        raise InputError(option, f"'{text}' is not {what}")
+    if minimum is not None and value < minimum:
+        raise InputError(option, f"must be at least {minimum:g}, got {text}")
+    if above is not None and value <= above:
+        raise InputError(option, f"must be more than {above:g}, got {text}")
+    return value
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path,
+                   paths: Mapping[str, str], now: dt.datetime | None = None) -> Settings:
+    """Settings from the command line's values (`cli`, None where not given), the ini file's
+    (`ini`, with every default) and, for --resume or a replay, the stored run's; each value is
+    parsed and range-checked here, naming its option."""
+    table = read_tool_config(root)
+
+    def given(name: str, stored_value: Any = None) -> Any:
+        """The command line's value; else the stored run's; else the ini value or default."""
+        if cli.get(name) is not None:
+            return cli[name]
+        if stored_value not in (None, "", (), []):
+            return stored_value
+        return ini.get(name)
+
+    reports = paths["kgbench_reports"]
+    resume = given("kgbench_resume")
+    stored: dict[str, Any] = {}
+    folder: Path | None = None
+    if resume:
+        folder = find_run(root, reports, str(resume))
+        if folder is None:
+            raise InputError("--resume", f"no run '{resume}' under {root / reports} (nothing "
+                             "to resume; leave --resume out to start a new run)")
+        stored = stored_settings(folder)
+    models = words(given("kgbench_model"))
+    agent = str(given("kgbench_agent", stored.get("agent")) or
+                default_agent(bool(models))).strip()
+    replay_run = given("kgbench_replay_run", stored.get("replay_run"))
+    if not stored and replay_run and replays(agent):
+        stored = stored_settings(find_run(root, reports, str(replay_run)), "--replay-run")
+    if not models:
+        models = tuple(stored.get("models") or ()) or (agent,)
+    repeats = _number("--repeats", given("kgbench_repeats", stored.get("repeats")), int,
+                      "a whole number", minimum=1)
+    seed_raw = given("kgbench_dataset_seed", stored.get("dataset_seed"))
+    dataset_seed = (None if seed_raw in (None, "") else
+                    _number("--dataset-seed", seed_raw, int, "a whole number"))
+    ask = str(given("kgbench_ask", stored.get("ask"))).strip().lower()
+    if ask not in ASK_MODES:
+        raise InputError("--ask", f"'{ask}' is neither 'apart' nor 'together'")
+    engines = dict(stored.get("engines") or {})
+    engine_arms: dict[str, dict[str, str]] = {}
+    for language in ("sparql", "sql"):
+        flag = f"--{language}-engine"
+        named = cli.get(f"kgbench_{language}_engine")
+        stored_arms = (stored.get("engine_arms") or {}).get(language)
+        if not named and stored_arms:
+            listed = dict(stored_arms)
+        else:
+            value = named or engines.get(language) or ini.get(f"kgbench_{language}_engine")
+            listed = engine_list(value, flag) if value else {}
+        if listed:
+            engines[language] = next(iter(listed.values()))  # an URL or DSN keeps its case
+        if len(listed) > 1:
+            engine_arms[language] = listed
+    from pytest_kgbench.core.conditions import schema_arms, select
+
+    run_id = resume or given("kgbench_run_id") or fresh_run_id(
+        root / reports, (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S") + f"-{agent}")
+    if not re.fullmatch(r"[A-Za-z0-9][\w.+-]*", str(run_id)) and not resume:
+        raise InputError("--run-id", f"'{run_id}' is not a folder name (letters, digits, "
+                         "'.', '_', '+', '-')")
+    stored_conditions = ",".join(stored.get("condition_ids") or ())
+    schema = schema_arms(given("kgbench_schema", ",".join(stored.get("schema") or ())))
+    effort = given("kgbench_effort", stored.get("effort"))
+    sampling: dict[str, float | None] = {}
+    for name in ("temperature", "top_p"):
+        value = given(f"kgbench_{name}", stored.get(name))
+        sampling[name] = (None if value in (None, "") else _number(
+            f"--{name.replace('_', '-')}", value, float, "a number", minimum=0))
+    max_cost = given("kgbench_max_cost")
+    progress = given("kgbench_progress")
+    provider = str(given("kgbench_provider", stored.get("provider")) or "anthropic"
+                   ).strip().lower()
+    if provider not in PROVIDERS:
+        raise InputError("--provider", f"'{provider}' is none of {', '.join(PROVIDERS)}")
+    limits: dict[str, float | None] = {}
+    for name in ("rpm", "tpm"):
+        value = given(f"kgbench_{name}")
+        limits[name] = (None if value in (None, "") else
+                        _number(f"--{name}", value, float, "a number per minute", above=0))
+    base_url = given("kgbench_base_url", stored.get("base_url"))
+    settings = Settings(
+        condition_ids=tuple(c.id for c in select(
+            given("kgbench_condition", stored_conditions), schema,
+            {lang: tuple(arms) for lang, arms in engine_arms.items()})),
+        schema=schema,
+        agent=agent, models=models, repeats=repeats,
+        variants=words(given("kgbench_variant", ",".join(stored.get("variants") or ())))
+        or ("base",),
+        run_id=str(run_id),
+        query_timeout=_number("--query-timeout",
+                              given("kgbench_query_timeout", stored.get("query_timeout")), float,
+                              "a number of seconds", above=0),
+        max_rounds=_number("--max-rounds", given("kgbench_max_rounds", stored.get("max_rounds")),
+                           int, "a whole number", minimum=1),
+        strict=_flag(given("kgbench_strict")), resume=bool(resume),
+        force_resume=_flag(given("kgbench_force_resume")),
+        ablation=_flag(given("kgbench_ablation")),
+        compare_models=_flag(given("kgbench_compare_models")),
+        dataset_seed=dataset_seed,
+        stats_seed=_number("--stats-seed", given("kgbench_stats_seed"), int, "a whole number"),
+        engines=engines, engine_arms=engine_arms,
+        rootdir=str(root),
+        datasets_dir=str((root / paths["kgbench_datasets"]).resolve()),
+        ontology_dir=str((root / paths["kgbench_ontology"]).resolve()),
+        question_dirs=words(paths["kgbench_questions"]) or ("questions",),
+        reports_dir=str((root / reports).resolve()),
+        cache_dir=str((root / paths["kgbench_cache"]).resolve()),
+        item_timeout=_number("--item-timeout",
+                             given("kgbench_item_timeout", stored.get("item_timeout")), float,
+                             "a number of seconds", above=0),
+        effort=(str(effort).strip() or None) if effort else None,
+        max_tokens=_number("--max-tokens", given("kgbench_max_tokens", stored.get("max_tokens")),
+                           int, "a whole number", minimum=1),
+        model_reruns=_number("--model-reruns", given("kgbench_model_reruns"), int,
+                             "a whole number", minimum=0),
+        replay_run=str(replay_run) if replay_run else None,
+        judge_model=str(given("kgbench_judge_model", stored.get("judge_model")) or "sonnet"),
+        ask=ask,
+        floor=_flag(given("kgbench_floor")) or bool(stored.get("floor")),
+        synthetic=(str(given("kgbench_synthetic", stored.get("synthetic")))
+                   if given("kgbench_synthetic", stored.get("synthetic")) else None),
+        **model_tables(table, str(root / "pyproject.toml"),
+                       PROVIDER_ALIASES.get(provider, {})),
+        rerun=(rerun_ids(root, reports, given("kgbench_rerun")) if given("kgbench_rerun")
+               or not stored.get("rerun") else tuple(stored["rerun"])),
+        sample=(None if given("kgbench_sample", stored.get("sample")) in (None, "") else
+                _number("--sample", given("kgbench_sample", stored.get("sample")), int,
+                        "a whole number", minimum=1)),
+        base_url=str(base_url).strip() or None if base_url else None,
+        temperature=sampling["temperature"], top_p=sampling["top_p"],
+        progress=(30.0 if progress in (None, "") else
+                  _number("--progress", progress, float, "a number of seconds", minimum=0)),
+        max_cost=(None if max_cost in (None, "") else
+                  _number("--max-cost", max_cost, float, "a number of dollars", above=0)),
+        response_cache=not _flag(given("kgbench_no_cache")),
+        batch=_flag(given("kgbench_batch", stored.get("batch"))),
+        batch_poll=_number("--batch-poll", given("kgbench_batch_poll"), float,
+                           "a number of seconds", above=0),
+        provider=provider,
+        concurrency=_number("--concurrency", given("kgbench_concurrency") or 1, int,
+                            "a whole number", minimum=1),
+        rpm=limits["rpm"], tpm=limits["tpm"],
+        responses_dir=str((root / paths.get("kgbench_responses", ".kgbench-responses")
+                           ).resolve()),
+        **pack_settings(given("kgbench_pack", ",".join(stored.get("pack_names") or ())),
+                        table.get("packs") or {}, root,
+                        given("kgbench_external_data", stored.get("external_dir"))),
+    )
+    if folder is not None:
+        check_resume(folder, settings)
+    return settings
