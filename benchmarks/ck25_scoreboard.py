@@ -33,8 +33,8 @@ from pathlib import Path
 
 from pytest_kgbench.core.conditions import by_id
 from pytest_kgbench.core.settings import Settings
-from pytest_kgbench.packs.locate import pack_settings
 from pytest_kgbench.metrics import text2sparql as t2s
+from pytest_kgbench.packs.locate import pack_settings
 from pytest_kgbench.run.importers import FORMATS, full_executor, ordered_qnames
 from pytest_kgbench.run.runtime import Runtime
 

@@ -258,8 +258,9 @@ class FakeMessagesAPI(FakeServer):
         events.append(("message_start", {"type": "message_start", "message": start}))
         for i, block in enumerate(message["content"]):
             if block["type"] == "text":
-                events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                                       "content_block": {"type": "text", "text": ""}}))
+                events.append(("content_block_start", {
+                    "type": "content_block_start", "index": i,
+                    "content_block": {"type": "text", "text": ""}}))
                 events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
                                                        "delta": {"type": "text_delta",
                                                                  "text": block["text"]}}))
@@ -276,7 +277,8 @@ class FakeMessagesAPI(FakeServer):
         events.append(("message_delta", {"type": "message_delta",
                                          "delta": {"stop_reason": message["stop_reason"],
                                                    "stop_sequence": None},
-                                         "usage": {"output_tokens": message["usage"]["output_tokens"]}}))
+                                         "usage": {"output_tokens":
+                                                   message["usage"]["output_tokens"]}}))
         events.append(("message_stop", {"type": "message_stop"}))
         data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n"
                        for name, payload in events).encode()

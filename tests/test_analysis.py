@@ -31,7 +31,8 @@ def synthetic_run(tmp_path_factory, kg_cache):
     (root / "questions").mkdir()
     shutil.copy(repo / "questions" / "credit.yaml", root / "questions" / "credit.yaml")
     (root / "pytest.ini").write_text(
-        f"[pytest]\nkgbench_datasets = {repo / 'datasets'}\nkgbench_ontology = {repo / 'ontology'}\n"
+        f"[pytest]\nkgbench_datasets = {repo / 'datasets'}\n"
+        f"kgbench_ontology = {repo / 'ontology'}\n"
         f"kgbench_cache = {kg_cache}\n")
     cmd = [sys.executable, "-m", "pytest", *ARGS, "--ablation", "--run-id", "syn", "-q"]
     done = subprocess.run(cmd, cwd=root, capture_output=True, text=True, timeout=600)

@@ -206,7 +206,8 @@ def test_a_personal_value_a_rule_writes_fails_the_build(credit_pack, tmp_path) -
     shapes.write_text(shapes.read_text(encoding="utf-8") + '''
 cr:Noted a sh:NodeShape ; sh:targetNode cr:shapes ;
     sh:rule [ a sh:SPARQLRule ; sh:order 5 ; sh:prefixes cr:shapes ;
-              sh:construct """CONSTRUCT { ?x cr:note "+882 555 0142" } WHERE { ?x a cr:Country }""" ] .
+              sh:construct """CONSTRUCT { ?x cr:note "+882 555 0142" }
+                              WHERE { ?x a cr:Country }""" ] .
 ''', encoding="utf-8")
     pack = load_pack(pack_dir, name="credit_noted", ontology_dir=onto)
     assert "+882 555 0142" in {r["phone"] for r in pack.generate("base", pack.seed)["contacts"]}

@@ -1,4 +1,5 @@
-"""--concurrency, --rpm and --tpm (asking/inflight.py, asking/pacing.py) and the order of items by prompt
+"""--concurrency, --rpm and --tpm (asking/inflight.py, asking/pacing.py) and the order of items by
+prompt
 context: the pieces alone, then whole runs against the fake servers on 127.0.0.1 answering
 after a fixed delay — N requests really in flight, the same grades as one at a time, a 429
 that pauses every thread, a broken harness met ahead of its turn halting the run as it would

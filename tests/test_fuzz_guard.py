@@ -399,7 +399,7 @@ class Harness:
         query = self.fill(template)
         if PROBE in query:
             true = self.examples % N
-            for attempt in range(PAIR_ATTEMPTS):
+            for attempt in range(PAIR_ATTEMPTS):  # noqa: B007 - the count is reported below
                 answers = [self.once(query.replace(PROBE, EMAILS[true]), true),
                            self.once(query.replace(PROBE, DECOYS[0]), 999)]
                 if answers[0] == answers[1]:

@@ -66,7 +66,8 @@ def test_f1_edges() -> None:
 def test_correct_partial_wrong() -> None:
     q = question()
     key = {"issuers": ["LEI1", "LEI2"], "count": 2}
-    assert grade(q, key, answer({"issuers": ["LEI1", "LEI2"], "count": 2}), ALIASES).grade == "correct"
+    got = answer({"issuers": ["LEI1", "LEI2"], "count": 2})
+    assert grade(q, key, got, ALIASES).grade == "correct"
     g = grade(q, key, answer({"issuers": ["LEI1"], "count": 2}), ALIASES)
     assert (g.grade, g.score, g.letter) == ("partial", 0.5, "P")
     g = grade(q, key, answer({"issuers": ["LEI9"], "count": 1}), ALIASES)

@@ -335,7 +335,8 @@ def test_holm_adjust_family():
 
 
 def test_to_dict_keys_and_types():
-    c = compare({"q1": [1.0], "q2": [0.0]}, {"q1": [1.0], "q2": [1.0]}, a="A", b="B", tier="t", seed=0)
+    c = compare({"q1": [1.0], "q2": [0.0]}, {"q1": [1.0], "q2": [1.0]}, a="A", b="B", tier="t",
+                seed=0)
     d = holm_adjust([c])[0].to_dict()
     assert list(d) == [
         "a", "b", "tier", "n_questions", "diff", "ci95", "discordant",
@@ -357,7 +358,9 @@ def test_module_is_pure():
     assert "np.random.seed" not in src
     assert len(src.splitlines()) < 400
     # importing the module must not import numpy/scipy (cheap at pytest start-up)
-    code = "import sys, pytest_kgbench.analysis.stats; print('numpy' in sys.modules, 'scipy' in sys.modules)"
+    code = ("import sys, pytest_kgbench.analysis.stats; "
+            "print('numpy' in sys.modules, 'scipy' in sys.modules)")
     env = dict(os.environ, PYTHONPATH=str(path.parent.parent))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -18,7 +18,7 @@ from pytest_kgbench.core.fingerprints import (
     registered_sources,
 )
 
-ROOT = Path(fingerprints.__file__).resolve().parent
+ROOT = Path(fingerprints.__file__).resolve().parents[1]  # pytest_kgbench/
 
 
 def _names(files: list[str]) -> set[str]:
@@ -59,20 +59,22 @@ def test_the_grader_closure_holds_everything_grimp_finds_imported(graph) -> None
 
 def test_the_grader_fingerprint_covers_normalise_id_the_statistics_and_the_engines() -> None:
     files = _names(grader_files())
-    assert {"packs/schema.py", "analysis/stats.py", "analysis/report.py", "analysis/comparisons.py", "analysis/html_report.py",
-            "scoring/grading.py", "scoring/fieldkinds.py", "scoring/answer_key.py", "core/questions.py", "run/runtime.py",
-            "scoring/judge.py", "packs/evidence.py"} <= files
-    assert {f"executors/{m}.py" for m in ("sql", "sparql", "sparql_worker", "postgres",
+    assert {"packs/schema.py", "analysis/stats.py", "analysis/report.py",
+            "analysis/comparisons.py", "analysis/html_report.py", "scoring/grading.py",
+            "scoring/fieldkinds.py", "scoring/answer_key.py", "core/questions.py",
+            "run/runtime.py", "scoring/judge.py", "packs/evidence.py"} <= files
+    assert {f"engines/{m}.py" for m in ("sql", "sparql", "sparql_worker", "postgres",
                                           "endpoint", "guard", "worker")} <= files
     assert {f"metrics/{p.name}" for p in (ROOT / "metrics").glob("*.py")} <= files
     # what only answers (the agents) or runs the session (the plugin) is not the grader's
-    assert not {"plugin/__init__.py", "agents/models/anthropic.py", "agents/models/openai.py", "cli/__init__.py"} & files
+    assert not {"plugin/__init__.py", "agents/models/anthropic.py", "agents/models/openai.py",
+                "cli/__init__.py"} & files
 
 
 def test_the_prompt_fingerprint_covers_the_store_descriptions() -> None:
     files = _names(prompt_files())
-    assert {"asking/prompts.py", "packs/reading.py", "asking/tools.py", "core/conditions.py", "packs/schema.py",
-            "engines/sql.py", "engines/sparql.py"} <= files
+    assert {"asking/prompts.py", "packs/reading.py", "asking/tools.py", "core/conditions.py",
+            "packs/schema.py", "engines/sql.py", "engines/sparql.py"} <= files
 
 
 def test_a_type_checking_import_is_not_a_dependency(tmp_path, monkeypatch) -> None:

@@ -237,7 +237,7 @@ def _executor(built):
     return SqlExecutor.open(built.duckdb_path, built.pack.tables, guard_for(built, "analyst"), 10)
 
 
-# --- end to end ------------------------------------------------------------------------------------
+# --- end to end -------------------------------------------------------------------------------
 
 def test_gold_asked_together_still_answers_every_item(project, credit_questions) -> None:
     from pytest_kgbench.core.conditions import LADDER

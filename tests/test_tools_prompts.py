@@ -54,7 +54,8 @@ def test_reading_prompts_carry_exactly_the_built_rows(credit_base, credit_questi
     assert q.text in prompt.question and '"rating"' in prompt.question
 
 
-def test_definitions_appear_only_where_the_condition_gives_them(credit_base, credit_questions) -> None:
+def test_definitions_appear_only_where_the_condition_gives_them(credit_base,
+                                                                credit_questions) -> None:
     q = _q(credit_questions, "credit-Q13")
     text = {c.id: build_prompt(c, credit_base, q,
                                executor=_executor(credit_base, c)).context
@@ -69,7 +70,8 @@ def test_definitions_appear_only_where_the_condition_gives_them(credit_base, cre
     assert "PREFIX cr:" in text["D4"]
 
 
-def test_the_rdf_prompt_parses_back_to_the_graph_minus_personal_data(credit_base, credit_questions) -> None:
+def test_the_rdf_prompt_parses_back_to_the_graph_minus_personal_data(credit_base,
+                                                                     credit_questions) -> None:
     prompt = build_prompt(conditions.BY_ID["R2"], credit_base, _q(credit_questions, "credit-Q01"))
     guard = guard_for(credit_base, "analyst")
     store = store_from_context(prompt.context, "sparql", guard)

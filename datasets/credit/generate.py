@@ -464,7 +464,8 @@ def fill(w: World, count: int, rng: random.Random) -> None:
         w.history(ids, rng.randint(2, 14), w.date(START, dt.date(2021, 12, 31)),
                   rng.randint(1, 5), withdraw=rng.random() < 0.1)
         for _ in range(rng.randint(1, 3)):
-            kind = rng.choices(("senior_unsecured", "subordinated", "covered_bond"), (6, 2.5, 1.5))[0]
+            kind = rng.choices(("senior_unsecured", "subordinated", "covered_bond"),
+                               (6, 2.5, 1.5))[0]
             isin = w.instrument(rng.choice(ids), kind, rng.choices(
                 ("EUR", "USD", "GBP", "CHF"), (5, 3, 1, 1))[0])
             if kind == "covered_bond" or rng.random() < 0.3:

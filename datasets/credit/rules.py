@@ -114,7 +114,7 @@ class Credit:
                 return lei
         raise KeyError(name)
 
-    # --- time ---------------------------------------------------------------------------------------
+    # --- time -----------------------------------------------------------------------------------
 
     @staticmethod
     def _on(actions: list[Event], date: dt.date) -> str | None:

@@ -1,4 +1,6 @@
-"""Agents: what answers an item. Each agent is one module of this package exposing `AGENTS`,
+"""Agents, what answers an item: the model providers (`models/`), the reference agents
+(`reference/`: gold, trap, synthetic), the replay of a stored run, and what the model agents
+share (`support/`). Each agent is one module of this package exposing `AGENTS`,
 its agent classes (the registry finds them); a plugin adds one through `pytest_kgbench_agents`.
 A new agent is a new file, nothing else changes.
 

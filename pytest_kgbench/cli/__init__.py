@@ -1,4 +1,5 @@
-"""The `kgbench` console script: the things one does beside a pytest run.
+"""The `kgbench` command: what one does beside a pytest run (build, check, show, compare,
+rescore, import, the MCP server).
 
     kgbench init DIR                                 write a starter pack (your own data)
     kgbench validate DIR|PACK                        check a pack; every problem named

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.core.registry import current
 
-if TYPE_CHECKING:
-    from pytest_kgbench.packs.schema import Pack
+
+class QuestionSource(Protocol):
+    """The pack a `{generate: "module:function"}` question file names (packs.schema.Pack)."""
+
+    def callable(self, ref: str, *, field_name: str) -> Callable[..., Any]: ...
+
 
 TIERS = ("L1", "L2", "L3", "L4", "L5")
 EXPECTS = ("answer", "abstain", "block")
@@ -133,7 +137,8 @@ def set_fingerprint(question_hashes: Mapping[str, str]) -> str:
 
 
 def load_questions(path: str | Path, *, pack: str | None = None,
-                   source: Pack | None = None, problems: list[str] | None = None) -> QuestionSet:
+                   source: QuestionSource | None = None,
+                   problems: list[str] | None = None) -> QuestionSet:
     """Read and validate a question file; raise `InputError` naming file, question, field.
     `pack`: the pack the questions ask about (default: the file's stem, questions/<pack>.yaml).
     `source`: that pack, whose function a `{generate: ...}` file names. With `problems`, the
@@ -175,7 +180,7 @@ def load_questions(path: str | Path, *, pack: str | None = None,
     return QuestionSet(path=where, questions=tuple(questions), sha256=file_sha)
 
 
-def _generated(ref: str, source: Pack | None, where: str) -> Any:
+def _generated(ref: str, source: QuestionSource | None, where: str) -> Any:
     """The question list the pack's function `ref` returns."""
     if source is None:
         raise InputError(where, f"generates its questions with the pack's {ref}, but was read "

@@ -1,4 +1,6 @@
-"""Executors: run an agent's query against a store, through the guard, and say what it read.
+"""The engines an agent's query runs on: DuckDB and PostgreSQL for SQL; rdflib, Oxigraph and
+any SPARQL endpoint for SPARQL; each behind the guard, in a worker process. An executor runs a
+query against a store, through the guard, and says what it read.
 
 An executor never raises for a bad query: the error, the refusal or the timeout is part of the
 `QueryResult`, because what the agent did with it is what gets graded.

@@ -1,4 +1,5 @@
-"""The metrics beside the grade: one file per metric (or per family of metrics sharing their
+"""The metrics beside the grade (execution accuracy, grounding, fidelity, citations,
+attribution). One file per metric (or per family of metrics sharing their
 inputs), each exposing `METRICS`; the registry finds them, and a plugin adds its own through
 `pytest_kgbench_metrics`. `base.py` has what every metric reads.
 

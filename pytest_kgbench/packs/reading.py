@@ -11,13 +11,20 @@ import csv
 import io
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_kgbench.packs.schema import TableSpec, format_value
 
 if TYPE_CHECKING:
-    from pytest_kgbench.engines.guard import Guard
     from pytest_kgbench.packs.build import Built
+
+class Withholding(Protocol):
+    """What a persona may not see, as the engines' guard tells it (engines.guard.Guard)."""
+
+    def withheld_columns(self, table: str) -> frozenset[str]: ...
+
+    def withheld_predicates(self) -> frozenset[str]: ...
+
 
 _CSV_BLOCK = re.compile(
     r"^### (?P<name>[\w-]+)\.csv\n(?P<info>[^\n]*)\n```csv\n(?P<body>.*?)\n```", re.M | re.S)
@@ -25,7 +32,7 @@ _TTL_BLOCK = re.compile(r"^### (?P<name>[\w.-]+\.ttl)\n```turtle\n(?P<body>.*?)\
 
 
 def csv_block(specs: Mapping[str, TableSpec], tables: Mapping[str, list[dict[str, Any]]],
-              guard: Guard) -> str:
+              guard: Withholding) -> str:
     """Every table as CSV, each under a heading giving its row count and column types."""
     parts = ["## Data (CSV)", ""]
     for name, spec in specs.items():
@@ -44,7 +51,7 @@ def csv_block(specs: Mapping[str, TableSpec], tables: Mapping[str, list[dict[str
     return "\n".join(parts).rstrip()
 
 
-def rdf_block(built: Built, guard: Guard) -> str:
+def rdf_block(built: Built, guard: Withholding) -> str:
     """The data as Turtle, without triples of withheld (personal) predicates: the build's
     data.ttl, or for a persona who may not read some predicates the same Turtle without
     them — the same prefixes, order and spelling of every id (rdfmap.turtle_without)."""

@@ -1,4 +1,5 @@
-"""pytest hooks of pytest-kgbench. Thin: each hook calls a plain function.
+"""The pytest plugin: its hooks, items, options, the run folder and the progress line; the
+only layer that imports pytest. Thin: each hook calls a plain function.
 
 Process roles (as in pytest's junitxml and pytest-randomly): settings are parsed and checked
 on the controller at configure time — a bad option is one line and exit status 4 before
