@@ -107,3 +107,37 @@ def watched_run(store: Any, statement: str) -> tuple[Any, float, PeakRss]:
         result = store.run(statement)
         spent = time.monotonic() - started
     return result, spent, peak
+
+
+class Lateness:
+    """`with Lateness(after=s) as late:` — how long the machine kept this process waiting once
+    `s` seconds had passed: a thread asks to sleep `every` seconds at a time and adds up how
+    much later than asked it woke (`late.seconds`). A bound on a call's wall past its deadline
+    is then the engine's promise plus this, so the verdict is the engine's, not the machine's
+    load: on an idle machine it is a few milliseconds; with the CPUs taken it grows by what the
+    scheduler held back, which also held back the deadline's own timer thread."""
+
+    def __init__(self, after: float = 0.0, every: float = 0.01) -> None:
+        self.after = after
+        self.every = every
+        self.seconds = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="lateness")
+
+    def _watch(self) -> None:
+        start = time.monotonic()
+        while not self._stop.is_set():
+            asked = time.monotonic()
+            time.sleep(self.every)
+            woke = time.monotonic()
+            if woke - start >= self.after:
+                self.seconds += max(0.0, woke - asked - self.every)
+
+    def __enter__(self) -> Lateness:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
