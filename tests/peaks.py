@@ -97,16 +97,17 @@ class PeakRss:
         self._poll()
 
 
-def watched_run(store: Any, statement: str) -> tuple[Any, float, PeakRss]:
+def watched_run(store: Any, statement: str) -> tuple[Any, float, PeakRss, float]:
     """`store.run(statement)` on a store whose engine runs in a worker: its result, its wall
     from arrival to answer (a worker replaced after a kill has loaded first: not the query's
-    time), and the worker's peak memory meanwhile."""
+    time), the worker's peak memory meanwhile, and how long the machine held this process back
+    past the store's deadline (`Lateness`: a bound on the wall adds it)."""
     store.worker.ready()
-    with PeakRss(lambda: [store.worker.pid]) as peak:
+    with PeakRss(lambda: [store.worker.pid]) as peak, Lateness(after=store.timeout) as late:
         started = time.monotonic()
         result = store.run(statement)
         spent = time.monotonic() - started
-    return result, spent, peak
+    return result, spent, peak, late.seconds
 
 
 class Lateness:
