@@ -97,13 +97,48 @@ class PeakRss:
         self._poll()
 
 
-def watched_run(store: Any, statement: str) -> tuple[Any, float, PeakRss]:
+def watched_run(store: Any, statement: str) -> tuple[Any, float, PeakRss, float]:
     """`store.run(statement)` on a store whose engine runs in a worker: its result, its wall
     from arrival to answer (a worker replaced after a kill has loaded first: not the query's
-    time), and the worker's peak memory meanwhile."""
+    time), the worker's peak memory meanwhile, and how long the machine held this process back
+    past the store's deadline (`Lateness`: a bound on the wall adds it)."""
     store.worker.ready()
-    with PeakRss(lambda: [store.worker.pid]) as peak:
+    with PeakRss(lambda: [store.worker.pid]) as peak, Lateness(after=store.timeout) as late:
         started = time.monotonic()
         result = store.run(statement)
         spent = time.monotonic() - started
-    return result, spent, peak
+    return result, spent, peak, late.seconds
+
+
+class Lateness:
+    """`with Lateness(after=s) as late:` — how long the machine kept this process waiting once
+    `s` seconds had passed: a thread asks to sleep `every` seconds at a time and adds up how
+    much later than asked it woke (`late.seconds`). A bound on a call's wall past its deadline
+    is then the engine's promise plus this, so the verdict is the engine's, not the machine's
+    load: on an idle machine it is a few milliseconds; with the CPUs taken it grows by what the
+    scheduler held back, which also held back the deadline's own timer thread."""
+
+    def __init__(self, after: float = 0.0, every: float = 0.01) -> None:
+        self.after = after
+        self.every = every
+        self.seconds = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name="lateness")
+
+    def _watch(self) -> None:
+        start = time.monotonic()
+        while not self._stop.is_set():
+            asked = time.monotonic()
+            time.sleep(self.every)
+            woke = time.monotonic()
+            if woke - start >= self.after:
+                self.seconds += max(0.0, woke - asked - self.every)
+
+    def __enter__(self) -> Lateness:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()

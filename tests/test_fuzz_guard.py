@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from peaks import PeakRss, address_space_limit
+from peaks import Lateness, PeakRss, address_space_limit
 from sentinel_http import SentinelServer
 
 from pytest_kgbench.agents.support.mcp_server import log_line
@@ -346,12 +346,16 @@ class Harness:
         if worker is not None:
             worker.ready()  # a worker replaced after a kill loads first: not the query's time
         pid = worker.pid if worker is not None else None
-        with PeakRss(lambda: [worker.pid if worker is not None else None]) as peak:
+        with PeakRss(lambda: [worker.pid if worker is not None else None]) as peak, \
+                Lateness(after=self.executor.timeout) as late:
             started = time.monotonic()
             text, result = call_tool(self.executor, "run_query", {"query": query})
             spent = time.monotonic() - started
         assert result is not None
-        assert spent <= self.executor.timeout + self.slack, (query, spent)
+        # past the deadline, the time the machine held this process back is not the engine's
+        # (a CI run with two CPU-bound processes beside it saw 8.2 s for a 5 s deadline)
+        assert spent <= self.executor.timeout + self.slack + late.seconds, (query, spent,
+                                                                           late.seconds)
         assert peak.most <= WORKER_MEMORY, (query, peak.peaks)
         record = json.dumps(Answer(text=text, queries=[result]).to_dict(), ensure_ascii=False)
         blob = text + record + log_line("run_query", {"query": query}, text, result)
