@@ -115,5 +115,7 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
 
 def install() -> None:
+    """First on the path of finders: an old sub-module's parent is the new package, whose
+    `__path__` the standard finder would search, loading a second copy under the old name."""
     if not any(isinstance(f, _Alias) for f in sys.meta_path):
-        sys.meta_path.append(_Alias())
+        sys.meta_path.insert(0, _Alias())
