@@ -40,8 +40,8 @@ from pytest_kgbench.agents.support.mcp_server import log_line
 from pytest_kgbench.asking.tools import call_tool
 from pytest_kgbench.engines.stores import open_store
 from pytest_kgbench.engines.worker import WORKER_MEMORY
-from pytest_kgbench.packs.schema.build import build_variant
-from pytest_kgbench.packs.schema.schema import find_pack
+from pytest_kgbench.packs.build import build_variant
+from pytest_kgbench.packs.schema import find_pack
 from pytest_kgbench.scoring.answers import Answer
 
 EXAMPLES = int(os.environ.get("KGBENCH_FUZZ_EXAMPLES", "2000"))

@@ -143,7 +143,7 @@ def test_every_pack_type_comes_back_as_duckdbs(dsn) -> None:
 
     from pytest_kgbench.engines import jsonable
     from pytest_kgbench.engines.postgres import PG_TYPES
-    from pytest_kgbench.packs.schema.schema import SQL_TYPES
+    from pytest_kgbench.packs.schema import SQL_TYPES
 
     assert set(PG_TYPES) == set(SQL_TYPES)
     values = {"VARCHAR": "Zoë's", "INTEGER": 7, "BIGINT": 2 ** 40, "DOUBLE": 0.1,
@@ -407,8 +407,8 @@ def test_functions_outside_the_list_are_refused_by_name_and_denied_by_postgres(
 
 def _load(dsn: str, cache: str, seen) -> None:
     from pytest_kgbench.engines.postgres import ensure_loaded
-    from pytest_kgbench.packs.schema.build import build_variant
-    from pytest_kgbench.packs.schema.schema import find_pack
+    from pytest_kgbench.packs.build import build_variant
+    from pytest_kgbench.packs.schema import find_pack
 
     pack = find_pack("credit", REPO / "datasets", REPO / "ontology")
     built = build_variant(pack, "base", Path(cache))

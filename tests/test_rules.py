@@ -34,8 +34,7 @@ SHAPES = """
 ex:p sh:declare [ sh:prefix "ex" ; sh:namespace "http://example.org/"^^xsd:anyURI ] .
 ex:S a sh:NodeShape ; sh:targetNode ex:p ;
   sh:rule [ a sh:SPARQLRule ; sh:order 2 ; sh:prefixes ex:p ;
-            sh:construct '''CONSTRUCT { ?x ex:grand ?z }
-                            WHERE { ?x ex:parentOf ?y . ?y ex:parentOf ?z }''' ] ;
+            sh:construct "CONSTRUCT { ?x ex:grand ?z } WHERE { ?x ex:parentOf ?y . ?y ex:parentOf ?z }" ] ;
   sh:rule [ a sh:SPARQLRule ; sh:order 1 ; sh:prefixes ex:p ;
             sh:construct "CONSTRUCT { ?y ex:parentOf ?x } WHERE { ?x ex:childOf ?y }" ] .
 """
