@@ -165,9 +165,11 @@ def test_ctrl_c_stops_an_xdist_run(to: str, tmp_path: Path, kg_cache: Path,
                 "-n", "2")
         proc = _start(root, env, *args, "--run-id", "par")
         # the four answered items banked (a worker grading its answer when the Ctrl-C came
-        # would rightly drop it: 3 banked, a race of the test's, not the run's) and one asked
+        # would rightly drop it: 3 banked, a race of the test's, not the run's) and each worker
+        # waiting on its next request (one still free to ask when the signal is relayed to it
+        # would ask a fifth: a race of the test's on a loaded machine, CI saw 5 for 4)
         answers = root / "reports" / "par" / "answers.jsonl"
-        assert wait_until(lambda: api.active >= 1 and answers.is_file() and len(
+        assert wait_until(lambda: api.active >= 2 and answers.is_file() and len(
             answers.read_text(encoding="utf-8").splitlines()) >= 4, 240, proc)
         asked = len(api.requests)
         if to == "controller":

@@ -143,12 +143,15 @@ def test_trap_run_records_wrong_answers_as_passed_items(project) -> None:
     result = p.runpytest("questions", "--agent", "trap", "-k", "L3", "--condition", "R1,D4")
     result.assert_outcomes(passed=2 * sum(q.tier == "L3" for q in _questions()))
     report = report_of(p)
-    # the progress letters: the file's line, then the lines it wraps onto (a long run)
+    # the progress letters: the file's line, then the lines it wraps onto (a long run), up to
+    # the summary; a notice printed between two of them (a build waited for, on a loaded
+    # machine) is not a letter and does not end them
     lines = result.stdout.lines
     first = next(i for i, line in enumerate(lines) if line.startswith("questions/credit.yaml "))
+    rest = itertools.takewhile(lambda line: line.strip() and not line.startswith("="),
+                               lines[first + 1:])
     block = [lines[first].split(" ", 1)[1]]
-    block += itertools.takewhile(lambda line: re.fullmatch(r"[A-Z]+ *(\[ *\d+%\])?", line),
-                                 lines[first + 1:])
+    block += [line for line in rest if re.fullmatch(r"[A-Z]+ *(\[ *\d+%\])?", line)]
     letters = "".join(line.split(" ")[0] for line in block)
     assert sorted(letters) == sorted(i["letter"] for i in report["items"])
     assert letters.count("W") == sum(i["grade"] == "wrong" for i in report["items"]) > 0
