@@ -1,4 +1,4 @@
-"""report.html: one self-contained page for one run's report dict (report.json; README:
+"""report.html: one self-contained page for one run's report dict (report.json; docs/runs.md:
 Reading a run), which leads with its answer.
 
 The page opens with a banner when the run is not whole (HALTED with the harness's reason,

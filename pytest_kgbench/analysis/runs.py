@@ -1,6 +1,6 @@
 """Runs as data: the run folders of a reports folder listed (`kgbench runs`), one run found by
 its id or path (`kgbench show`), loaded as plain records (`pytest_kgbench.load_run`) and
-written one row per item (`kgbench export`, through DuckDB). README: Runs as data.
+written one row per item (`kgbench export`, through DuckDB). docs/runs.md: Runs as data.
 
 Pure module: no pytest. It only reads a run folder (meta.json, answers.jsonl, report.json);
 DuckDB and pandas are imported only by the functions that need them.

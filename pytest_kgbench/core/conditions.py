@@ -1,4 +1,4 @@
-"""The ladder (README: The ladder of conditions), as data in one place.
+"""The ladder (docs/conditions.md), as data in one place.
 
 A condition says what the model is given and how it reaches the data. Each one names the pack
 artefacts it needs; a pack without them does not get the condition (R7 needs `neutral.ttl`,
@@ -243,7 +243,7 @@ def groups() -> dict[str, tuple[str, ...]]:
             "querying": tuple(c.id for c in ids if c.mode == "querying")}
 
 
-# The paired comparisons --ablation reports by default (README: Comparing conditions); R5-R7
+# The paired comparisons --ablation reports by default (docs/conditions.md: Comparing conditions); R5-R7
 # exists on credit only, which the pairing (questions present under both conditions) takes care
 # of by itself.
 DESIGN_PAIRS: tuple[tuple[str, str], ...] = (

@@ -1,4 +1,4 @@
-"""The run folder, written by the controller only (README: Reading a run).
+"""The run folder, written by the controller only (docs/runs.md: Reading a run).
 
 `RunStore` is registered as a plugin on the controller (serial session or xdist master). It
 writes nothing until the session has collected its items and built what they need (`begin`):
