@@ -1,6 +1,7 @@
 """A pack whose external data or optional dependency is absent is left out with one line saying
-why, in every command, as a pytest run leaves it out: the first real-model command of docs/models.md
-(`kgbench estimate --model sonnet --condition all --repeats 3`) runs on a fresh clone."""
+why, in every command, as a pytest run leaves it out: the first real-model command of
+docs/models.md (`kgbench estimate --model sonnet --condition all --repeats 3`) runs on a
+fresh clone."""
 
 from __future__ import annotations
 

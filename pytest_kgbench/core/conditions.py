@@ -243,7 +243,7 @@ def groups() -> dict[str, tuple[str, ...]]:
             "querying": tuple(c.id for c in ids if c.mode == "querying")}
 
 
-# The paired comparisons --ablation reports by default (docs/conditions.md: Comparing conditions); R5-R7
+# The paired comparisons --ablation reports by default (docs/conditions.md); R5-R7
 # exists on credit only, which the pairing (questions present under both conditions) takes care
 # of by itself.
 DESIGN_PAIRS: tuple[tuple[str, str], ...] = (
