@@ -21,13 +21,16 @@ session asks):
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents.support import faults
+from pytest_kgbench.agents.support.cache import abort_connections, track_connections
 from pytest_kgbench.asking.tools import call_tool
+from pytest_kgbench.core.interrupt import shielded
 from pytest_kgbench.scoring.answers import Answer, extract_block
 
 if TYPE_CHECKING:
@@ -73,9 +76,31 @@ class Sent:
 
 class Dialect(ABC):
     """What a provider tells the loop. The agent class implements it; `run_loop` does the
-    rest. `gate` is the agent's `cache.Gate` (its clock, the response cache, the cap)."""
+    rest. `gate` is the agent's `cache.Gate` (its clock, the response cache, the cap); the
+    agent's `__init__` sets `_client = None` and `_client_lock = threading.Lock()`."""
 
     gate: Any
+    _client: Any
+    _client_lock: threading.Lock
+
+    @abstractmethod
+    def new_client(self) -> Any:
+        """The provider's SDK client, made once per agent (`client`); raises HarnessBroken
+        for a missing credential."""
+
+    def client(self) -> Any:
+        """The agent's one client, made at first use, never left half-made by a Ctrl-C
+        (interrupt.shielded), its connections tracked so a stopping run can cut them."""
+        with self._client_lock:
+            if self._client is None:
+                with shielded():
+                    self._client = self.new_client()
+                track_connections(self._client)
+            return self._client
+
+    def abort(self) -> None:
+        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
+        abort_connections(self._client)
 
     @abstractmethod
     def conversation(self, task: Task) -> Any:

@@ -39,11 +39,10 @@ from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, frami
 from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop
 from pytest_kgbench.agents.support import faults
 from pytest_kgbench.agents.support.batch import AnthropicBatches, Batching
-from pytest_kgbench.agents.support.cache import Gate, abort_connections, cut_at, track_connections
+from pytest_kgbench.agents.support.cache import Gate, cut_at
 from pytest_kgbench.agents.support.faults import classify_status
 from pytest_kgbench.asking.tools import tools_for
 from pytest_kgbench.core.errors import HarnessBroken, TransientModelError
-from pytest_kgbench.core.interrupt import shielded
 from pytest_kgbench.core.settings import check_models
 from pytest_kgbench.scoring.answers import Answer
 
@@ -271,20 +270,8 @@ class AnthropicAgent(Batching, BaseAgent, Dialect):
             return provider_problem(settings.provider)
         return None
 
-    def client(self) -> Any:
-        with self._client_lock:
-            return self._make_client()
-
-    def abort(self) -> None:
-        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
-        abort_connections(self._client)
-
-    def _make_client(self) -> Any:
-        if self._client is None:
-            with shielded():  # never left half-made by a Ctrl-C (interrupt.shielded)
-                self._client = make_client(self.settings.provider)
-            track_connections(self._client)
-        return self._client
+    def new_client(self) -> Any:
+        return make_client(self.settings.provider)
 
     def batch_api(self) -> AnthropicBatches:
         return AnthropicBatches()

@@ -44,11 +44,10 @@ from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
 from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop
 from pytest_kgbench.agents.support import faults
 from pytest_kgbench.agents.support.batch import Batching, OpenAIBatches
-from pytest_kgbench.agents.support.cache import Gate, abort_connections, cut_at, track_connections
+from pytest_kgbench.agents.support.cache import Gate, cut_at
 from pytest_kgbench.agents.support.faults import classify_status
 from pytest_kgbench.asking.tools import tools_for
 from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, TransientModelError
-from pytest_kgbench.core.interrupt import shielded
 from pytest_kgbench.core.settings import check_models
 from pytest_kgbench.scoring.answers import Answer
 
@@ -267,28 +266,16 @@ class OpenAIAgent(Batching, BaseAgent, Dialect):
             return NO_CREDENTIAL
         return None
 
-    def client(self) -> Any:
-        with self._client_lock:
-            return self._make_client()
+    def new_client(self) -> Any:
+        import openai
 
-    def abort(self) -> None:
-        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
-        abort_connections(self._client)
-
-    def _make_client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            key = os.environ.get("OPENAI_API_KEY")
-            if not key and not self.base_url:
-                raise HarnessBroken(NO_CREDENTIAL)
-            # retries are made by call_within, inside the item's one deadline; the SDK needs
-            # a key even for a local server that takes none (which ignores it, as Ollama does)
-            with shielded():  # never left half-made by a Ctrl-C (interrupt.shielded)
-                self._client = openai.OpenAI(api_key=key or NO_KEY,
-                                             base_url=self.base_url or None, max_retries=0)
-            track_connections(self._client)
-        return self._client
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key and not self.base_url:
+            raise HarnessBroken(NO_CREDENTIAL)
+        # retries are made by call_within, inside the item's one deadline; the SDK needs a key
+        # even for a local server that takes none (which ignores it, as Ollama does)
+        return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url or None,
+                             max_retries=0)
 
     def token_limit(self, task: Task) -> int:
         """The output limit of each call, raised for a together session (as anthropic's)."""
