@@ -235,7 +235,7 @@ def _usage(response: Any) -> dict[str, int]:
             "cache_write": int(getattr(usage, "cache_creation_input_tokens", 0) or 0)}
 
 
-class AnthropicAgent(Batching, BaseAgent, Dialect):
+class AnthropicAgent(Dialect, Batching, BaseAgent):
     name = "anthropic"
     kind = "model"
     asks_together = True  # answers a together session in one conversation

@@ -218,7 +218,7 @@ def _arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
-class OpenAIAgent(Batching, BaseAgent, Dialect):
+class OpenAIAgent(Dialect, Batching, BaseAgent):
     name = "openai"
     kind = "model"
     asks_together = True  # answers a together session in one conversation
