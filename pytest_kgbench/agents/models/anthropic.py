@@ -32,25 +32,23 @@ import json
 import os
 import threading
 import time
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, framing
+from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop
 from pytest_kgbench.agents.support import faults
 from pytest_kgbench.agents.support.batch import AnthropicBatches, Batching
-from pytest_kgbench.agents.support.cache import Gate, abort_connections, cut_at, track_connections
+from pytest_kgbench.agents.support.cache import Gate, cut_at
 from pytest_kgbench.agents.support.faults import classify_status
-from pytest_kgbench.asking.tools import call_tool, tools_for
+from pytest_kgbench.asking.tools import tools_for
 from pytest_kgbench.core.errors import HarnessBroken, TransientModelError
-from pytest_kgbench.core.interrupt import shielded
 from pytest_kgbench.core.settings import check_models
-from pytest_kgbench.scoring.answers import Answer, extract_block
+from pytest_kgbench.scoring.answers import Answer
 
 if TYPE_CHECKING:
     from pytest_kgbench.core.settings import Settings
 
-ATTEMPTS = 3  # one call and two retries (the SDK's own default), all within the item's deadline
 RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would retry
 
 
@@ -237,7 +235,7 @@ def _usage(response: Any) -> dict[str, int]:
             "cache_write": int(getattr(usage, "cache_creation_input_tokens", 0) or 0)}
 
 
-class AnthropicAgent(Batching, BaseAgent):
+class AnthropicAgent(Dialect, Batching, BaseAgent):
     name = "anthropic"
     kind = "model"
     asks_together = True  # answers a together session in one conversation
@@ -272,20 +270,8 @@ class AnthropicAgent(Batching, BaseAgent):
             return provider_problem(settings.provider)
         return None
 
-    def client(self) -> Any:
-        with self._client_lock:
-            return self._make_client()
-
-    def abort(self) -> None:
-        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
-        abort_connections(self._client)
-
-    def _make_client(self) -> Any:
-        if self._client is None:
-            with shielded():  # never left half-made by a Ctrl-C (interrupt.shielded)
-                self._client = make_client(self.settings.provider)
-            track_connections(self._client)
-        return self._client
+    def new_client(self) -> Any:
+        return make_client(self.settings.provider)
 
     def batch_api(self) -> AnthropicBatches:
         return AnthropicBatches()
@@ -316,15 +302,17 @@ class AnthropicAgent(Batching, BaseAgent):
         kwargs.update(self.sampling())
         return kwargs
 
-    def from_batch(self, client: Any, deadline: float, kwargs: dict[str, Any],
-                   task: Task) -> tuple[Any, int, bool]:
-        """The item's one request answered through the session's batch (agents/support/batch.py)."""
+    def from_batch(self, client: Any, request: dict[str, Any], task: Task
+                   ) -> tuple[Any, int, bool]:
+        """The item's one request answered through the session's batch
+        (agents/support/batch.py)."""
         import anthropic
 
         return self.through_batch(
             task, load=anthropic.types.Message.model_validate,
             interactive=lambda: self.gated(  # its own deadline: from now
-                client, time.monotonic() + self.item_timeout * task.share, kwargs, task.repeat))
+                client, time.monotonic() + self.item_timeout * task.share, request,
+                task.repeat))
 
     def token_limit(self, task: Task) -> int:
         """The output limit of each call: --max-tokens, raised for a together session so every
@@ -332,96 +320,75 @@ class AnthropicAgent(Batching, BaseAgent):
         return max(self.max_tokens, min(64000, 400 * task.share))
 
     def ask(self, task: Task) -> Answer:
+        return run_loop(self, task, self.client(), item_timeout=self.item_timeout,
+                        max_rounds=self.max_rounds, max_tokens=self.token_limit(task),
+                        batched=self.batched(task))
+
+    # --- the tool loop's dialect (agents/loop.py) ----------------------------------------------
+
+    def conversation(self, task: Task) -> dict[str, Any]:
         import anthropic
 
-        client = self.client()
-        model = self.settings.model_id(task.model)
-        start = self.gate.clock()  # the item's clock: a wait for --rpm/--tpm is not the model's
-        deadline = start + self.item_timeout * task.share
-        max_rounds = self.max_rounds * task.share
-        answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
         first = self.first_request(task)
-        system, messages = first["system"], first["messages"]
-        tools = tools_for(task.condition, together=bool(task.together))
-        max_tokens = self.token_limit(task)
-        batched = self.batched(task)
-        calls: list[dict[str, Any]] = []
         task.sent.update({"backend": "messages-api", "client": f"anthropic-sdk "
-                          f"{anthropic.__version__}", "model": model, "max_tokens": max_tokens,
-                          "effort": self.effort, "thinking": None,
-                          "temperature": self.settings.temperature,
-                          "top_p": self.settings.top_p, "calls": calls})
-        hits = 0
+                          f"{anthropic.__version__}", "model": first["model"],
+                          "max_tokens": first["max_tokens"], "effort": self.effort,
+                          "thinking": None, "temperature": self.settings.temperature,
+                          "top_p": self.settings.top_p})
+        return {"system": first["system"], "messages": first["messages"]}
 
-        def spent(response: Any, hit: bool) -> None:
-            if not hit:  # a cached response costs nothing: its tokens are not spend
-                self._count(answer, getattr(response, "usage", None))
+    def tools(self, task: Task) -> list[dict[str, Any]]:
+        return tools_for(task.condition, together=bool(task.together))
 
-        for round_no in range(max_rounds + 1):
-            kwargs: dict[str, Any] = {"model": model, "max_tokens": max_tokens,
-                                      "system": system, "messages": messages}
-            if tools:
-                kwargs["tools"] = tools
-                if round_no == max_rounds:
-                    kwargs["tool_choice"] = {"type": "none"}
-            if self.effort:
-                kwargs["output_config"] = {"effort": self.effort}
-            kwargs.update(self.sampling())
-            _cache_latest(messages)
-            if batched and round_no == 0:
-                response, attempts, hit = self.from_batch(client, deadline, kwargs, task)
-                deadline = float("inf")  # the wait for a batch is not the model's time
-                empties = int(response is not None and _empty(response))
-                if response is not None:
-                    spent(response, hit)
-            else:
-                response, attempts, hit, empties = faults.retry_empty(
-                    partial(self.gated, client, deadline, kwargs, task.repeat), _empty,
-                    deadline, self.gate.clock, spent, ATTEMPTS)
-            if response is None or (not hit and self.gate.clock() > deadline):
-                return self._timeout(answer, start, self.gate.clock())
-            calls.append({**served(response, attempts), **({"cache_hit": True} if hit else {}),
-                          **({"empty_replies": empties} if empties else {})})
-            answer.rounds += 1
-            hits += hit
-            tool_uses = [b for b in response.content if b.type == "tool_use"]
-            if response.stop_reason == "tool_use" and tool_uses and round_no < max_rounds:
-                messages.append({"role": "assistant",
-                                 "content": [b.model_dump(exclude_none=True)
-                                             for b in response.content]})
-                results: list[dict[str, Any]] = []
-                for use in tool_uses:
-                    text, result = call_tool(task.executor, use.name, dict(use.input or {}),
-                                             questions=task.together,
-                                             offered=task.condition.tools)
-                    answer.tool_calls.append({"name": use.name, "input": use.input,
-                                              "output": text[:4000]})
-                    if result is not None:
-                        answer.queries.append(result)
-                    results.append({"type": "tool_result", "tool_use_id": use.id,
-                                    "content": text,
-                                    "is_error": bool(result is not None and not result.ok)})
-                if round_no == max_rounds - 1:
-                    results.append({"type": "text", "text": LAST_ROUND})
-                messages.append({"role": "user", "content": results})
-                continue
-            answer.text = "\n".join(b.text for b in response.content if b.type == "text")
-            answer.block = extract_block(answer.text)
-            if response.stop_reason == "max_tokens":
-                answer.status = "truncated"
-                answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
-            elif response.stop_reason == "refusal":
-                answer.status = "refused"
-                answer.error = "the model refused to answer (stop_reason refusal)"
-            elif _empty(response):
-                answer.status = "empty"
-                answer.error = (f"the model's reply was empty (no text, no tool call) "
-                                f"{empties} time(s) in a row")
-            break
-        task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
-        task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
-        answer.latency_s = round(self.gate.clock() - start, 4)
-        return answer
+    def request(self, task: Task, conversation: Any, tools: list[dict[str, Any]],
+                last: bool) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"model": self.settings.model_id(task.model),
+                                  "max_tokens": self.token_limit(task),
+                                  "system": conversation["system"],
+                                  "messages": conversation["messages"]}
+        if tools:
+            kwargs["tools"] = tools
+            if last:
+                kwargs["tool_choice"] = {"type": "none"}
+        if self.effort:
+            kwargs["output_config"] = {"effort": self.effort}
+        kwargs.update(self.sampling())
+        _cache_latest(conversation["messages"])
+        return kwargs
+
+    def call(self, client: Any, deadline: float, request: dict[str, Any],
+             task: Task) -> tuple[Any, int, bool]:
+        return self.gated(client, deadline, request, task.repeat)
+
+    def empty(self, response: Any) -> bool:
+        return _empty(response)
+
+    def spend(self, conversation: Any, answer: Answer, response: Any) -> None:
+        self._count(answer, getattr(response, "usage", None))
+
+    def served(self, response: Any, attempts: int, hit: bool) -> dict[str, Any]:
+        return {**served(response, attempts), **({"cache_hit": True} if hit else {})}
+
+    def read(self, response: Any, offered: bool) -> Turn:
+        uses = [b for b in response.content if b.type == "tool_use"]
+        calls = [ToolCall(id=b.id, name=b.name, arguments=dict(b.input or {}), raw=b.input)
+                 for b in uses] if response.stop_reason == "tool_use" else []
+        return Turn(text="\n".join(b.text for b in response.content if b.type == "text"),
+                    calls=calls, truncated=response.stop_reason == "max_tokens",
+                    refused="the model refused to answer (stop_reason refusal)"
+                    if response.stop_reason == "refusal" else None)
+
+    def reply(self, conversation: Any, response: Any,
+              results: list[tuple[ToolCall, str, bool]], last_round_next: bool) -> None:
+        messages = conversation["messages"]
+        messages.append({"role": "assistant",
+                         "content": [b.model_dump(exclude_none=True) for b in response.content]})
+        blocks: list[dict[str, Any]] = [
+            {"type": "tool_result", "tool_use_id": call.id, "content": text,
+             "is_error": is_error} for call, text, is_error in results]
+        if last_round_next:
+            blocks.append({"type": "text", "text": LAST_ROUND})
+        messages.append({"role": "user", "content": blocks})
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
                  timeout: float) -> Completion:
@@ -469,13 +436,6 @@ class AnthropicAgent(Batching, BaseAgent):
         answer.tokens["output"] += int(getattr(usage, "output_tokens", 0) or 0)
         answer.tokens["cache_read"] += int(getattr(usage, "cache_read_input_tokens", 0) or 0)
         answer.tokens["cache_write"] += int(getattr(usage, "cache_creation_input_tokens", 0) or 0)
-
-    @staticmethod
-    def _timeout(answer: Answer, start: float, now: float) -> Answer:
-        answer.status = "timeout"
-        answer.error = "the item ran past --item-timeout"
-        answer.latency_s = round(now - start, 4)
-        return answer
 
 
 AGENTS = (AnthropicAgent,)

@@ -37,28 +37,43 @@ import json
 import os
 import threading
 import time
-from functools import partial
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
+from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop
 from pytest_kgbench.agents.support import faults
 from pytest_kgbench.agents.support.batch import Batching, OpenAIBatches
-from pytest_kgbench.agents.support.cache import Gate, abort_connections, cut_at, track_connections
+from pytest_kgbench.agents.support.cache import Gate, cut_at
 from pytest_kgbench.agents.support.faults import classify_status
-from pytest_kgbench.asking.tools import call_tool, tools_for
+from pytest_kgbench.asking.tools import tools_for
 from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, TransientModelError
-from pytest_kgbench.core.interrupt import shielded
 from pytest_kgbench.core.settings import check_models
-from pytest_kgbench.scoring.answers import Answer, extract_block
+from pytest_kgbench.scoring.answers import Answer
 
 if TYPE_CHECKING:
     from pytest_kgbench.core.settings import Settings
 
-ATTEMPTS = 3  # one call and two retries, all within the item's deadline
 RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would retry
 NO_KEY = "no-key"  # the SDK's key for a local server that takes none (the server ignores it)
 NO_CREDENTIAL = ("no OPENAI_API_KEY in the environment and no --base-url: the openai agent "
                  "cannot call OpenAI (a local server given with --base-url needs no key)")
+
+
+@dataclass
+class _Chat:
+    """One item's conversation: its messages, and whether any completion said how many prompt
+    tokens its provider's cache served (unknown_cache)."""
+
+    messages: list[dict[str, Any]]
+    known: bool = False
+
+
+def _opening(task: Task) -> list[dict[str, Any]]:
+    """The system message, then the data block and the question as the user message (so the
+    provider's automatic prefix caching can reuse the data block)."""
+    return [{"role": "system", "content": task.prompt.system},
+            {"role": "user", "content": f"{task.prompt.context}\n\n{task.prompt.question}"}]
 
 
 def chat_tools(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -203,7 +218,7 @@ def _arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
-class OpenAIAgent(Batching, BaseAgent):
+class OpenAIAgent(Dialect, Batching, BaseAgent):
     name = "openai"
     kind = "model"
     asks_together = True  # answers a together session in one conversation
@@ -226,21 +241,15 @@ class OpenAIAgent(Batching, BaseAgent):
 
     def first_request(self, task: Task) -> dict[str, Any]:
         """The item's first (for a reading condition, only) request, as `ask` sends it."""
-        kwargs = self.request(self.settings.model_id(task.model), [
-            {"role": "system", "content": task.prompt.system},
-            {"role": "user", "content": f"{task.prompt.context}\n\n{task.prompt.question}"}],
-            self.token_limit(task))
-        tools = chat_tools(tools_for(task.condition, together=bool(task.together)))
-        if tools:
-            kwargs["tools"] = tools
-        return kwargs
+        return self.request(task, _Chat(messages=_opening(task)), self.tools(task), last=False)
 
-    def from_batch(self, client: Any, kwargs: dict[str, Any], task: Task,
-                   max_tokens: int) -> tuple[Any, int, bool]:
-        """The item's one request answered through the session's batch (agents/support/batch.py)."""
+    def from_batch(self, client: Any, request: dict[str, Any], task: Task
+                   ) -> tuple[Any, int, bool]:
+        """The item's one request answered through the session's batch
+        (agents/support/batch.py)."""
         return self.through_batch(task, load=_load, interactive=lambda: self._call(
-            client, time.monotonic() + self.settings.item_timeout * task.share, kwargs,
-            task.repeat, max_tokens))
+            client, time.monotonic() + self.settings.item_timeout * task.share, request,
+            task.repeat, self.token_limit(task)))
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
@@ -257,35 +266,23 @@ class OpenAIAgent(Batching, BaseAgent):
             return NO_CREDENTIAL
         return None
 
-    def client(self) -> Any:
-        with self._client_lock:
-            return self._make_client()
+    def new_client(self) -> Any:
+        import openai
 
-    def abort(self) -> None:
-        """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
-        abort_connections(self._client)
-
-    def _make_client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            key = os.environ.get("OPENAI_API_KEY")
-            if not key and not self.base_url:
-                raise HarnessBroken(NO_CREDENTIAL)
-            # retries are made by call_within, inside the item's one deadline; the SDK needs
-            # a key even for a local server that takes none (which ignores it, as Ollama does)
-            with shielded():  # never left half-made by a Ctrl-C (interrupt.shielded)
-                self._client = openai.OpenAI(api_key=key or NO_KEY,
-                                             base_url=self.base_url or None, max_retries=0)
-            track_connections(self._client)
-        return self._client
+        key = os.environ.get("OPENAI_API_KEY")
+        if not key and not self.base_url:
+            raise HarnessBroken(NO_CREDENTIAL)
+        # retries are made by call_within, inside the item's one deadline; the SDK needs a key
+        # even for a local server that takes none (which ignores it, as Ollama does)
+        return openai.OpenAI(api_key=key or NO_KEY, base_url=self.base_url or None,
+                             max_retries=0)
 
     def token_limit(self, task: Task) -> int:
         """The output limit of each call, raised for a together session (as anthropic's)."""
         return max(self.settings.max_tokens, min(64000, 400 * task.share))
 
-    def request(self, model: str, messages: list[dict[str, Any]], max_tokens: int
-                ) -> dict[str, Any]:
+    def settings_sent(self, model: str, messages: list[dict[str, Any]], max_tokens: int
+                      ) -> dict[str, Any]:
         """The settings every call sends. OpenAI itself takes max_completion_tokens (its
         reasoning models refuse max_tokens); compatible servers take max_tokens."""
         kwargs: dict[str, Any] = {"model": model, "messages": messages,
@@ -310,113 +307,16 @@ class OpenAIAgent(Batching, BaseAgent):
             dump=_dump, load=_load, usage=usage_of)
 
     def ask(self, task: Task) -> Answer:
-        import openai
-
-        client = self.client()
-        model = self.settings.model_id(task.model)
-        start = self.gate.clock()  # the item's clock: a wait for --rpm/--tpm is not the model's
-        deadline = start + self.settings.item_timeout * task.share
-        max_rounds = self.settings.max_rounds * task.share
-        answer = Answer(tokens={"input": 0, "output": 0, "cache_read": 0, "cache_write": 0})
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": task.prompt.system},
-            {"role": "user", "content": f"{task.prompt.context}\n\n{task.prompt.question}"}]
-        tools = chat_tools(tools_for(task.condition, together=bool(task.together)))
-        max_tokens = self.token_limit(task)
-        calls: list[dict[str, Any]] = []
-        hits = 0
-        batched = self.batched(task)
-        known = False  # whether any completion said how many prompt tokens were cached
-        task.sent.update({"backend": "chat-completions",
-                          "client": f"openai-sdk {openai.__version__}",
-                          "base_url": self.base_url, "model": model, "max_tokens": max_tokens,
-                          "effort": self.settings.effort,
-                          "temperature": self.settings.temperature,
-                          "top_p": self.settings.top_p, "calls": calls})
-
-        def spent(response: Any, hit: bool) -> None:
-            nonlocal known
-            if not hit:  # a cached response costs nothing: its tokens are not spend
-                for name, value in usage_of(response).items():
-                    answer.tokens[name] += value
-                known = known or reports_cache(response)
-
-        for round_no in range(max_rounds + 1):
-            kwargs = self.request(model, messages, max_tokens)
-            if tools:
-                kwargs["tools"] = tools
-                if round_no == max_rounds:
-                    kwargs["tool_choice"] = "none"
-            if batched and round_no == 0:
-                response, attempts, hit = self.from_batch(client, kwargs, task, max_tokens)
-                deadline = float("inf")  # the wait for a batch is not the model's time
-                empties = int(response is not None and _empty(response))
-                if response is not None:
-                    spent(response, hit)
-            else:
-                response, attempts, hit, empties = faults.retry_empty(
-                    partial(self._call, client, deadline, kwargs, task.repeat, max_tokens),
-                    _empty, deadline, self.gate.clock, spent, ATTEMPTS)
-            if response is None or (not hit and self.gate.clock() > deadline):
-                return unknown_cache(self._timeout(answer, start, task, hits, len(calls)),
-                                     known)
-            calls.append({**served(response, attempts, hit),
-                          **({"empty_replies": empties} if empties else {})})
-            answer.rounds += 1
-            hits += hit
-            message = response.choices[0].message
-            tool_calls = list(getattr(message, "tool_calls", None) or [])
-            if tool_calls and tools and round_no < max_rounds:
-                messages.append({"role": "assistant", "content": message.content,
-                                 "tool_calls": [{"id": c.id, "type": "function",
-                                                 "function": {"name": c.function.name,
-                                                              "arguments": c.function.arguments}}
-                                                for c in tool_calls]})
-                for call in tool_calls:
-                    arguments, problem = _arguments(call.function.arguments)
-                    if arguments is None:
-                        text, result = str(problem), None
-                    else:
-                        text, result = call_tool(task.executor, call.function.name, arguments,
-                                                 questions=task.together,
-                                                 offered=task.condition.tools)
-                    answer.tool_calls.append({"name": call.function.name,
-                                              "input": arguments if arguments is not None
-                                              else call.function.arguments,
-                                              "output": text[:4000]})
-                    if result is not None:
-                        answer.queries.append(result)
-                    messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-                if round_no == max_rounds - 1:
-                    messages.append({"role": "user", "content": LAST_ROUND})
-                continue
-            refusal = getattr(message, "refusal", None)
-            finish = response.choices[0].finish_reason
-            answer.text = message.content or refusal or ""
-            answer.block = extract_block(answer.text)
-            if finish == "length":
-                answer.status = "truncated"
-                answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
-            elif refusal or finish == "content_filter":
-                answer.status = "refused"
-                answer.error = ("the model refused to answer (message.refusal)" if refusal else
-                                "the model refused to answer (finish_reason content_filter)")
-            elif _empty(response):
-                answer.status = "empty"
-                answer.error = (f"the model's reply was empty (no text, no tool call) "
-                                f"{empties} time(s) in a row")
-            break
-        task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
-        task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
-        answer.latency_s = round(self.gate.clock() - start, 4)
-        return unknown_cache(answer, known)
+        return run_loop(self, task, self.client(), item_timeout=self.settings.item_timeout,
+                        max_rounds=self.settings.max_rounds, max_tokens=self.token_limit(task),
+                        batched=self.batched(task))
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
                  timeout: float) -> Completion:
         """One plain call (the judge's), within `timeout` seconds, retries included. Never
         answered from the response cache: the judge's two passes must be two requests."""
-        kwargs = self.request(model, [{"role": "system", "content": system},
-                                      {"role": "user", "content": text}], max_tokens)
+        kwargs = self.settings_sent(model, [{"role": "system", "content": system},
+                                            {"role": "user", "content": text}], max_tokens)
         client = self.client()
         deadline = self.gate.clock() + timeout
         response, attempts, _ = self.gate.call(
@@ -433,13 +333,79 @@ class OpenAIAgent(Batching, BaseAgent):
                                   "output": used["output"]},
                           sent=served(response, attempts))
 
-    def _timeout(self, answer: Answer, start: float, task: Task, hits: int,
-                 calls: int) -> Answer:
-        answer.status = "timeout"
-        answer.error = "the item ran past --item-timeout"
-        answer.latency_s = round(self.gate.clock() - start, 4)
-        task.sent["response_cache"] = {"hits": hits, "misses": calls - hits}
-        return answer
+    # --- the tool loop's dialect (agents/loop.py) ----------------------------------------------
+
+    def conversation(self, task: Task) -> _Chat:
+        import openai
+
+        task.sent.update({"backend": "chat-completions",
+                          "client": f"openai-sdk {openai.__version__}",
+                          "base_url": self.base_url, "model": self.settings.model_id(task.model),
+                          "max_tokens": self.token_limit(task), "effort": self.settings.effort,
+                          "temperature": self.settings.temperature,
+                          "top_p": self.settings.top_p})
+        return _Chat(messages=_opening(task))
+
+    def tools(self, task: Task) -> list[dict[str, Any]]:
+        return chat_tools(tools_for(task.condition, together=bool(task.together)))
+
+    def request(self, task: Task, conversation: Any, tools: list[dict[str, Any]],
+                last: bool) -> dict[str, Any]:
+        kwargs = self.settings_sent(self.settings.model_id(task.model), conversation.messages,
+                                    self.token_limit(task))
+        if tools:
+            kwargs["tools"] = tools
+            if last:
+                kwargs["tool_choice"] = "none"
+        return kwargs
+
+    def call(self, client: Any, deadline: float, request: dict[str, Any],
+             task: Task) -> tuple[Any, int, bool]:
+        return self._call(client, deadline, request, task.repeat, self.token_limit(task))
+
+    def empty(self, response: Any) -> bool:
+        return _empty(response)
+
+    def spend(self, conversation: Any, answer: Answer, response: Any) -> None:
+        for name, value in usage_of(response).items():
+            answer.tokens[name] += value
+        conversation.known = conversation.known or reports_cache(response)
+
+    def served(self, response: Any, attempts: int, hit: bool) -> dict[str, Any]:
+        return served(response, attempts, hit)
+
+    def read(self, response: Any, offered: bool) -> Turn:
+        message = response.choices[0].message
+        finish = response.choices[0].finish_reason
+        calls = []
+        for call in (getattr(message, "tool_calls", None) or []) if offered else []:
+            arguments, problem = _arguments(call.function.arguments)
+            calls.append(ToolCall(id=call.id, name=call.function.name, arguments=arguments,
+                                  raw=call.function.arguments, problem=problem))
+        refusal = getattr(message, "refusal", None)
+        return Turn(text=message.content or refusal or "", calls=calls,
+                    truncated=finish == "length",
+                    refused="the model refused to answer (message.refusal)" if refusal else
+                    "the model refused to answer (finish_reason content_filter)"
+                    if finish == "content_filter" else None)
+
+    def reply(self, conversation: Any, response: Any,
+              results: list[tuple[ToolCall, str, bool]], last_round_next: bool) -> None:
+        message = response.choices[0].message
+        conversation.messages.append({
+            "role": "assistant", "content": message.content,
+            "tool_calls": [{"id": c.id, "type": "function",
+                            "function": {"name": c.function.name,
+                                         "arguments": c.function.arguments}}
+                           for c in message.tool_calls]})
+        for call, text, _ in results:
+            conversation.messages.append({"role": "tool", "tool_call_id": call.id,
+                                          "content": text})
+        if last_round_next:
+            conversation.messages.append({"role": "user", "content": LAST_ROUND})
+
+    def finish(self, conversation: Any, answer: Answer) -> Answer:
+        return unknown_cache(answer, conversation.known)
 
 
 AGENTS = (OpenAIAgent,)
