@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from peaks import Lateness
 from sentinel_http import SentinelServer
 
 from conftest import wait_until
@@ -53,6 +54,13 @@ def _gone(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return True
     return state in "ZX"
+
+
+def _ends(pid: int | None) -> bool:
+    """The process is gone, or goes within 10 s: a killed process may take a moment to exit
+    on a loaded machine (a run with two CPU-bound processes beside it saw one still there the
+    instant after its timeout); one left running never does."""
+    return pid is not None and wait_until(lambda: _gone(pid), 10, every=0.05)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -117,11 +125,13 @@ def test_a_runaway_query_is_killed_at_its_deadline(credit_base, engine: str) -> 
     killed = []
     for _ in range(3):
         pid = ex.worker.pid
-        started = time.monotonic()
-        res = ex.run(HEAVY)
+        with Lateness(after=2.0) as late:
+            started = time.monotonic()
+            res = ex.run(HEAVY)
+            took = time.monotonic() - started
         assert res.timed_out and not res.rows and "stopped after 2 s" in (res.error or "")
-        assert time.monotonic() - started < 4.0
-        assert pid is not None and _gone(pid)
+        assert took < 4.0 + late.seconds, (took, late.seconds)
+        assert _ends(pid)
         killed.append(pid)
     assert ex.info  # the replacement has loaded its graph
     fresh = ex.worker.pid
@@ -129,10 +139,10 @@ def test_a_runaway_query_is_killed_at_its_deadline(credit_base, engine: str) -> 
     before = _cpu_seconds(fresh)
     time.sleep(1.0)
     assert _cpu_seconds(fresh) - before < 0.2
-    assert threading.active_count() == threads
+    assert wait_until(lambda: threading.active_count() == threads, 10, every=0.05)
     assert ex.run("SELECT ?s WHERE { ?s ?p ?o } LIMIT 1").ok
     ex.close()
-    assert _gone(fresh)
+    assert _ends(fresh)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
@@ -189,7 +199,7 @@ def test_the_guards_own_parse_is_inside_the_deadline(credit_base, engine: str) -
     pid = ex.worker.pid
     res = ex.run(slow(" "))
     assert res.timed_out, res
-    assert pid is not None and _gone(pid)
+    assert _ends(pid)
     hidden = f"{padding}SELECT * WHERE {{ ?s ?p ?o . SERVICE <http://127.0.0.1:9/> {{ }} }}"
     ex.timeout = 30.0
     res = ex.run(hidden)
@@ -253,4 +263,4 @@ def test_an_executor_dropped_without_close_takes_its_worker_along(credit_base) -
     pid = ex.worker.pid
     del ex
     gc.collect()
-    assert pid is not None and _gone(pid)
+    assert _ends(pid)
