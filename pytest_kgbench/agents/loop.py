@@ -28,7 +28,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents.support import faults
-from pytest_kgbench.agents.support.cache import abort_connections, track_connections
+from pytest_kgbench.agents.support.cache import Gate, abort_connections, track_connections
 from pytest_kgbench.asking.tools import call_tool
 from pytest_kgbench.core.interrupt import shielded
 from pytest_kgbench.scoring.answers import Answer, extract_block
@@ -79,7 +79,7 @@ class Dialect(ABC):
     rest. `gate` is the agent's `cache.Gate` (its clock, the response cache, the cap); the
     agent's `__init__` sets `_client = None` and `_client_lock = threading.Lock()`."""
 
-    gate: Any
+    gate: Gate
     _client: Any
     _client_lock: threading.Lock
 

@@ -102,7 +102,7 @@ class Prompt:
         and continued with each item's question block."""
         digest = _head_digest(self.system, self.context).copy()
         digest.update(f"{self.question}\n".encode())
-        return digest.hexdigest()
+        return str(digest.hexdigest())
 
     @property
     def context_sha256(self) -> str:

@@ -121,7 +121,7 @@ def _questions(pack: Any) -> Any:
                        sha256=set_fingerprint({q.id: q.sha256 for q in questions}))
 
 
-def _built(args: argparse.Namespace):  # noqa: ANN202 - returns (pack, built, seconds)
+def _built(args: argparse.Namespace) -> tuple[Any, Any, float]:  # (pack, built, seconds)
     from pytest_kgbench.packs.build import build_variant
 
     root = Path(args.root)

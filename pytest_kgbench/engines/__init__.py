@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from pytest_kgbench.core.errors import QueryTimeout as QueryTimeout  # raised here; below evidence
 
@@ -286,4 +286,4 @@ def run_with_timeout(fn: Callable[[], T], timeout: float) -> T:
         raise QueryTimeout(f"stopped after {timeout:g} s")
     if "error" in box:
         raise box["error"]
-    return box["value"]
+    return cast(T, box["value"])

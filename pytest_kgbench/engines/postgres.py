@@ -527,7 +527,7 @@ class _Rows:
         self.executor._time_left(self.deadline)
         moved = self.executor.con.execute(sql.SQL("MOVE FORWARD {} FROM {}").format(
             sql.Literal(wanted - passed), sql.Identifier(self.cursor.name)))
-        return passed + max(0, moved.rowcount)
+        return passed + max(0, int(moved.rowcount))
 
 
 class PostgresStore:

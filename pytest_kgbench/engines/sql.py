@@ -28,6 +28,7 @@ from pytest_kgbench.engines.guard import (
     DUCKDB_FUNCTIONS,
     Guard,
     SqlFunctions,
+    Verdict,
     classify_sql,
 )
 from pytest_kgbench.engines.worker import START_TIMEOUT, Worker, WorkerDied
@@ -132,7 +133,7 @@ class SqlStore:
     def _count(self, name: str) -> int:
         raise NotImplementedError
 
-    def _classify(self, statement: str) -> Any:
+    def _classify(self, statement: str) -> Verdict:
         return classify_sql(self._parser(), statement, self.guard, self.caps, self.functions)
 
     def reads(self, statement: str) -> list[str]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.packs.tables import DataSpec
@@ -157,7 +157,7 @@ class Pack:
         if not callable(fn):
             raise InputError(str(self.dir / "pack.yaml"), f"'{ref}' is not a function",
                              field=field_name)
-        return fn
+        return cast(Callable[..., Any], fn)
 
     def key_function(self, name: str, *, question: str) -> Callable[..., Mapping[str, Any]]:
         """A key function of the pack's keys module."""
@@ -166,7 +166,7 @@ class Pack:
         if not callable(fn):
             raise InputError(str(self.dir / "pack.yaml"), f"keys module has no function '{name}'",
                              question=question, field="key")
-        return fn
+        return cast(Callable[..., Mapping[str, Any]], fn)
 
     @property
     def scale(self) -> dict[str, str]:
@@ -228,7 +228,7 @@ class Pack:
         params = self.params(variant)
         if "generator" in self.manifest:
             fn = self.callable(str(self.manifest["generator"]), field_name="generator")
-            return fn(variant=variant, seed=seed, **dict(params))
+            return cast(Tables, fn(variant=variant, seed=seed, **dict(params)))
         if self.unavailable:
             raise InputError(str(self.dir / "pack.yaml"), self.unavailable, field="data")
         if self.data is not None:

@@ -339,7 +339,7 @@ class XdistHooks:
 
         split = not asks_together(config.stash[keys.SETTINGS])
 
-        class ContextScheduling(LoadGroupScheduling):
+        class ContextScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist: untyped
             scopes: dict[str, str] | None = None
 
             def _split_scope(self, nodeid: str) -> str:
@@ -490,7 +490,7 @@ class ProgressHooks:
 
     @pytest.hookimpl(trylast=True)  # after the run store banked the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.outcome == "rerun" or not (report.when == "call" or (
+        if str(report.outcome) == "rerun" or not (report.when == "call" or (
                 report.when == "setup" and not report.passed)):
             return  # one count per item: its call, or the setup that stopped it
         self.progress.expect(len(self.store.expected))

@@ -190,7 +190,7 @@ class RunStore:
             self.interrupted = self.interrupted or INTERRUPTED
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.outcome == "rerun":
+        if str(report.outcome) == "rerun":  # pytest-rerunfailures' own outcome
             return  # a transient failure that will be retried: never banked
         props = dict(report.user_properties)
         if props.get(BROKEN_PROPERTY) and not self.halted:

@@ -35,7 +35,7 @@ def _one(graph: Any, subject: Any, predicate: Any) -> str | None:
 
 def _curie(graph: Any, iri: Any) -> str:
     try:
-        return graph.namespace_manager.curie(iri, generate=False)
+        return str(graph.namespace_manager.curie(iri, generate=False))
     except (ValueError, KeyError):
         return f"<{iri}>"
 
