@@ -127,8 +127,8 @@ def after_timeout_rows(built: Any, server_limits: Sequence[int], deadline: float
     sys.path.insert(0, str(ROOT / "tests"))
     from oxigraph_server import OxigraphServer, oxigraph_binary
 
-    from pytest_kgbench.core.registry import Registry
-    from pytest_kgbench.engines.stores import guard_for
+    from pytest_kgbench.engines.stores import find_kind, guard_for
+    from pytest_kgbench.run.shipped import shipped
 
     binary = oxigraph_binary()
     if binary is None:
@@ -142,7 +142,7 @@ def after_timeout_rows(built: Any, server_limits: Sequence[int], deadline: float
             pid = server.proc.pid
             resource.prlimit(pid, resource.RLIMIT_AS, (4 << 30, 4 << 30))
             try:
-                kind = Registry.shipped().store("sparql", server.engine)
+                kind = find_kind(shipped(), "sparql", server.engine)
                 ex = kind.open(built, "raw", guard_for(built, "analyst"), timeout=deadline)
                 for name, query in AFTER_QUERIES.items():
                     started = time.monotonic()

@@ -13,9 +13,22 @@ if TYPE_CHECKING:
     from pytest_kgbench.analysis.runs import Run
 
 from pytest_kgbench import _moved
+from pytest_kgbench.core import registry as _registry
 from pytest_kgbench.core.version import __version__
 
 _moved.install()
+
+
+def _shipped() -> _registry.Registry:
+    from pytest_kgbench.run.shipped import shipped
+
+    return shipped()
+
+
+# The composition root: outside a session or a `kgbench` command (a script, a notebook), the
+# registry is the shipped pieces. Set here, above every layer, so that core/registry.py reaches
+# for nothing above it.
+_registry.outside_a_session(_shipped)
 
 __all__ = ["__version__", "load_run"]
 

@@ -18,9 +18,10 @@ pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptio
 
 
 def kind(url: str):
-    from pytest_kgbench.core.registry import Registry
+    from pytest_kgbench.engines.stores import find_kind
+    from pytest_kgbench.run.shipped import shipped
 
-    return Registry.shipped().store("sparql", f"endpoint={url}")
+    return find_kind(shipped(), "sparql", f"endpoint={url}")
 
 
 def opened(oxigraph, built, persona: str, data: str = "raw", ontology: bool = False,
@@ -47,9 +48,10 @@ def test_the_store_url_is_derived_from_a_query_url_or_named() -> None:
         kind("http://h:8890/sparql")
     with pytest.raises(InputError, match="is not an http"):
         kind("ftp://h/query")
-    from pytest_kgbench.core.registry import Registry
+    from pytest_kgbench.engines.stores import find_kind
+    from pytest_kgbench.run.shipped import shipped
 
-    unbound = Registry.shipped().store("sparql", "endpoint")
+    unbound = find_kind(shipped(), "sparql", "endpoint")
     assert "needs the server's URL" in (unbound.check() or "")
 
 
@@ -72,11 +74,11 @@ def test_a_server_that_is_not_answering_fails_the_check_and_the_open(credit_base
     ("privacy_officer", "raw", False)])
 def test_catalog_describe_and_store_block_are_the_rdflib_kind_s(oxigraph, credit_base, persona,
                                                                 data, ontology) -> None:
-    from pytest_kgbench.core.registry import Registry
-    from pytest_kgbench.engines.stores import guard_for
+    from pytest_kgbench.engines.stores import find_kind, guard_for
+    from pytest_kgbench.run.shipped import shipped
 
     ours = opened(oxigraph, credit_base, persona, data, ontology)
-    theirs = Registry.shipped().store("sparql", "rdflib").open(
+    theirs = find_kind(shipped(), "sparql", "rdflib").open(
         credit_base, data, guard_for(credit_base, persona), ontology=ontology)
     try:
         assert ours.info == theirs.info  # catalog, triples, namespaces, vocabulary, prefixes

@@ -14,7 +14,7 @@ from pytest_kgbench.core.conditions import BY_ID
 from pytest_kgbench.core.errors import HarnessBroken
 from pytest_kgbench.core.questions import parse_question
 from pytest_kgbench.core.registry import current
-from pytest_kgbench.metrics import MetricInput, measure_all
+from pytest_kgbench.metrics import MetricInput, measure_all, ordered
 from pytest_kgbench.metrics.attribution import attribution
 from pytest_kgbench.metrics.execution import rows_carried, same_cell, states_figure
 from pytest_kgbench.scoring.answers import Answer, extract_block, prose
@@ -167,13 +167,13 @@ def test_a_failing_gold_query_halts_instead_of_passing_anything(credit_base) -> 
     q = _sql_question("SELECT count(*) AS count FROM no_such_table")
     with pytest.raises(HarnessBroken, match="gold query of t-Q1 failed under D1"):
         measure_all(_item(credit_base, q, "SELECT 1 AS count", "It is 1."),
-                    current().ordered_metrics())
+                    ordered())
 
 
 def test_a_gold_query_with_no_value_leaves_execution_undefined(credit_base) -> None:
     q = _sql_question("SELECT NULL AS count")
     item = _item(credit_base, q, "SELECT NULL AS count", "I do not know.")
-    out = measure_all(item, current().ordered_metrics())
+    out = measure_all(item, ordered())
     assert "execution" not in out and "no value" in out["details"]["note"]
 
 
@@ -181,7 +181,7 @@ def test_the_figure_is_read_from_the_prose_not_the_block(credit_base) -> None:
     q = _sql_question("SELECT count(*) AS count FROM countries")
     item = _item(credit_base, q, "SELECT count(*) AS count FROM countries",
                  "Here it is.\n```json\n{\"count\": 8}\n```")
-    out = measure_all(item, current().ordered_metrics())
+    out = measure_all(item, ordered())
     assert out["answer_carries_figure"] is False and out["execution"] is False
 
 
@@ -196,20 +196,20 @@ def test_listing_everything_does_not_carry_a_list(credit_base) -> None:
                       answer={"issuers": {"kind": "entity_list", "entity": "issuer"}})
     item = _item(credit_base, q, "SELECT DISTINCT lei FROM issuers",
                  "Every issuer is listed above.")
-    out = measure_all(item, current().ordered_metrics())
+    out = measure_all(item, ordered())
     assert out["execution"] is False and out["details"]["rows_returned"] > 6
 
 
 def test_a_range_with_the_figure_does_not_pass(credit_base) -> None:
     q = _sql_question("SELECT count(*) AS count FROM countries")
     item = _item(credit_base, q, "SELECT range FROM range(10000)", "The count is 8.")
-    assert measure_all(item, current().ordered_metrics())["execution"] is False
+    assert measure_all(item, ordered())["execution"] is False
 
 
 def test_the_gold_query_itself_passes(credit_base) -> None:
     q = _sql_question("SELECT count(*) AS count FROM countries")
     item = _item(credit_base, q, "SELECT count(*) AS count FROM countries", "There are 8.")
-    assert measure_all(item, current().ordered_metrics())["execution"] is True
+    assert measure_all(item, ordered())["execution"] is True
 
 
 # --- 8. attribution ------------------------------------------------------------------------------

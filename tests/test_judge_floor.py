@@ -29,14 +29,20 @@ def test_verdicts_must_hold_one_boolean_per_point() -> None:
 
 
 def test_the_judge_asks_the_api_and_the_report_summarises_two_passes(monkeypatch) -> None:
-    import anthropic
+    """Through the run's own backend's plain call: the anthropic agent's `complete`, over
+    HTTP to a server speaking the Messages API."""
+    from pytest_kgbench.agents.models.anthropic import AnthropicAgent
+    from pytest_kgbench.core.settings import Settings
 
     with FakeMessagesAPI() as api:
         api.push(text('```json\n{"points": [true, false, true]}\n```'),
                  text('```json\n{"points": [true, true, true]}\n```'))
-        client = anthropic.Anthropic(base_url=api.url, api_key="sk-test")
-        first, used = ask_judge(client, "m", "Why?", "Because.", ["a", "b", "c"])
-        second, _ = ask_judge(client, "m", "Why?", "Because.", ["a", "b", "c"])
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+        agent = AnthropicAgent(Settings.at(Path(__file__).resolve().parents[1]))
+        assert agent.completes
+        first, used = ask_judge(agent.complete, "m", "Why?", "Because.", ["a", "b", "c"])
+        second, _ = ask_judge(agent.complete, "m", "Why?", "Because.", ["a", "b", "c"])
         assert used == {"input": 100, "output": 20}
         assert "Checklist:\n1. a\n2. b\n3. c" in api.requests[0]["body"]["messages"][0]["content"]
     summary = summarise([{"nodeid": "n1", "first": first, "second": second,

@@ -73,8 +73,8 @@ def test_pure_modules_import_no_pytest() -> None:
         import importlib, sys
         for name in {PURE!r}:
             importlib.import_module("pytest_kgbench." + name)
-        from pytest_kgbench.core.registry import Registry
-        Registry.shipped()  # finding the shipped pieces imports every agent and engine module
+        from pytest_kgbench.run.shipped import shipped
+        shipped()  # finding the shipped pieces imports every agent and engine module
         print(sorted(m for m in sys.modules if m.split(".")[0] in ("pytest", "_pytest",
                                                                     "xdist")))
     """)
@@ -86,26 +86,52 @@ def test_pure_modules_import_no_pytest() -> None:
 
 def test_a_name_registered_twice_is_refused() -> None:
     from pytest_kgbench.core.errors import InputError
-    from pytest_kgbench.core.registry import Registry
+    from pytest_kgbench.run.shipped import shipped
 
-    reg = Registry.shipped()
+    reg = shipped()
     gold = reg.agents["gold"]
     with pytest.raises(InputError, match="registers agent 'gold', which "
                                          "pytest_kgbench.agents.reference.gold registered already"):
         reg.add("agents", gold, "plugin other")
 
 
+def test_a_piece_that_is_not_of_its_kinds_base_class_is_refused_by_name() -> None:
+    """Each table takes only what its domain's base class says (no member is probed for
+    later): an agent must subclass BaseAgent, a field kind be a FieldKind, and so on."""
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.run.shipped import shipped
+
+    class Loose:
+        name, kind = "loose", "model"
+
+        def ask(self, task):  # noqa: ANN001, ANN201 - the duck a Protocol once accepted
+            return None
+
+    class LooseKind:
+        name, is_list = "loose", False
+
+    reg = shipped()
+    with pytest.raises(InputError, match=r"plugin p: registers agent .*Loose.*, which is not a "
+                                         r"subclass of pytest_kgbench\.agents\.BaseAgent"):
+        reg.add("agents", Loose, "plugin p")
+    with pytest.raises(InputError, match=r"which is not an instance of "
+                                         r"pytest_kgbench\.core\.questions\.FieldKind"):
+        reg.add("field_kinds", LooseKind(), "plugin p")
+    assert "loose" not in reg.agents and "loose" not in reg.field_kinds
+
+
 PLUGIN = '''
 """A tiny third-party plugin: an agent, a field kind and a metric, none of them known to
 pytest_kgbench."""
 from pytest_kgbench.agents import BaseAgent
+from pytest_kgbench.core.questions import FieldKind
 from pytest_kgbench.scoring.answers import Answer, answer_text
 from pytest_kgbench.metrics import RateMetric
 
 SYNONYMS = {"crimson": "red", "scarlet": "red", "navy": "blue"}
 
 
-class ColourKind:
+class ColourKind(FieldKind):
     name = "colour"
     is_list = False
 
@@ -185,9 +211,10 @@ def test_an_engine_argument_reaches_the_kind_that_takes_one() -> None:
     """`--sparql-engine NAME=ARG` (endpoint=URL): the part after `=` goes to the kind's
     `configure`, case kept; a kind without `configure` refuses an argument by name."""
     from pytest_kgbench.core.errors import InputError
-    from pytest_kgbench.core.registry import Registry
+    from pytest_kgbench.engines.stores import StoreKind, find_kind
+    from pytest_kgbench.run.shipped import shipped
 
-    class Bound:
+    class Bound(StoreKind):
         language, default = "sparql", False
 
         def __init__(self, argument: str = "") -> None:
@@ -196,11 +223,17 @@ def test_an_engine_argument_reaches_the_kind_that_takes_one() -> None:
         def configure(self, argument: str) -> Bound:
             return Bound(argument)
 
-    reg = Registry.shipped()
+        def open(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+            raise NotImplementedError
+
+        def classify(self, guard, statement):  # noqa: ANN001, ANN201
+            return None
+
+    reg = shipped()
     reg.add("stores", Bound(), "test")
-    kind = reg.store("sparql", "bound=http://127.0.0.1:7878/Query")
-    assert getattr(kind, "argument", None) == "http://127.0.0.1:7878/Query"
+    kind = find_kind(reg, "sparql", "bound=http://127.0.0.1:7878/Query")
+    assert isinstance(kind, Bound) and kind.argument == "http://127.0.0.1:7878/Query"
     with pytest.raises(InputError, match="takes no '=x'"):
-        reg.store("sparql", "rdflib=x")
+        find_kind(reg, "sparql", "rdflib=x")
     with pytest.raises(InputError, match="unknown sparql engine 'nope'"):
-        reg.store("sparql", "nope=x")
+        find_kind(reg, "sparql", "nope=x")

@@ -4,16 +4,19 @@ share (`support/`). Each agent is one module of this package exposing `AGENTS`,
 its agent classes (the registry finds them); a plugin adds one through `pytest_kgbench_agents`.
 A new agent is a new file, nothing else changes.
 
-An agent class carries what the harness needs to know (`registry.Agent`): its `name`, its
-`kind` (model, reference or replay), whether it `asks_together` (answers a together session in
-one conversation), whether the judge reads its answers (`judged`), whether its answers are
-drawn (`simulated`), and `check(settings, asking)`, run before anything else.
+Every agent class subclasses `BaseAgent`, which says what the harness needs to know and
+declares each optional capability with its default (`threadsafe`, `batches`, `completes`,
+`selects`, `abort`), so nothing is probed for.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+from pytest_kgbench.core.registry import Registry, current
 
 LAST_ROUND = "You have used your last round of tools. Answer now, from what you have."
 """What a model is told with the results of its last round of tools (every backend)."""
@@ -40,6 +43,8 @@ def framing(provider: str, day: str | None = None) -> dict[str, str]:
                         "your task.\n</system-reminder>\n\n"}
 
 if TYPE_CHECKING:
+    from pytest_kgbench.agents.support.cache import Gate
+    from pytest_kgbench.asking.cases import Case
     from pytest_kgbench.asking.prompts import Prompt
     from pytest_kgbench.core.conditions import Condition
     from pytest_kgbench.core.questions import Question
@@ -83,33 +88,68 @@ class Completion:
     sent: dict[str, Any] = field(default_factory=dict)
 
 
-class Completes(Protocol):
-    """A model agent that can also make one plain call (the judge's): the judge works through
-    the backend the run uses. Raises `TransientModelError` or `HarnessBroken` as `ask` does."""
+class BaseAgent(ABC):
+    """What answers an item: every agent class, shipped or a plugin's, subclasses it. The class
+    attributes tell the harness how to treat the agent; each optional capability is declared
+    here with its default, so nothing probes for it.
 
-    def complete(self, system: str, text: str, *, model: str, max_tokens: int,
-                 timeout: float) -> Completion: ...
+    Its `kind` is one of AGENT_KINDS: "model" (a model wrote the answer), "reference" (the
+    question's own queries answered: gold, trap, the synthetic simulator) or "replay" (a
+    stored run's answers, asked again)."""
 
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "model"
+    asks_together: ClassVar[bool] = False  # answers a together session in one conversation
+    judged: ClassVar[bool] = True          # the judge reads its answers to "why" questions
+    simulated: ClassVar[bool] = False      # its answers are drawn: every report says SIMULATED
+    must_pass: ClassVar[bool] = False      # every item must be correct, or it fails (gold)
+    default_with_models: ClassVar[bool] = False     # the agent of a run naming models only
+    default_without_models: ClassVar[bool] = False  # the agent of a run naming neither
+    threadsafe: ClassVar[bool] = False  # --concurrency may run its `ask` on several threads
+    batches: ClassVar[bool] = False     # takes --batch (then the runtime sets the two below)
+    completes: ClassVar[bool] = False   # has `complete`: the judge may ask through it
 
-class BaseAgent:
-    """Defaults for an agent class: a model that asks apart, judged, nothing to check."""
-
-    name = ""
-    kind = "model"
-    asks_together = False
-    judged = True
-    simulated = False
-    must_pass = False               # every item must be correct, or it fails (gold)
-    default_with_models = False     # the agent of a run that names models but no agent
-    default_without_models = False  # the agent of a run that names neither
+    gate: Gate | None = None  # a model agent's requests: cache, cap, pace (support/cache.py)
+    batch_plan: Callable[[], list[Any]] | None = None  # --batch: the tasks to submit at once
+    batch_say: Callable[[str], None] | None = None     # --batch: what to tell the user
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
-        """Why this run cannot use the agent, or None (see registry.AgentClass)."""
+        """Before anything runs: why this run cannot use the agent (a missing credential, an
+        unknown model, a stored run that does not exist), or None. `asking` is False when
+        nothing will be asked (--collect-only, --estimate)."""
         return None
 
-    def ask(self, task: Task) -> Answer:  # pragma: no cover - every agent has its own
-        raise NotImplementedError
+    @classmethod
+    def selects(cls, settings: Settings) -> Callable[[Case], bool] | None:
+        """Which collected items this agent can ask (a replay: the stored run's), or None for
+        all; the others are deselected at collection."""
+        return None
+
+    @abstractmethod
+    def ask(self, task: Task) -> Answer:
+        """Answer one item (or, with `task.together`, one together session). Never raises
+        for a wrong answer; raises `HarnessBroken` when the harness cannot measure and
+        `TransientModelError` for a failure worth retrying."""
+
+    def complete(self, system: str, text: str, *, model: str, max_tokens: int,
+                 timeout: float) -> Completion:
+        """One plain call (the judge's), for an agent that says `completes`. Raises
+        `TransientModelError` or `HarnessBroken` as `ask` does."""
+        raise NotImplementedError(f"the {self.name} agent makes no plain call")
+
+    def abort(self) -> None:  # noqa: B027 - an optional capability: nothing to cut by default
+        """Cut the requests in flight (a stopping run)."""
+
+
+AGENT_KINDS = ("model", "reference", "replay")
+"""model: a model wrote the answer; reference: the question's own queries answered (gold,
+trap, the synthetic simulator); replay: a stored run's answers, asked again."""
+
+
+def agent_class(name: str, registry: Registry | None = None) -> type[BaseAgent]:
+    """The registered agent class `name` (of `registry`, or the active one)."""
+    return cast("type[BaseAgent]", (registry or current()).get("agents", name, "--agent"))

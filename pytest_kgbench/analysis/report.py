@@ -25,8 +25,8 @@ from pytest_kgbench.analysis.comparisons import (  # noqa: F401 - three re-expor
 )
 from pytest_kgbench.core.questions import TIERS, set_fingerprint
 from pytest_kgbench.core.record import BankedRecord, ItemRecord, question_key
-from pytest_kgbench.core.registry import current
 from pytest_kgbench.core.settings import Settings
+from pytest_kgbench.metrics import ordered
 
 ITEM_FIELDS = ("nodeid", "question", "tier", "pack", "variant", "condition", "condition_label",
                "mode", "model", "agent", "agent_kind", "repeat", "persona", "expect", "grade",
@@ -162,10 +162,9 @@ def share_text(share: float | None) -> str:
 
 
 def metric_summary(records: Iterable[ItemRecord]) -> dict[str, Any]:
-    """Each registered metric's summary over the items where it was measured."""
-    from pytest_kgbench.metrics import summarise_all
+    from pytest_kgbench.metrics import ordered, summarise_all
 
-    return summarise_all(list(records), current().ordered_metrics())
+    return summarise_all(list(records), ordered())
 
 
 def fingerprint(records: Sequence[ItemRecord], meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -497,7 +496,7 @@ def effort_lines(report: Mapping[str, Any]) -> list[str]:
 
 def metric_lines(report: Mapping[str, Any]) -> list[str]:
     """The metrics table of report.md: a column per registered metric any arm measured."""
-    metrics = [m for m in current().ordered_metrics()
+    metrics = [m for m in ordered()
                if any(m.name in (c.get("metrics") or {}) for c in report["conditions"].values())]
     if not metrics:
         return []
@@ -506,7 +505,7 @@ def metric_lines(report: Mapping[str, Any]) -> list[str]:
             for arm, c in report["conditions"].items() if c.get("metrics")]
     lines = ["## Metrics per arm", "",
              "Each over the items where it applies (a rate's n in parentheses):", ""]
-    lines += [f"- {m.title}: {m.help}" for m in metrics if getattr(m, "help", "")]
+    lines += [f"- {m.title}: {m.help}" for m in metrics if m.help]
     return lines + [""] + _table(["arm", *(m.title for m in metrics)], rows) + [""]
 
 

@@ -89,7 +89,7 @@ def marker_lines(settings: Settings) -> list[str]:
             cond = by_id(cid)
             names.setdefault(cond.id, f"kgbench condition {cond.id} ({cond.label})")
             names.setdefault(str(cond.engine), f"kgbench engine arm {cond.engine}")
-    names.update({a: f"kgbench agent {a}" for a in current().agents})
+    names.update({a: f"kgbench agent {a}" for a in current().agents})  # the session's
     for name, source in sources(settings).items():
         names.setdefault(name, f"kgbench pack {name}")
         try:
@@ -249,4 +249,5 @@ def asks_together(settings: Settings) -> bool:
     """Whether items share together sessions (a replay answers from stored slices, per item)."""
     from pytest_kgbench.core.registry import current
 
-    return settings.ask == "together" and current().agent(settings.agent).kind != "replay"
+    agent = current().get("agents", settings.agent, "--agent")
+    return settings.ask == "together" and agent.kind != "replay"

@@ -82,8 +82,7 @@ def call_tool(executor: Any, name: str, arguments: Mapping[str, Any],
     if name == "list_tables":
         # a graph's prefixes first: the prompt's description of the store gives them, and
         # --schema tools must be able to learn what --schema prompt is told
-        prefixes = executor.prefixes() if hasattr(executor, "prefixes") else {}
-        lines = [f"PREFIX {p}: <{ns}>" for p, ns in sorted(prefixes.items())]
+        lines = [f"PREFIX {p}: <{ns}>" for p, ns in sorted(executor.prefixes().items())]
         lines += [f"{t.name} ({t.rows} {executor.unit})" for t in executor.catalog()]
         return "\n".join(lines), None
     if name == "describe":

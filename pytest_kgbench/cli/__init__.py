@@ -274,12 +274,13 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 
 def _runtime(args: argparse.Namespace) -> Any:
     """A Runtime over the repository at --root, outside pytest (prompt, mcp, estimate)."""
+    from pytest_kgbench.core.registry import current
     from pytest_kgbench.run.runtime import Runtime
 
     return Runtime(_settings(
         args, variants=(args.variant,), run_id="cli",
         query_timeout=float(getattr(args, "query_timeout", 60)), dataset_seed=args.seed,
-        stats_seed=0, engines=_engines(args)))
+        stats_seed=0, engines=_engines(args)), current())
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
@@ -398,6 +399,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 def cmd_list(args: argparse.Namespace) -> int:
     """Every registered piece: the shipped ones and those of installed plugins."""
     from pytest_kgbench.core.registry import current
+    from pytest_kgbench.metrics import ordered
     from pytest_kgbench.packs.locate import open_pack, selected
 
     reg = current()
@@ -411,8 +413,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {name:<12} {source.dir}" + (f" — not run here: {why}" if why else ""))
     print("agents:")
     for name, cls in sorted(reg.agents.items()):
-        flags = [cls.kind] + [f for f in ("asks_together", "judged", "simulated", "must_pass")
-                              if getattr(cls, f, False)]
+        flags = [cls.kind] + [f for f, on in (("asks_together", cls.asks_together),
+                                              ("judged", cls.judged), ("simulated", cls.simulated),
+                                              ("must_pass", cls.must_pass)) if on]
         print(f"  {name:<12} {', '.join(flags):<40} {reg.sources[('agents', name)]}")
     print("stores (engines):")
     for name, kind in sorted(reg.stores.items()):
@@ -423,7 +426,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {name:<12} {'list' if reg.field_kinds[name].is_list else 'value':<40} "
               f"{reg.sources[('field_kinds', name)]}")
     print("metrics:")
-    for metric in reg.ordered_metrics():
+    for metric in ordered(reg):
         print(f"  {metric.name:<22} {metric.title:<30} {reg.sources[('metrics', metric.name)]}")
     print("conditions:")
     for cid, cond in reg.conditions.items():
@@ -725,7 +728,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     import signal
 
-    from pytest_kgbench.core.registry import activate, deactivate, installed
+    from pytest_kgbench.core.registry import activate, deactivate
+    from pytest_kgbench.run.shipped import installed
 
     if argv is None and hasattr(signal, "SIGPIPE"):
         # the console script: `kgbench prompt ... | head` ends quietly. Never when called in a

@@ -142,7 +142,7 @@ def registered_sources(tables: tuple[str, ...] = ("field_kinds", "metrics", "sto
     known = _modules()
     inside: set[str] = set()
     outside: set[Path] = set()
-    for piece in [p for table in tables for p in getattr(reg, table).values()]:
+    for piece in [p for table in tables for p in reg.table(table).values()]:
         kind = piece if inspect.isclass(piece) else type(piece)
         module = getattr(inspect.getmodule(kind), "__name__", "")
         if module in known:

@@ -6,24 +6,26 @@ installed package's `pytest11` entry point — and return the pieces to register
 command loads installed `pytest11` plugins that implement them too, so `kgbench rescore` or
 `kgbench prompt` know the same pieces a run knew. A name registered twice is a usage error.
 
-Each piece is Protocol-typed (`core/registry.py` says what each must offer):
+Each piece is an instance (an agent: a subclass) of the abstract base class beside its domain,
+which says what it must offer and declares its optional capabilities with their defaults:
 
     def pytest_kgbench_agents():
-        return [EchoAgent]            # classes: name, kind, asks_together, judged, ask()
+        return [EchoAgent]            # agents.BaseAgent subclasses
 
     def pytest_kgbench_field_kinds():
-        return [ColourKind()]         # name, is_list, describe(spec), compare(...)
+        return [ColourKind()]         # core.questions.FieldKind
 
     def pytest_kgbench_metrics():
-        return [AnswerLength()]       # name, title, order, measure(item), summarise, cell
+        return [AnswerLength()]       # metrics.Metric (metrics.RateMetric for a rate)
 
     def pytest_kgbench_stores():
-        return [MyEngine()]           # name, language, default, open(...), classify(...)
+        return [MyEngine()]           # engines.stores.StoreKind
 
     def pytest_kgbench_conditions():
-        return [Condition("D7", ...)]  # rows of the ladder
+        return [Condition("D7", ...)]  # core.conditions.Condition: rows of the ladder
 
-Hook functions take no arguments; pluggy calls every implementation and registers the union.
+Hook functions take no arguments; pluggy calls every implementation (the plugin's own,
+`run/shipped.py`, first) and the registry takes the union.
 This module imports pluggy only, never pytest, so the `kgbench` command can use it.
 """
 
@@ -36,38 +38,37 @@ import pluggy
 
 if TYPE_CHECKING:
     from pytest_kgbench.core.conditions import Condition
-    from pytest_kgbench.core.registry import AgentClass, FieldKind, Metric, StoreKind
+    from pytest_kgbench.core.questions import FieldKind
 
 hookspec = pluggy.HookspecMarker("pytest")
 
 
 @hookspec
-def pytest_kgbench_agents() -> Sequence[AgentClass]:
-    """Agent classes to register: each has `name`, `kind` ("model", "reference" or "replay"),
-    `asks_together`, `judged`, a constructor taking the session's `Settings`, `ask(task)` and
-    optionally a classmethod `check(settings, asking)` returning a problem to refuse the run
-    with before anything runs (a missing credential, say), or None."""
+def pytest_kgbench_agents() -> Sequence[type[Any]]:
+    """Agent classes to register: subclasses of `agents.BaseAgent`, which says what each has
+    (`name`, `kind`, `ask(task)`, and the optional capabilities with their defaults)."""
     raise NotImplementedError
 
 
 @hookspec
-def pytest_kgbench_stores() -> Sequence[StoreKind]:
+def pytest_kgbench_stores() -> Sequence[Any]:
     """Store kinds (engines) to register: each serves one query language and opens a
-    condition's store over a built variant (`registry.StoreKind`)."""
+    condition's store over a built variant: instances of `engines.stores.StoreKind`."""
     raise NotImplementedError
 
 
 @hookspec
 def pytest_kgbench_field_kinds() -> Sequence[FieldKind]:
     """Field kinds of the closing JSON block to register: how a value of the kind is
-    described to the model and compared with the key (`registry.FieldKind`)."""
+    described to the model and compared with the key: instances of
+    `core.questions.FieldKind`."""
     raise NotImplementedError
 
 
 @hookspec
-def pytest_kgbench_metrics() -> Sequence[Metric]:
+def pytest_kgbench_metrics() -> Sequence[Any]:
     """Metrics measured beside the grade of every item, summarised per arm in the report
-    (`registry.Metric`)."""
+    (instances of `metrics.Metric`)."""
     raise NotImplementedError
 
 
@@ -81,14 +82,3 @@ HOOKS: tuple[str, ...] = ("pytest_kgbench_agents", "pytest_kgbench_stores",
                           "pytest_kgbench_field_kinds", "pytest_kgbench_metrics",
                           "pytest_kgbench_conditions")
 """Every hook of this module, in the order the registry reads them."""
-
-
-def results(hook: Any, name: str) -> list[tuple[str, Any]]:
-    """(plugin name, piece) for every piece the implementations of hook `name` returned."""
-    caller = getattr(hook, name)
-    out: list[tuple[str, Any]] = []
-    for impl in reversed(caller.get_hookimpls()):  # registration order
-        pieces = impl.function()
-        for piece in pieces or ():
-            out.append((impl.plugin_name, piece))
-    return out

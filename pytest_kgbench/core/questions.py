@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.core.registry import current
@@ -43,6 +44,35 @@ MODES = ("reading", "querying")
 KEY_QUERIES = ("gold.sql", "gold.sparql")  # a key taken from running that reference query
 
 
+class FieldKind(ABC):
+    """A kind of answer field: how it is explained to the model and compared with the key.
+    The shipped kinds are in scoring/fieldkinds.py; a plugin registers its own through
+    `pytest_kgbench_field_kinds`."""
+
+    name: str = ""
+    is_list: bool = False
+    whole_result: bool = False  # a reference query gives it its whole result (rows)
+
+    @abstractmethod
+    def describe(self, spec: FieldSpec) -> str:
+        """The field's value as the prompt explains it ("an integer", "a list of ...")."""
+
+    @abstractmethod
+    def compare(self, spec: FieldSpec, expected: Any, got: Any,
+                aliases: Mapping[str, Mapping[str, str]]) -> tuple[bool, float | None]:
+        """(whether `got` is the key's `expected` value, F1 for a list or None). Never
+        raises: any value a model writes is graded."""
+
+
+def field_kind(name: str) -> FieldKind:
+    """The registered field kind `name`."""
+    try:
+        return cast(FieldKind, current().field_kinds[name])
+    except KeyError:
+        raise KeyError(f"unknown field kind '{name}' (known: "
+                       f"{', '.join(sorted(current().field_kinds))})") from None
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     """One field of the closing JSON answer block."""
@@ -57,17 +87,17 @@ class FieldSpec:
 
     @property
     def is_list(self) -> bool:
-        return bool(current().field_kind(self.kind).is_list)
+        return field_kind(self.kind).is_list
 
     @property
     def whole_result(self) -> bool:
         """Whether the field is a query's whole result (a kind with `whole_result`, `rows`):
         every row, every column in query order, whatever the columns are named."""
-        return bool(getattr(current().field_kind(self.kind), "whole_result", False))
+        return field_kind(self.kind).whole_result
 
     def describe(self) -> str:
         """How the field is explained to a model (its kind says, scoring/fieldkinds.py)."""
-        what = current().field_kind(self.kind).describe(self)
+        what = field_kind(self.kind).describe(self)
         if self.ordered:
             what += ", in the order the question asks"
         return what
@@ -230,8 +260,9 @@ def _parse_fields(entry: Mapping[str, Any], where: str, qid: str) -> tuple[Field
         if not isinstance(spec, dict):
             raise InputError(where, "must be {kind: ...}", question=qid, field=fname)
         kind = spec.get("kind")
-        if kind not in current().field_kinds:
-            raise InputError(where, f"kind must be one of {', '.join(current().field_kinds)}, "
+        kinds = current().field_kinds
+        if kind not in kinds:
+            raise InputError(where, f"kind must be one of {', '.join(kinds)}, "
                              f"got {kind!r}", question=qid, field=f"{fname}.kind")
         unknown = set(spec) - {"kind", "entity", "count_of", "tolerance", "ordered"}
         if unknown:

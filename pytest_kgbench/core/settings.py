@@ -2,9 +2,9 @@
 resumed or replayed run) the stored run, and checked before anything runs.
 
 Pure module: no pytest. `plugin/options.py` wires `OPTIONS` to pytest's parser and calls
-`build_settings` and `check_settings` at configure time; the `kgbench` command builds settings
-the same way. Every problem is an `InputError` naming the option (or file and field), which
-the plugin turns into one line and pytest's usage-error exit status (4).
+`build_settings` and `run.config.check_settings` at configure time; the `kgbench` command
+builds settings the same way. Every problem is an `InputError` naming the option (or file and
+field), which the plugin turns into one line and pytest's usage-error exit status (4).
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ import json
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.core.errors import InputError
+
+if TYPE_CHECKING:
+    from pytest_kgbench.core.conditions import Condition
 
 # Model aliases and list prices (dollars per million tokens), overridable in pyproject.toml:
 #   [tool.kgbench.models]   sonnet = "claude-..."
@@ -361,10 +364,10 @@ class Settings:
         """The engine named for a query language, or None for the language's default."""
         return self.engines.get(language)
 
-    def engines_for(self, cond: Any) -> Mapping[str, str]:
+    def engines_for(self, cond: Condition) -> Mapping[str, str]:
         """The engines a condition's store runs on: the session's, with an engine arm's own
         for its language ("D4@oxigraph")."""
-        name = getattr(cond, "engine", None)
+        name = cond.engine
         if not name:
             return self.engines
         value = self.engine_arms.get(cond.language, {}).get(name)
@@ -587,9 +590,8 @@ def default_agent(models_named: bool) -> str:
     models named (`default_with_models`), or without (`default_without_models`)."""
     from pytest_kgbench.core.registry import current
 
-    attr = "default_with_models" if models_named else "default_without_models"
     for name, cls in current().agents.items():
-        if getattr(cls, attr, False):
+        if cls.default_with_models if models_named else cls.default_without_models:
             return name
     raise InputError("--agent", "no agent is registered as the default: name one")
 
@@ -606,42 +608,6 @@ def check_models(settings: Settings) -> None:
                 MODEL_ID.fullmatch(model) and re.search(r"[-.:/@\d]", model)):
             raise InputError("--model", f"'{model}' is neither an alias ("
                              f"{', '.join(sorted(settings.aliases))}) nor a model id")
-
-
-def check_settings(settings: Settings, registry: Any, *, asking: bool) -> None:
-    """What needs the registry: the agent, the engines, and whatever the agent itself checks
-    (the model names, its credential, the run it replays). `asking` is False when nothing
-    will be asked (--collect-only, --estimate): credentials are not needed then."""
-    agent = registry.agent(settings.agent)
-    named = list(settings.engines.items())
-    named += [(lang, v) for lang, arms in settings.engine_arms.items() for v in arms.values()]
-    for language, name in named:
-        kind = registry.store(language, name)
-        problem = kind.check()
-        if problem:
-            raise InputError(f"--{language}-engine", problem)
-    if settings.max_cost is not None and getattr(agent, "kind", "") == "model":
-        unpriced = [m for m in settings.models if not settings.prices.get(settings.model_id(m))]
-        if unpriced:
-            raise InputError("--max-cost", f"no price for {', '.join(unpriced)} "
-                             "([tool.kgbench.prices]): what it spends is unknown, so no cap "
-                             "can hold it")
-    if settings.batch and not getattr(agent, "batches", False):
-        raise InputError("--batch", f"the {settings.agent} agent has no batch API (the "
-                         "anthropic and openai agents have)")
-    if settings.batch and settings.ask == "together":
-        raise InputError("--batch", "a batch carries single-turn requests asked apart; --ask "
-                         "together asks a session in one conversation: choose one")
-    for name in settings.agents_used():  # each agent checks the models it asks
-        used = registry.agent(name)
-        check = getattr(used, "check", None)
-        mine = tuple(m for m in settings.models if settings.agent_for(m) == name)
-        problem = check(replace(settings, agent=name, models=mine or settings.models),
-                        asking) if check else None
-        if problem:
-            where = f"--agent {name}" if name == settings.agent else \
-                f"[tool.kgbench.models] {', '.join(mine)} (agent {name})"
-            raise InputError(where, problem)
 
 
 def words(value: Any) -> tuple[str, ...]:

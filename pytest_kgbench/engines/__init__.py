@@ -11,10 +11,11 @@ from __future__ import annotations
 import ctypes
 import datetime as dt
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from pytest_kgbench.core.errors import QueryTimeout as QueryTimeout  # raised here; below evidence
 
@@ -207,11 +208,11 @@ class TableInfo:
         return f"{kind} {self.name} ({self.rows} {unit})\n{cols}{note}"
 
 
-class Executor(Protocol):
+class Executor(ABC):
     """A store as an agent reaches it: a catalog, a description, one guarded query at a time.
 
-    Every store kind (`registry.StoreKind`) opens one; the run, the checks (`kgbench check`),
-    the reference agents, the prompts and the MCP server all use it through this Protocol
+    Every store kind (`engines.stores.StoreKind`) opens one; the run, the checks (`kgbench
+    check`), the reference agents, the prompts and the MCP server all use it through this class
     only. `run` never raises for a bad query: the error, the refusal or the timeout is part of
     the `QueryResult`, because what the agent did with it is what gets graded."""
 
@@ -219,29 +220,34 @@ class Executor(Protocol):
     unit: str      # what `catalog` counts: "rows" or "instances"
     guard: Any     # the persona's Guard
 
+    @abstractmethod
     def run(self, statement: str) -> QueryResult:
         """Run one statement through the guard, within the store's time limit."""
-        ...
 
+    @abstractmethod
     def refusal(self, statement: str) -> str | None:
         """Why the guard refuses `statement` on this store, or None (runs nothing)."""
-        ...
 
+    @abstractmethod
     def catalog(self) -> list[TableInfo]:
         """The tables (or classes) the persona may see, with their columns and counts."""
-        ...
 
+    @abstractmethod
     def describe(self, name: str) -> str:
         """One table (or class) as the describe tool shows it; an ERROR line if unknown."""
-        ...
 
+    @abstractmethod
     def store_block(self) -> str:
         """What a querying prompt tells the model about the store (Markdown)."""
-        ...
 
+    @abstractmethod
     def close(self) -> None:
         """Release the store's connection."""
-        ...
+
+    def prefixes(self) -> dict[str, str]:
+        """The prefixes its queries may use (a graph's; none for a database), as the
+        list_tables tool shows them first."""
+        return {}
 
 
 def jsonable(value: Any) -> Any:

@@ -60,6 +60,7 @@ from pytest_kgbench.engines.sparql import (
     graph_files,
 )
 from pytest_kgbench.engines.sparql_results import ResultStream, fill_results
+from pytest_kgbench.engines.stores import StoreKind
 
 if TYPE_CHECKING:
     from pytest_kgbench.engines.worker import Worker
@@ -481,7 +482,7 @@ class EndpointExecutor(SparqlExecutor):
                                 f"{text[:500]}")
 
 
-class EndpointStore:
+class EndpointStore(StoreKind):
     """The `endpoint` SPARQL store kind; `configure(URL)` binds it to a server."""
 
     name = "endpoint"

@@ -49,6 +49,7 @@ from pytest_kgbench.engines.sql import (
     chunks,
     parser_connection,
 )
+from pytest_kgbench.engines.stores import StoreKind
 from pytest_kgbench.packs.schema import TableSpec
 
 if TYPE_CHECKING:
@@ -530,7 +531,7 @@ class _Rows:
         return passed + max(0, int(moved.rowcount))
 
 
-class PostgresStore:
+class PostgresStore(StoreKind):
     """The `postgres` store kind: a built variant's raw or executed tables on a PostgreSQL
     server, named by `--sql-engine postgres=DSN` (the bound kind's `label` shows the DSN
     with its password as ***)."""

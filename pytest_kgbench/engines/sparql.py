@@ -21,12 +21,14 @@ from pytest_kgbench.core.errors import HarnessBroken
 from pytest_kgbench.engines import (
     CAPS,
     Caps,
+    Executor,
     QueryResult,
     QueryTimeout,
     TableInfo,
     run_with_timeout,
 )
 from pytest_kgbench.engines.guard import Guard, Verdict, classify_sparql
+from pytest_kgbench.engines.stores import StoreKind
 from pytest_kgbench.engines.worker import Worker, WorkerDied
 from pytest_kgbench.packs.rdf.mapping import per_id_namespaces
 
@@ -40,7 +42,7 @@ PARSE_HERE = 4_000
 WORKER_MODULE = "pytest_kgbench.engines.sparql_worker"
 
 
-class SparqlExecutor:
+class SparqlExecutor(Executor):
     """Runs SPARQL queries on a graph in its worker process, through a `Guard`, with a time
     bound the operating system enforces (the worker is killed at the deadline)."""
 
@@ -222,7 +224,7 @@ def _warm_parser() -> None:
         _WARM.append(True)
 
 
-class GraphStore:
+class GraphStore(StoreKind):
     """A SPARQL store kind: a built variant's graph held by one rdflib store plugin, in a
     worker process."""
 

@@ -23,7 +23,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.core.errors import HarnessBroken
-from pytest_kgbench.engines import CAPS, Caps, QueryResult, TableInfo, fill_capped, jsonable
+from pytest_kgbench.engines import (
+    CAPS,
+    Caps,
+    Executor,
+    QueryResult,
+    TableInfo,
+    fill_capped,
+    jsonable,
+)
 from pytest_kgbench.engines.guard import (
     DUCKDB_FUNCTIONS,
     Guard,
@@ -31,6 +39,7 @@ from pytest_kgbench.engines.guard import (
     Verdict,
     classify_sql,
 )
+from pytest_kgbench.engines.stores import StoreKind
 from pytest_kgbench.engines.worker import START_TIMEOUT, Worker, WorkerDied
 from pytest_kgbench.packs.schema import TableSpec, parse_value
 from pytest_kgbench.packs.tables import ddl
@@ -104,7 +113,7 @@ def _fetched(cursor: Any) -> Iterator[tuple[Any, ...]]:
         yield from batch
 
 
-class SqlStore:
+class SqlStore(Executor):
     """What every SQL store shows, whichever engine runs its queries and wherever: the
     catalog, a table's description, the store block, and the guard's reading of a statement
     (`reads`, `refusal`, with the engine's own list of functions). An engine gives `_count`."""
@@ -379,7 +388,7 @@ def parser_connection() -> Any:
     return con
 
 
-class DuckDBStore:
+class DuckDBStore(StoreKind):
     """The `duckdb` store kind: a built variant's raw or executed tables."""
 
     name = "duckdb"

@@ -1,19 +1,88 @@
-"""Which store a condition opens, in one place: `open_store(built, condition, persona)` serves
-the run, the checks, the reference agents, the prompts and the MCP server alike, through the
-store kinds of the registry (`--sql-engine`, `--sparql-engine` pick among them)."""
+"""Store kinds (engines) and which store a condition opens, in one place.
+
+`StoreKind` is what an engine offers (the shipped ones are the modules of this package exposing
+`STORES`; a plugin registers its own through `pytest_kgbench_stores`); `store_kind` picks the
+registered one `--sql-engine` / `--sparql-engine` name; `open_store(built, condition,
+persona)` serves the run, the checks, the reference agents, the prompts and the MCP server
+alike."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from pytest_kgbench.core.registry import StoreKind, current
+from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.core.registry import Registry, current
 from pytest_kgbench.engines.guard import Guard
 
 if TYPE_CHECKING:
+    from pytest_kgbench.core.conditions import Condition
     from pytest_kgbench.engines import Executor
     from pytest_kgbench.packs.build import Built
+
+
+class StoreKind(ABC):
+    """An engine for one query language. `open` gives the store a querying condition's items
+    query; `from_context` the store the reading gold agent rebuilds from a prompt's text."""
+
+    name: str = ""        # the option's value: --sparql-engine NAME, --sql-engine NAME
+    language: str = ""    # "sql" or "sparql": the condition's reference language
+    default: bool = False  # the language's engine when no option names one
+
+    @property
+    def label(self) -> str:
+        """How a run folder and its report name the engine: a bound kind's redacted form (a
+        server's URL, a DSN with its password as ***), else its name."""
+        return self.name
+
+    def configure(self, argument: str) -> StoreKind:
+        """The kind bound to `argument` (`--sparql-engine endpoint=URL`, `--sql-engine
+        postgres=DSN`); a kind that takes none refuses it."""
+        raise InputError(f"--{self.language}-engine", f"the {self.language} engine "
+                         f"'{self.name}' takes no '={argument}'")
+
+    @abstractmethod
+    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
+             timeout: float = 60.0) -> Executor:
+        """The store of a built variant holding `data` ("raw", "executed" or "derived"; with
+        `ontology`, the definitions' triples too), behind `guard`."""
+
+    def from_context(self, context: str, guard: Guard) -> Executor | None:
+        """A store over the data a reading prompt shows, or None if this kind cannot build
+        one (the language's default kind is used instead)."""
+        return None
+
+    @abstractmethod
+    def classify(self, guard: Guard, statement: str) -> str | None:
+        """Why `guard` refuses `statement` on this engine, or None; without a store."""
+
+    def check(self) -> str | None:
+        """Why the engine cannot run here (a library missing, a server not answering), or
+        None."""
+        return None
+
+
+def find_kind(registry: Registry, language: str, name: str | None = None) -> StoreKind:
+    """The registered engine `name` (`NAME=ARGUMENT` binds it) for `language`, or the
+    language's default engine."""
+    kinds = [cast(StoreKind, k) for k in registry.stores.values() if k.language == language]
+    if not kinds:
+        raise InputError("conditions", f"no store kind serves the language '{language}'")
+    if name is None:
+        return next((k for k in kinds if k.default), kinds[0])
+    base, eq, argument = name.partition("=")  # endpoint=URL, postgres=DSN
+    for kind in kinds:
+        if kind.name == base:
+            return kind.configure(argument) if eq else kind
+    raise InputError(f"--{language}-engine", f"unknown {language} engine '{base}' (known: "
+                     f"{', '.join(k.name for k in kinds)})")
+
+
+def languages(registry: Registry) -> list[str]:
+    """The query languages the registered engines serve."""
+    return sorted({k.language for k in registry.stores.values()})
 
 
 @dataclass(frozen=True)
@@ -26,12 +95,12 @@ class Target:
     ontology: bool = False
 
 
-def target_of(where: Any) -> Target:
+def target_of(where: Condition | str) -> Target:
     """The store a condition queries, or the store a question's reference query of that name
     (`sql`, `sparql`, `executed`: SQL over the executed tables) runs on."""
     if isinstance(where, str):
         return Target("sql", "executed") if where == "executed" else Target(where)
-    return Target(where.language, where.data, bool(getattr(where, "load_ontology", False)))
+    return Target(where.language, where.data, where.load_ontology)
 
 
 def guard_for(built: Built, persona: str) -> Guard:
@@ -50,7 +119,7 @@ def guard_for(built: Built, persona: str) -> Guard:
 
 def store_kind(language: str, engines: Mapping[str, str] | None = None) -> StoreKind:
     """The engine a language runs on: the one `engines` names, else the language's default."""
-    return current().store(language, (engines or {}).get(language))
+    return find_kind(current(), language, (engines or {}).get(language))
 
 
 def engine_labels(engines: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -58,9 +127,8 @@ def engine_labels(engines: Mapping[str, str] | None = None) -> dict[str, str]:
     kind's `label` where it has one (a redacted display form: a server's URL, a DSN without
     its password), else its name."""
     out = {}
-    for language in current().languages():
-        kind = store_kind(language, engines)
-        out[language] = str(getattr(kind, "label", kind.name))
+    for language in languages(current()):
+        out[language] = store_kind(language, engines).label
     return out
 
 

@@ -10,6 +10,13 @@ citations.
 
 from __future__ import annotations
 
-from pytest_kgbench.metrics.base import MetricInput, RateMetric, measure_all, summarise_all
+from pytest_kgbench.metrics.base import (
+    Metric,
+    MetricInput,
+    RateMetric,
+    measure_all,
+    ordered,
+    summarise_all,
+)
 
-__all__ = ["MetricInput", "RateMetric", "measure_all", "summarise_all"]
+__all__ = ["Metric", "MetricInput", "RateMetric", "measure_all", "ordered", "summarise_all"]

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_kgbench.metrics.base import MetricInput
+from pytest_kgbench.metrics.base import Metric, MetricInput
 
 
 def _name(text: str) -> str:
@@ -29,7 +29,7 @@ def attribution(claims: Any, given: Iterable[str]) -> dict[str, Any] | None:
     return {"claims": len(distinct), "true": len(strings & names)}
 
 
-class Attribution:
+class Attribution(Metric):
     name = "attribution"
     title = "attribution"
     help = "true claims / claims of definitions used"

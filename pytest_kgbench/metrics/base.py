@@ -8,10 +8,13 @@ item, on first use. Pure module: no pytest.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
+
+from pytest_kgbench.core.registry import Registry, current
 
 if TYPE_CHECKING:
     from pytest_kgbench.core.conditions import Condition
@@ -98,16 +101,31 @@ class MetricInput:
         return any(f.ordered for f in self.question.fields)
 
 
-class RateMetric:
+class Metric(ABC):
+    """A measurement beside the grade, per item, summarised per arm in the report. The
+    shipped ones are the modules of this package; a plugin registers its own subclass's
+    instances through `pytest_kgbench_metrics`."""
+
+    name: str = ""   # its key in the item's `metrics`
+    title: str = ""  # its column in the report
+    help: str = ""   # one line under the report's table saying what it measures
+    order: int = 100  # columns sort by it
+
+    @abstractmethod
+    def measure(self, item: MetricInput) -> Any:
+        """The item's value (builtin JSON types), or None when it cannot be measured."""
+
+    @abstractmethod
+    def summarise(self, values: Sequence[Any]) -> dict[str, Any] | None:
+        """The arm's summary of its items' values (those not None), or None."""
+
+    @abstractmethod
+    def cell(self, summary: Mapping[str, Any]) -> str:
+        """The summary as the report's table shows it."""
+
+
+class RateMetric(Metric):
     """A yes/no metric: the arm's summary is the share of measured items where it held."""
-
-    name = ""
-    title = ""
-    help = ""
-    order = 100
-
-    def measure(self, item: MetricInput) -> Any:  # pragma: no cover - every subclass has one
-        raise NotImplementedError
 
     def summarise(self, values: Sequence[Any]) -> dict[str, Any] | None:
         if not values:
@@ -118,7 +136,13 @@ class RateMetric:
         return f"{100 * summary['rate']:.1f}% ({summary['n']})"
 
 
-def measure_all(item: MetricInput, metrics: Sequence[Any]) -> dict[str, Any]:
+def ordered(registry: Registry | None = None) -> list[Metric]:
+    """The registered metrics (of `registry`, or the active one), in their columns' order."""
+    metrics = cast("list[Metric]", list((registry or current()).metrics.values()))
+    return sorted(metrics, key=lambda m: (m.order, m.name))
+
+
+def measure_all(item: MetricInput, metrics: Sequence[Metric]) -> dict[str, Any]:
     """Every registered metric's value for one item (those measured), plus the details they
     noted under "details"."""
     out: dict[str, Any] = {}
@@ -131,7 +155,7 @@ def measure_all(item: MetricInput, metrics: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
-def summarise_all(records: Sequence[Mapping[str, Any]], metrics: Sequence[Any]
+def summarise_all(records: Sequence[Mapping[str, Any]], metrics: Sequence[Metric]
                   ) -> dict[str, Any]:
     """Each metric's summary over the items where it was measured."""
     out: dict[str, Any] = {}

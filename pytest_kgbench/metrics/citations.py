@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_kgbench.metrics.base import MetricInput
+from pytest_kgbench.metrics.base import Metric, MetricInput
 
 
 def citations(cited: Any, records: Iterable[str], normalise: Callable[[str], str]
@@ -23,7 +23,7 @@ def citations(cited: Any, records: Iterable[str], normalise: Callable[[str], str
             "recall": round(hit / len(expected), 6)}
 
 
-class Citations:
+class Citations(Metric):
     name = "citations"
     title = "citations P / R"
     help = "mean precision / recall of the records cited against the key's"

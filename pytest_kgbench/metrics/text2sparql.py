@@ -30,7 +30,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_kgbench.metrics.base import MetricInput
+from pytest_kgbench.metrics.base import Metric, MetricInput
 
 ResultSet = dict[str, int]
 SET_METRICS = ("set_P", "set_recall", "set_F")
@@ -154,7 +154,7 @@ def evaluate(predicted: Mapping[str, Mapping[str, int]], truth: Mapping[str, Map
     return results
 
 
-class ChallengeF:
+class ChallengeF(Metric):
     """The challenge's set_F of the item's last query against the gold query's result, as
     result sets (the client's scoring). Not measured when either result was capped: the
     score needs the whole result set."""

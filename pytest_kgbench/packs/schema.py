@@ -28,28 +28,13 @@ from types import ModuleType
 from typing import Any, TypeVar, cast
 
 from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.packs.tables import SQL_TYPES as SQL_TYPES  # re-exported
 from pytest_kgbench.packs.tables import DataSpec
+from pytest_kgbench.packs.tables import TableSpec as TableSpec  # re-exported
 
 Row = dict[str, Any]
 Tables = dict[str, list[Row]]
 T = TypeVar("T")
-
-SQL_TYPES = ("VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "TIMESTAMP", "BOOLEAN")
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """A table of a pack: its columns with SQL types, in order."""
-
-    name: str
-    columns: tuple[tuple[str, str], ...]
-    primary_key: str | None = None
-    description: str = ""
-
-    @property
-    def column_names(self) -> tuple[str, ...]:
-        return tuple(c for c, _ in self.columns)
-
 
 @dataclass(frozen=True)
 class Persona:

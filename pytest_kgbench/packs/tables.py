@@ -14,12 +14,26 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_kgbench.core.errors import InputError
 
-if TYPE_CHECKING:
-    from pytest_kgbench.packs.schema import TableSpec
+SQL_TYPES = ("VARCHAR", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "DATE", "TIMESTAMP", "BOOLEAN")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table of a pack: its columns with SQL types, in order."""
+
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    primary_key: str | None = None
+    description: str = ""
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c for c, _ in self.columns)
+
 
 # DuckDB's type names -> the pack's SQL types (packs.SQL_TYPES)
 _INTEGER = {"TINYINT", "SMALLINT", "INTEGER", "UTINYINT", "USMALLINT"}

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from pytest_kgbench.core.errors import InputError, KgbenchError
-from pytest_kgbench.core.registry import Registry, activate, deactivate
-from pytest_kgbench.core.settings import Settings, check_fresh_run, check_settings, stored_meta
+from pytest_kgbench.core.registry import activate, deactivate
+from pytest_kgbench.core.settings import Settings, check_fresh_run, stored_meta
 from pytest_kgbench.plugin import keys
 from pytest_kgbench.plugin.options import add_options, settings_from_config
 from pytest_kgbench.plugin.runstore import (
@@ -31,15 +31,18 @@ from pytest_kgbench.plugin.runstore import (
     RECORD_PROPERTY,
     RunStore,
 )
+from pytest_kgbench.run.config import check_settings
+from pytest_kgbench.run.shipped import fill
 
 WORKER_SETTINGS = "kgbench_settings"
 WORKER_SELECTION = "kgbench_selection"
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_kgbench.core import hookspecs
+    """The plugin's hooks, and the shipped pieces registered through them first."""
+    from pytest_kgbench.run import shipped
 
-    pluginmanager.add_hookspecs(hookspecs)
+    shipped.register(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -60,7 +63,7 @@ def _is_worker(config: pytest.Config) -> bool:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     try:
-        registry = Registry.shipped().extend(config.hook)
+        registry = fill(config.pluginmanager)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from exc
     activate(registry)
@@ -380,8 +383,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     settings: Settings = config.stash[keys.SETTINGS]
     store = config.stash.get(keys.RUNSTORE, None)
-    unasked = (not_answerable(items, settings) + not_sampled(items, settings)
-               + not_rerun(items, settings) + not_planned(items, settings))
+    unasked = (not_answerable(items, settings, config.stash[keys.REGISTRY])
+               + not_sampled(items, settings) + not_rerun(items, settings)
+               + not_planned(items, settings))
     if settings.resume:
         done, again = resume_split(items, read_answers(settings.run_dir / "answers.jsonl"))
         if store is not None:
@@ -436,7 +440,7 @@ def _prebuild(config: pytest.Config, pairs: Any) -> Any:
     once). Returns the runtime that built them, open."""
     from pytest_kgbench.run.runtime import Runtime
 
-    runtime = Runtime(config.stash[keys.SETTINGS])
+    runtime = Runtime(config.stash[keys.SETTINGS], config.stash[keys.REGISTRY])
     interrupt = config.stash.get(keys.INTERRUPT, None)
     try:
         with interrupt.abortable() if interrupt is not None else nullcontext():
@@ -535,7 +539,7 @@ def kgbench_runtime(request: pytest.FixtureRequest) -> Generator[Any, None, None
     runtime = config.stash.get(keys.PREBUILT, None)  # serial: the prebuild's, packs loaded
     config.stash[keys.PREBUILT] = None
     if runtime is None:
-        runtime = Runtime(config.stash[keys.SETTINGS])
+        runtime = Runtime(config.stash[keys.SETTINGS], config.stash[keys.REGISTRY])
     runtime.session_cases = [i.stash[keys.CASE] for i in request.session.items
                              if keys.CASE in i.stash]
     if config.option.verbose >= 0 and not _is_worker(config):

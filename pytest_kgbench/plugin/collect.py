@@ -13,10 +13,11 @@ from typing import Any, NoReturn
 
 import pytest
 
+from pytest_kgbench.agents import agent_class
 from pytest_kgbench.asking.cases import Case, cases_for, not_run, session_of
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.core.questions import KEY_QUERIES, Question, QuestionSet, load_questions
-from pytest_kgbench.core.registry import current
+from pytest_kgbench.core.registry import Registry
 from pytest_kgbench.core.settings import Settings
 from pytest_kgbench.packs.locate import PackSource, open_pack, selected, source_of_file
 from pytest_kgbench.packs.schema import Pack
@@ -83,7 +84,7 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
         kgbench_runtime.broken = None
     if record["grade"] == "skipped":  # it could not be asked: banked with the reason, no grade
         pytest.skip(record["reason"])
-    must_pass = settings.strict or current().agent(settings.agent).must_pass
+    must_pass = settings.strict or agent_class(settings.agent, kgbench_runtime.registry).must_pass
     if must_pass and record["grade"] != "correct":
         why = ("--kgbench-strict: every item must be answered correctly" if settings.strict
                else f"the {settings.agent} agent must answer every item correctly")
@@ -194,11 +195,11 @@ def resume_split(items: list[pytest.Item], banked: Sequence[Mapping[str, Any]]
     return done, again
 
 
-def not_answerable(items: list[pytest.Item], settings: Settings) -> list[pytest.Item]:
+def not_answerable(items: list[pytest.Item], settings: Settings, registry: Registry
+                   ) -> list[pytest.Item]:
     """The items the session's agent cannot answer and so does not ask (a replay answers only
-    what its stored run asked): the agent class's `selects(settings)`, when it has one."""
-    selects = getattr(current().agent(settings.agent), "selects", None)
-    keep = selects(settings) if selects is not None else None
+    what its stored run asked): those its class's `selects(settings)` does not keep."""
+    keep = agent_class(settings.agent, registry).selects(settings)
     if keep is None:
         return []
     return [i for i in items if keys.CASE in i.stash and not keep(i.stash[keys.CASE])]
@@ -326,7 +327,7 @@ class QuestionFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         settings: Settings = self.config.stash[keys.SETTINGS]
-        agent = current().agent(settings.agent)
+        agent = agent_class(settings.agent, self.config.stash[keys.REGISTRY])
         source = source_of_file(settings, self.path)
         name = source.name if source else self.path.stem
         if settings.pack_names and name not in settings.pack_names:

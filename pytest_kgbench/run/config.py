@@ -1,6 +1,7 @@
 """Settings from what the user gave: command-line options, ini values, pyproject's
 [tool.kgbench] table, a resumed run's stored settings and the packs installed or named.
-Above packs (it finds them), so it is not in core/settings, which holds the settings' shape.
+Above packs (it finds them) and the agents and engines (`check_settings` asks each), so it is not
+in core/settings, which holds the settings' shape.
 """
 
 from __future__ import annotations
@@ -8,10 +9,13 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_kgbench.agents import agent_class
 from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.core.registry import Registry
 from pytest_kgbench.core.settings import (
     ASK_MODES,
     PROVIDER_ALIASES,
@@ -29,6 +33,7 @@ from pytest_kgbench.core.settings import (
     stored_settings,
     words,
 )
+from pytest_kgbench.engines.stores import find_kind
 from pytest_kgbench.packs.locate import pack_settings
 
 
@@ -207,3 +212,38 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
     if folder is not None:
         check_resume(folder, settings)
     return settings
+
+
+def check_settings(settings: Settings, registry: Registry, *, asking: bool) -> None:
+    """What needs the registry: the agent, the engines, and whatever the agent itself checks
+    (the model names, its credential, the run it replays). `asking` is False when nothing
+    will be asked (--collect-only, --estimate): credentials are not needed then."""
+    agent = agent_class(settings.agent, registry)
+    named = list(settings.engines.items())
+    named += [(lang, v) for lang, arms in settings.engine_arms.items() for v in arms.values()]
+    for language, name in named:
+        kind = find_kind(registry, language, name)
+        problem = kind.check()
+        if problem:
+            raise InputError(f"--{language}-engine", problem)
+    if settings.max_cost is not None and agent.kind == "model":
+        unpriced = [m for m in settings.models if not settings.prices.get(settings.model_id(m))]
+        if unpriced:
+            raise InputError("--max-cost", f"no price for {', '.join(unpriced)} "
+                             "([tool.kgbench.prices]): what it spends is unknown, so no cap "
+                             "can hold it")
+    if settings.batch and not agent.batches:
+        raise InputError("--batch", f"the {settings.agent} agent has no batch API (the "
+                         "anthropic and openai agents have)")
+    if settings.batch and settings.ask == "together":
+        raise InputError("--batch", "a batch carries single-turn requests asked apart; --ask "
+                         "together asks a session in one conversation: choose one")
+    for name in settings.agents_used():  # each agent checks the models it asks
+        used = agent_class(name, registry)
+        mine = tuple(m for m in settings.models if settings.agent_for(m) == name)
+        problem = used.check(replace(settings, agent=name, models=mine or settings.models),
+                             asking)
+        if problem:
+            where = f"--agent {name}" if name == settings.agent else \
+                f"[tool.kgbench.models] {', '.join(mine)} (agent {name})"
+            raise InputError(where, problem)

@@ -222,6 +222,7 @@ def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
                variant: str = "base", persona: str = "analyst") -> Imported:
     """Import `path` as run `settings.run_id` of the one pack `settings` selects."""
     from pytest_kgbench.core import conditions
+    from pytest_kgbench.core.registry import current
     from pytest_kgbench.metrics import text2sparql as t2s
     from pytest_kgbench.run.runtime import Runtime
 
@@ -232,7 +233,7 @@ def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
     if cond.mode != "querying" or cond.language != fmt.language:
         raise InputError("--condition", f"{cond.id} is not a querying {fmt.language} condition "
                          f"(the {fmt.name} format's statements are {fmt.language})")
-    runtime = Runtime(settings)
+    runtime = Runtime(settings, current())
     try:
         pack = runtime.pack(pack_name)
         if pack.unavailable:

@@ -90,6 +90,7 @@ def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> 
     unless `force`."""
     from pytest_kgbench.analysis.report import build_report, render_markdown
     from pytest_kgbench.core.fingerprints import grader_sha256
+    from pytest_kgbench.core.registry import current
     from pytest_kgbench.engines.stores import guard_for, store_from_context
     from pytest_kgbench.run.runtime import Runtime
     from pytest_kgbench.scoring.answer_key import compute_key
@@ -104,7 +105,7 @@ def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> 
     if not records:
         raise KgbenchError(f"{run_dir / 'answers.jsonl'} holds no banked answers")
     questions = _questions(settings, records)
-    runtime = Runtime(settings)
+    runtime = Runtime(settings, current())
     new_records: list[BankedRecord] = []
     moved: list[tuple[str, str, str]] = []
     changed: set[str] = set()

@@ -12,18 +12,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_kgbench.agents import Task
+from pytest_kgbench.agents import BaseAgent, Task, agent_class
 from pytest_kgbench.asking.cases import Case, session_of
 from pytest_kgbench.asking.prompts import Prompt, build_prompt
 from pytest_kgbench.core.conditions import Condition
 from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, KgbenchError, TransientModelError
 from pytest_kgbench.core.questions import KEY_QUERIES, Question
 from pytest_kgbench.core.record import ItemRecord
-from pytest_kgbench.core.registry import Agent, current
+from pytest_kgbench.core.registry import Registry
 from pytest_kgbench.core.settings import Settings
 from pytest_kgbench.engines import Executor
 from pytest_kgbench.engines.stores import guard_for, open_store, refusal
-from pytest_kgbench.metrics import MetricInput, measure_all
+from pytest_kgbench.metrics import MetricInput, measure_all, ordered
 from pytest_kgbench.packs.build import Built, build_variant
 from pytest_kgbench.packs.locate import open_pack
 from pytest_kgbench.packs.schema import Pack, normalise_id
@@ -68,14 +68,19 @@ def case_key(case: Case) -> tuple[str, str, str]:
 class Runtime:
     """Caches of one process (one xdist worker, or the whole serial session)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, registry: Registry | None = None) -> None:
         self.settings = settings
+        if registry is None:  # a script's runtime: the shipped pieces
+            from pytest_kgbench.run.shipped import shipped
+
+            registry = shipped()
+        self.registry = registry
         self._packs: dict[str, Pack] = {}
         self._built: dict[tuple[str, str], Built] = {}
         self._executors: dict[tuple[Any, ...], Executor] = {}
         self._prompts: dict[tuple[Any, ...], Prompt] = {}
         self._keys: dict[tuple[str, str, str], dict[str, Any] | None] = {}
-        self._agents: dict[str, Agent] = {}
+        self._agents: dict[str, BaseAgent] = {}
         self._given: dict[tuple[str, str], list[str]] = {}
         self._contrasted: set[tuple[str, str]] = set()
         self._sessions: dict[tuple[str, tuple[str, ...]], tuple[Asked, dict[str, Answer]]] = {}
@@ -184,22 +189,21 @@ class Runtime:
             self._keys[cache_key] = compute_key(question, built)
         return self._keys[cache_key]
 
-    def agent(self, name: str, model: str | None = None) -> Agent:
+    def agent(self, name: str, model: str | None = None) -> BaseAgent:
         """The agent `name`, made once per process; a model served at its own endpoint
         ([tool.kgbench.models] base_url) gets an agent of its own, connected there."""
         url = self.settings.model_urls.get(model or "")
         key = f"{name} {url}" if url else name
         if key not in self._agents:
             settings = replace(self.settings, base_url=url) if url else self.settings
-            agent = current().agent(name)(settings)
-            gate = getattr(agent, "gate", None)
-            if gate is not None:  # a model agent's requests keep to the process's pace
-                gate.pace = self.pace
-            if self.inflight is not None and hasattr(agent, "abort"):
+            agent = agent_class(name, self.registry)(settings)
+            if agent.gate is not None:  # a model agent's requests keep to the process's pace
+                agent.gate.pace = self.pace
+            if self.inflight is not None:
                 self.inflight.abort_hooks.append(agent.abort)
-            if self.settings.batch and getattr(agent, "batches", False):
-                agent.batch_plan = lambda: self.batch_tasks(name)  # type: ignore[attr-defined]
-                agent.batch_say = self.say  # type: ignore[attr-defined]
+            if self.settings.batch and agent.batches:
+                agent.batch_plan = lambda: self.batch_tasks(name)
+                agent.batch_say = self.say
             self._agents[key] = agent
         return self._agents[key]
     def batch_tasks(self, agent: str) -> list[Task]:
@@ -217,10 +221,10 @@ class Runtime:
                               repeat=case.repeat))
         return tasks
 
-    def concurrent(self, agent: Agent) -> bool:
+    def concurrent(self, agent: BaseAgent) -> bool:
         """Whether this agent's items are answered ahead of their turn (--concurrency N > 1,
         and an agent that says it is thread-safe)."""
-        return self.inflight is not None and bool(getattr(agent, "threadsafe", False))
+        return self.inflight is not None and agent.threadsafe
 
     def stop(self) -> None:
         """Stop answering ahead (a halt, the end of the session): nothing more is asked, the
@@ -294,7 +298,7 @@ class Runtime:
         return Prepared(built, executor, task)
 
     @staticmethod
-    def answer(agent: Agent, prepared: Prepared) -> Asked:
+    def answer(agent: BaseAgent, prepared: Prepared) -> Asked:
         """Ask the agent (on whichever thread): an item that cannot be asked is skipped."""
         task = prepared.task
         started = _now()
@@ -307,7 +311,7 @@ class Runtime:
         asked.started, asked.elapsed = started, round(time.perf_counter() - t0, 4)
         return asked
 
-    def answer_ahead(self, case: Case, agent: Agent, upcoming: Iterable[Case]
+    def answer_ahead(self, case: Case, agent: BaseAgent, upcoming: Iterable[Case]
                      ) -> tuple[Prepared, Asked]:
         """--concurrency: start this item's answer and the next items' (queued up to 2N ahead,
         N in flight), then wait for this one's. What preparing or asking an item raised is
@@ -403,17 +407,17 @@ class Runtime:
             raise HarnessBroken(f"{q.id} is not a question of its together session {name}")
         return replace(asked, answer=answers[q.id])
 
-    def judge_backend(self, agent: Agent) -> Any:
+    def judge_backend(self, agent: BaseAgent) -> BaseAgent:
         """What the judge asks through: the run's own agent when it can make a plain call
-        (`agents.Completes`), so a run is judged by the backend it uses; else the default
+        (`BaseAgent.completes`), so a run is judged by the backend it uses; else the default
         model agent."""
-        if hasattr(agent, "complete"):
+        if agent.completes:
             return agent
         from pytest_kgbench.core.settings import default_agent
 
         return self.agent(default_agent(True))
 
-    def judge(self, q: Question, text: str, agent: Agent) -> dict[str, Any]:
+    def judge(self, q: Question, text: str, agent: BaseAgent) -> dict[str, Any]:
         """Two passes of the judge model over a "why" answer's checklist. The judge retries
         itself; a judge that still fails marks the item's judgement failed (the answer and its
         grade stand, the model is never asked again). A judge the harness cannot ask at all
@@ -427,7 +431,7 @@ class Runtime:
             failure: str | None = None
             for _attempt in range(JUDGE_TRIES):
                 try:
-                    passes.append(ask_judge(backend, model, q.text, text, q.checklist,
+                    passes.append(ask_judge(backend.complete, model, q.text, text, q.checklist,
                                             timeout=self.settings.item_timeout))
                     failure = None
                     break
@@ -468,7 +472,7 @@ class Runtime:
             canonical=lambda r: _canonical(r, aliases),
             evidence=built.pack.manifest.get("evidence") or {},
             prefixes=dict(built.pack.rdf.get("prefixes") or {}), rerun=rerun)
-        return measure_all(item, current().ordered_metrics())
+        return measure_all(item, ordered(self.registry))
 
     def definitions_given(self, built: Built, cond: Condition) -> list[str]:
         """The names (labels and CURIEs) of the definitions this condition shows."""
@@ -545,7 +549,7 @@ def _now() -> str:
 
 
 def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | None,
-                answer: Answer, result: Grade, metrics: dict[str, Any], *, agent: Agent,
+                answer: Answer, result: Grade, metrics: dict[str, Any], *, agent: BaseAgent,
                 together: bool, started: str, elapsed: float,
                 sent: dict[str, Any] | None = None) -> ItemRecord:
     """One item's record, the only place one is made."""

@@ -1,6 +1,6 @@
 """The field kinds that ship with the plugin: how a value of each kind is described to the
-model, normalised, and compared with the key. A plugin adds a kind by returning an object with
-the same four members from `pytest_kgbench_field_kinds` (registry.FieldKind).
+model, normalised, and compared with the key. Each is a `core.questions.FieldKind`; a plugin adds
+a kind by returning an instance of its own subclass from `pytest_kgbench_field_kinds`.
 
 Pure module: no pytest, no I/O. Nothing here raises for a value a model wrote.
 """
@@ -13,12 +13,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pytest_kgbench.core.questions import FieldKind, FieldSpec
 from pytest_kgbench.packs.schema import bare_id, id_candidates, normalise_id, scheme_id
-
-if TYPE_CHECKING:
-    from pytest_kgbench.core.questions import FieldSpec
 
 Aliases = Mapping[str, Mapping[str, str]]
 
@@ -334,7 +332,7 @@ def f1(expected: list[Any], got: list[Any]) -> float:
 
 # --- the kinds ---------------------------------------------------------------------------------
 
-class _Normalised:
+class _Normalised(FieldKind):
     """A kind whose values are normalised (with the entity's aliases) before they are compared;
     `what` describes a value to the model, naming the field's entity."""
 
@@ -360,7 +358,7 @@ class ScalarKind(_Normalised):
         return want is not None and want == self.normalise(got, table), None
 
 
-class NumberKind:
+class NumberKind(FieldKind):
     """A count (compared exactly) or a measure (within the field's tolerance)."""
 
     is_list = False
@@ -547,7 +545,7 @@ def match_rows(expected: list[list[Any]], got: list[list[Any]],
     return max_matching(exp_counts, got_counts, pairs)
 
 
-class RowsKind:
+class RowsKind(FieldKind):
     """A table: a list of rows, each a list of cells (`fields_from_rows` gives the field the
     whole result, every column in query order, whatever the columns are named).
 

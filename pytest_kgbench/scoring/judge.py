@@ -7,7 +7,7 @@ makes each point of the question's checklist. Its verdicts are reported beside t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pytest_kgbench.scoring.answers import extract_block
@@ -32,25 +32,15 @@ def parse_verdict(text: str, n: int) -> list[bool] | None:
     return None
 
 
-def ask_judge(client: Any, model: str, question: str, answer: str,
+def ask_judge(complete: Callable[..., Any], model: str, question: str, answer: str,
               checklist: Sequence[str], *, timeout: float = 600.0
               ) -> tuple[list[bool] | None, dict[str, int]]:
-    """One pass of the judge: its verdicts and the tokens it used. `client` is the run's own
-    backend (an agent with `complete(system, text, model=, max_tokens=, timeout=)`, so a
-    Claude Code run is judged through Claude Code) or an SDK client (`messages.create`)."""
-    prompt = judge_prompt(question, answer, checklist)
-    if hasattr(client, "complete"):
-        reply = client.complete(JUDGE_SYSTEM, prompt, model=model, max_tokens=512,
-                                timeout=timeout)
-        return parse_verdict(reply.text, len(checklist)), dict(reply.tokens)
-    response = client.messages.create(
-        model=model, max_tokens=512, system=JUDGE_SYSTEM, timeout=timeout,
-        messages=[{"role": "user", "content": prompt}])
-    text = "\n".join(b.text for b in response.content if b.type == "text")
-    usage = getattr(response, "usage", None)
-    tokens = {"input": int(getattr(usage, "input_tokens", 0) or 0),
-              "output": int(getattr(usage, "output_tokens", 0) or 0)}
-    return parse_verdict(text, len(checklist)), tokens
+    """One pass of the judge: its verdicts and the tokens it used. `complete` is the plain
+    call of the run's own backend (`BaseAgent.complete(system, text, model=, max_tokens=,
+    timeout=)`, so a Claude Code run is judged through Claude Code)."""
+    reply = complete(JUDGE_SYSTEM, judge_prompt(question, answer, checklist), model=model,
+                     max_tokens=512, timeout=timeout)
+    return parse_verdict(reply.text, len(checklist)), dict(reply.tokens)
 
 
 def cohen_kappa(a: Sequence[bool], b: Sequence[bool]) -> float | None:

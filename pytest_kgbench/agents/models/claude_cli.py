@@ -257,6 +257,7 @@ class ClaudeCliAgent(BaseAgent):
     kind = "model"
     asks_together = True  # answers a together session in one conversation
     judged = True
+    completes = True  # the judge may ask through it (`complete`)
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
