@@ -30,6 +30,7 @@ TOO_LONG = ("prompt is too long", "context length", "context window",
             "context the overflows")                # LM Studio's (sic)
 # what the servers run behind --agent openai name it: OpenAI's `code`, llama.cpp's `type`
 TOO_LONG_KINDS = ("context_length_exceeded", "exceed_context_size_error")
+RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDKs themselves would retry
 BILLING = ("credit balance is too low", "billing")
 CREDENTIAL = ("not logged in", "invalid api key", "authentication", "oauth token")
 
@@ -40,6 +41,11 @@ def too_long(message: str, *kinds: object) -> bool:
     Ollama, LM Studio, SGLang), or its code or type (`kinds`)."""
     low = message.lower()
     return any(k in TOO_LONG_KINDS for k in kinds) or any(t in low for t in TOO_LONG)
+
+
+def retry_status(status: int) -> bool:
+    """Whether an API error status is worth another try (`RETRY_STATUSES`, or any 5xx)."""
+    return status in RETRY_STATUSES or status >= 500
 
 
 def classify_status(status: int | None, message: str) -> Exception:
