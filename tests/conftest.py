@@ -151,6 +151,18 @@ def untimed(conditions: dict) -> dict:
             for arm, c in conditions.items()}
 
 
+def transient_never_graded(p: pytest.Pytester, *args: str) -> None:
+    """One item asked in a subprocess with reruns off (`args`: the agent, its endpoint and
+    model), every call of which fails transiently: the item fails with TransientModelError and
+    nothing is banked (it is never graded)."""
+    result = p.runpytest_subprocess("questions", *args, "--condition", "R1", "-k", "Q01",
+                                    "--model-reruns", "0")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*TransientModelError*"])
+    answers = only_run(p) / "answers.jsonl"
+    assert not answers.exists() or answers.read_text() == ""
+
+
 def run_records(p: pytest.Pytester) -> list[dict]:
     """Every record of that run's answers.jsonl, each line parsed strictly."""
     import json
@@ -300,6 +312,25 @@ def chat_api(monkeypatch):
 
     with FakeChatAPI() as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+        yield server
+
+
+GEMINI_ENV = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+              "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_ENTERPRISE",
+              "GOOGLE_GENAI_API_VERSION")
+
+
+@pytest.fixture
+def gemini_api(monkeypatch):
+    """A fake Gemini API on 127.0.0.1 with a dummy GEMINI_API_KEY and none of the machine's
+    own Google settings (tests/fake_gemini.py scripts its replies); pass `--base-url
+    gemini_api.url`."""
+    from fake_gemini import FakeGeminiAPI
+
+    for name in GEMINI_ENV:
+        monkeypatch.delenv(name, raising=False)
+    with FakeGeminiAPI() as server:
+        monkeypatch.setenv("GEMINI_API_KEY", "gm-test-not-a-secret")
         yield server
 
 

@@ -141,27 +141,34 @@ def test_inflight_keeps_n_in_flight_and_hands_each_answer_to_its_own_key() -> No
     assert pool.alive() == 0 and not pool.start(5, make(5))
 
 
-def test_close_cuts_a_request_in_flight(chat_api) -> None:
+@pytest.mark.parametrize("sdk", ["openai", "gemini"])
+def test_close_cuts_a_request_in_flight(sdk, request) -> None:
     """A stopping run cuts the connection of a request in flight (its thread wakes at once)
-    rather than waiting for a model that may take minutes."""
-    from fake_openai import stall
+    rather than waiting for a model that may take minutes: the connection pool under each SDK's
+    client is found (google-genai keeps its HTTP client elsewhere than openai's) and tracked."""
+    import importlib
 
+    from pytest_kgbench.agents.models.gemini import GeminiAgent
     from pytest_kgbench.agents.models.openai import OpenAIAgent
     from pytest_kgbench.asking.inflight import Inflight
     from pytest_kgbench.asking.pacing import Pace
     from pytest_kgbench.core.settings import Settings
 
-    agent = OpenAIAgent(Settings.at(".", base_url=chat_api.url, response_cache=False))
+    api = request.getfixturevalue("chat_api" if sdk == "openai" else "gemini_api")
+    stall = importlib.import_module(f"fake_{sdk}").stall
+    agent = (OpenAIAgent if sdk == "openai" else GeminiAgent)(
+        Settings.at(".", base_url=api.url, response_cache=False))
     pace = Pace()
     agent.gate.pace = pace
-    chat_api.push(stall(20))
+    api.push(stall(20))
     pool = Inflight(2, pace)
     pool.abort_hooks.append(agent.abort)
     pool.start("k", lambda: agent.complete("s", "t", model="m", max_tokens=5, timeout=30))
-    assert wait_until(lambda: chat_api.requests, 10)
+    assert wait_until(lambda: api.requests, 10)
     t0 = time.monotonic()
     pool.close(timeout=10)
     assert time.monotonic() - t0 < 5 and pool.alive() == 0
+    assert len(api.requests) == 1  # the cut call was not asked again
 
 
 def test_the_pool_starts_its_threads_at_the_first_answer_and_ends_them_at_close() -> None:

@@ -19,8 +19,8 @@ with `pytest`, `.venv/bin/pytest`, `kgbench` or `.venv/bin/kgbench`.
     and the build cache land there, never in the repository), and must exit 0. A command is
     never run when it holds a placeholder or needs the network or a credential — a line
     containing `<`, `$` or `...`, or naming `DSN`, `PASSWORD`, `http`, `--model`, `--provider`,
-    `--base-url`, `--batch`, `--tx`, or `--agent anthropic|openai|claude-cli|replay` — and the
-    test checks every QUICK command against that rule and finds it, verbatim, in a doc.
+    `--base-url`, `--batch`, `--tx`, or `--agent anthropic|openai|gemini|claude-cli|replay` —
+    and the test checks every QUICK command against that rule and finds it, verbatim, in a doc.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ QUICK: list[tuple[str, str, Callable[[str], bool] | None]] = [
 ]
 
 NEVER_RUN = re.compile(r"<|\$|\.\.\.|DSN|PASSWORD|http|--model|--provider|--base-url|--batch"
-                       r"|--tx|--agent[ =](anthropic|openai|claude-cli|replay)")
+                       r"|--tx|--agent[ =](anthropic|openai|gemini|claude-cli|replay)")
 
 
 def bash_commands(text: str) -> Iterator[str]:

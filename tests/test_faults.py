@@ -246,10 +246,20 @@ def backend(request, monkeypatch, tmp_path):
     """One model backend against its fake API on 127.0.0.1: (its name, the fake, the command
     line that asks through it, the fake's module of steps)."""
     import fake_api
+    import fake_gemini
     import fake_openai
 
+    from conftest import GEMINI_ENV
+
     name = request.param
-    if name == "openai":
+    if name == "gemini":
+        for variable in GEMINI_ENV:
+            monkeypatch.delenv(variable, raising=False)
+        with fake_gemini.FakeGeminiAPI() as server:
+            monkeypatch.setenv("GEMINI_API_KEY", "gm-test-not-a-secret")
+            yield name, server, ["--agent", "gemini", "--base-url", server.url, "--model",
+                                 "gemini-test-1"], fake_gemini
+    elif name == "openai":
         with fake_openai.FakeChatAPI() as server:
             monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
             yield name, server, ["--agent", "openai", "--base-url", server.url, "--model",
@@ -264,7 +274,8 @@ def backend(request, monkeypatch, tmp_path):
             yield name, server, ["--agent", "claude-cli", "--model", "sonnet"], fake_api
 
 
-@pytest.mark.parametrize("backend", ["anthropic", "openai", "claude-cli"], indirect=True)
+@pytest.mark.parametrize("backend", ["anthropic", "openai", "gemini", "claude-cli"],
+                         indirect=True)
 def test_a_refusal_is_banked_once_with_its_own_letter_on_every_backend(project, backend) -> None:
     """A policy refusal is the model's behaviour: one request, banked with status `refused`
     and letter N, a miss. (claude-cli read it as transient: three paid sessions, then F;
@@ -283,7 +294,7 @@ def test_a_refusal_is_banked_once_with_its_own_letter_on_every_backend(project, 
     result.stdout.fnmatch_lines(["questions/credit.yaml N*", "*: N 1 (C correct*N refused*"])
 
 
-@pytest.mark.parametrize("backend", ["anthropic", "openai"], indirect=True)
+@pytest.mark.parametrize("backend", ["anthropic", "openai", "gemini"], indirect=True)
 def test_an_empty_reply_is_asked_again_within_the_deadline(project, backend) -> None:
     """An empty reply is a fault, not an answer: asked again, the second reply is graded."""
     name, server, args, steps = backend
@@ -298,7 +309,8 @@ def test_an_empty_reply_is_asked_again_within_the_deadline(project, backend) -> 
     assert rec["answer"]["tokens"]["input"] == 200  # both replies were billed
 
 
-@pytest.mark.parametrize("backend", ["anthropic", "openai", "claude-cli"], indirect=True)
+@pytest.mark.parametrize("backend", ["anthropic", "openai", "gemini", "claude-cli"],
+                         indirect=True)
 def test_a_reply_empty_every_time_is_its_own_status_and_never_cached(project, backend) -> None:
     """Still empty after the tries the deadline allows: status `empty`, letter Z, a miss; and
     never stored, so a second run asks again (an empty reply was cached, and replayed)."""

@@ -23,7 +23,7 @@ from fake_openai import (
     unauthorized,
 )
 
-from conftest import credit_question, only_run, run_records, wait_until
+from conftest import credit_question, only_run, run_records, transient_never_graded, wait_until
 
 A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
 
@@ -273,14 +273,8 @@ def test_an_answer_cut_at_the_limit_is_truncated(project, chat_api) -> None:
 @pytest.mark.parametrize("broken", [malformed, no_choices])
 def test_a_broken_body_is_transient_and_never_graded(project, chat_api, broken) -> None:
     chat_api.push(broken(), broken(), broken())
-    p = project()
-    result = p.runpytest_subprocess("questions", "--agent", "openai", "--base-url", chat_api.url,
-                                    "--model", "gpt-test-1", "--condition", "R1", "-k", "Q01",
-                                    "--model-reruns", "0")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*TransientModelError*"])
-    answers = only_run(p) / "answers.jsonl"
-    assert not answers.exists() or answers.read_text() == ""
+    transient_never_graded(project(), "--agent", "openai", "--base-url", chat_api.url,
+                           "--model", "gpt-test-1")
 
 
 def test_no_key_and_no_base_url_is_a_usage_error(project, chat_api, monkeypatch) -> None:

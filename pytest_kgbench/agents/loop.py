@@ -35,6 +35,7 @@ from pytest_kgbench.scoring.answers import Answer, extract_block
 
 if TYPE_CHECKING:
     from pytest_kgbench.agents import Task
+    from pytest_kgbench.core.settings import Settings
 
 ATTEMPTS = 3
 """One call and two retries (the SDKs' own default), all within the item's deadline; an empty
@@ -77,11 +78,18 @@ class Sent:
 class Dialect(ABC):
     """What a provider tells the loop. The agent class implements it; `run_loop` does the
     rest. `gate` is the agent's `cache.Gate` (its clock, the response cache, the cap); the
-    agent's `__init__` sets `_client = None` and `_client_lock = threading.Lock()`."""
+    agent's `__init__` calls `connect`."""
 
     gate: Gate
     _client: Any
     _client_lock: threading.Lock
+
+    def connect(self, settings: Settings, provider: str) -> None:
+        """No client yet (`client` makes it at first use), its lock, and the gate, whose
+        response cache keys name `provider` (the API: "openai-chat", ...)."""
+        self._client = None
+        self._client_lock = threading.Lock()
+        self.gate = Gate(settings, provider)
 
     @abstractmethod
     def new_client(self) -> Any:
@@ -151,6 +159,12 @@ class Dialect(ABC):
     def finish(self, conversation: Any, answer: Answer) -> Answer:
         """The answer as the provider hands it back (default: as it is)."""
         return answer
+
+
+def token_limit(max_tokens: int, task: Task) -> int:
+    """The output limit of each call: --max-tokens, raised for a together session so every
+    question has room (400 tokens each, at most 64,000)."""
+    return max(max_tokens, min(64000, 400 * task.share))
 
 
 def run_loop(dialect: Dialect, task: Task, client: Any, *, item_timeout: float,

@@ -213,7 +213,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--estimate", "print the estimated tokens and dollars of the selected items before "
            "any call, and ask nothing (implies --collect-only)", flag_only=True),
     Option("--base-url", "base URL of the OpenAI-compatible endpoint --agent openai calls "
-           "(default: OpenAI's own; e.g. http://localhost:11434/v1 for Ollama)"),
+           "(default: OpenAI's own; e.g. http://localhost:11434/v1 for Ollama), or of the host "
+           "--agent gemini calls (default: Google's)"),
     Option("--temperature", "sampling temperature sent to the model (default: the "
            "provider's)"),
     Option("--top-p", "nucleus sampling top_p sent to the model (default: the provider's)"),
@@ -305,7 +306,7 @@ class Settings:
     sample: int | None = None  # --sample: questions per pack and tier
     rerun: tuple[str, ...] | None = None  # --kgbench-rerun: the node ids to ask again
     external_dir: str | None = None   # where packs' external data lives
-    base_url: str | None = None  # --base-url: the OpenAI-compatible endpoint (--agent openai)
+    base_url: str | None = None  # --base-url: the endpoint of --agent openai (or gemini)
     temperature: float | None = None
     top_p: float | None = None
     max_cost: float | None = None  # --max-cost: dollars at list prices the run may spend

@@ -47,7 +47,8 @@ BROKEN_PROPERTY = "kgbench_broken"
 NOT_BANKED_PROPERTY = "kgbench_not_banked"  # why an item's answer was dropped: it is missing
 HARNESS_BROKEN = 3  # the exit status of a run the harness could not finish
 PACKAGES = ("pytest", "pytest-xdist", "pytest-rerunfailures", "rdflib", "duckdb", "pyshacl",
-            "anthropic", "openai", "hypothesis", "scipy", "numpy", "pyyaml", "pytest-kgbench")
+            "anthropic", "openai", "google-genai", "hypothesis", "scipy", "numpy", "pyyaml",
+            "pytest-kgbench")
 NOT_ASKED = "not asked: the run halted"
 NOT_ASKED_INTERRUPTED = f"not asked: the run was {INTERRUPTED}"
 FSYNC_EVERY = 0.5  # seconds between flushes of answers.jsonl under --concurrency

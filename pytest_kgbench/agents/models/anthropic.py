@@ -30,16 +30,15 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, framing
-from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop
+from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop, token_limit
 from pytest_kgbench.agents.support import faults
 from pytest_kgbench.agents.support.batch import AnthropicBatches, Batching
-from pytest_kgbench.agents.support.cache import Gate, cut_at
+from pytest_kgbench.agents.support.cache import cut_at
 from pytest_kgbench.agents.support.faults import classify_status
 from pytest_kgbench.asking.tools import tools_for
 from pytest_kgbench.core.errors import HarnessBroken, TransientModelError
@@ -48,8 +47,6 @@ from pytest_kgbench.scoring.answers import Answer
 
 if TYPE_CHECKING:
     from pytest_kgbench.core.settings import Settings
-
-RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would retry
 
 
 def has_credential() -> bool:
@@ -186,7 +183,7 @@ def _retryable(exc: Exception) -> bool:
     if isinstance(exc, anthropic.APIStatusError):
         if exc.response.headers.get("x-should-retry") in ("true", "false"):
             return exc.response.headers["x-should-retry"] == "true"
-        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+        return faults.retry_status(exc.status_code)
     return isinstance(exc, anthropic.APIConnectionError)  # a reset, a refused connection
 
 
@@ -252,11 +249,9 @@ class AnthropicAgent(Dialect, Batching, BaseAgent):
         self.max_tokens = settings.max_tokens
         self.effort = settings.effort
         self.max_rounds = settings.max_rounds
-        self._client: Any = None
         # the first-party API keeps its cache keys; Bedrock and Vertex are other endpoints
-        self.gate = Gate(settings, "anthropic-messages" if settings.provider == "anthropic"
-                         else f"{settings.provider}-messages")
-        self._client_lock = threading.Lock()
+        self.connect(settings, "anthropic-messages" if settings.provider == "anthropic"
+                     else f"{settings.provider}-messages")
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
@@ -318,8 +313,8 @@ class AnthropicAgent(Dialect, Batching, BaseAgent):
 
     def token_limit(self, task: Task) -> int:
         """The output limit of each call: --max-tokens, raised for a together session so every
-        question has room (400 tokens each, at most 64,000)."""
-        return max(self.max_tokens, min(64000, 400 * task.share))
+        question has room (loop.token_limit)."""
+        return token_limit(self.max_tokens, task)
 
     def ask(self, task: Task) -> Answer:
         return run_loop(self, task, self.client(), item_timeout=self.item_timeout,

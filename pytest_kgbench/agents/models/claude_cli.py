@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task, framing
+from pytest_kgbench.agents.loop import token_limit
 from pytest_kgbench.agents.support.faults import classify_status
 from pytest_kgbench.asking.tools import TOOL_NAMES
 from pytest_kgbench.core.errors import HarnessBroken
@@ -308,8 +309,8 @@ class ClaudeCliAgent(BaseAgent):
 
     def token_limit(self, task: Task) -> int:
         """The output limit of each call, as the anthropic agent's (room for every question of
-        a together session)."""
-        return max(self.settings.max_tokens, min(64000, 400 * task.share))
+        a together session: loop.token_limit)."""
+        return token_limit(self.settings.max_tokens, task)
 
     def ask(self, task: Task) -> Answer:
         binary = find_claude(self.settings.rootdir)

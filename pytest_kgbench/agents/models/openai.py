@@ -35,16 +35,15 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
-from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop
+from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop, token_limit
 from pytest_kgbench.agents.support import faults
 from pytest_kgbench.agents.support.batch import Batching, OpenAIBatches
-from pytest_kgbench.agents.support.cache import Gate, cut_at
+from pytest_kgbench.agents.support.cache import cut_at
 from pytest_kgbench.agents.support.faults import classify_status
 from pytest_kgbench.asking.tools import tools_for
 from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, TransientModelError
@@ -54,7 +53,6 @@ from pytest_kgbench.scoring.answers import Answer
 if TYPE_CHECKING:
     from pytest_kgbench.core.settings import Settings
 
-RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDK itself would retry
 NO_KEY = "no-key"  # the SDK's key for a local server that takes none (the server ignores it)
 NO_CREDENTIAL = ("no OPENAI_API_KEY in the environment and no --base-url: the openai agent "
                  "cannot call OpenAI (a local server given with --base-url needs no key)")
@@ -127,7 +125,7 @@ def _retryable(exc: Exception) -> bool:
         should = exc.response.headers.get("x-should-retry")
         if should in ("true", "false"):
             return should == "true"
-        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+        return faults.retry_status(exc.status_code)
     return isinstance(exc, openai.APIConnectionError)  # a reset, a refused connection
 
 
@@ -231,9 +229,7 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
         self.base_url = settings.base_url
-        self._client: Any = None
-        self._client_lock = threading.Lock()
-        self.gate = Gate(settings, "openai-chat")
+        self.connect(settings, "openai-chat")
 
     def batch_api(self) -> OpenAIBatches:
         return OpenAIBatches()
@@ -280,8 +276,8 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
                              max_retries=0)
 
     def token_limit(self, task: Task) -> int:
-        """The output limit of each call, raised for a together session (as anthropic's)."""
-        return max(self.settings.max_tokens, min(64000, 400 * task.share))
+        """The output limit of each call, raised for a together session (loop.token_limit)."""
+        return token_limit(self.settings.max_tokens, task)
 
     def settings_sent(self, model: str, messages: list[dict[str, Any]], max_tokens: int
                       ) -> dict[str, Any]:

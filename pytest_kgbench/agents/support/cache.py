@@ -1,4 +1,5 @@
-"""The response cache and the spending cap, shared by the model agents (anthropic, openai).
+"""The response cache and the spending cap, shared by the model agents (anthropic, openai,
+gemini).
 
 Every model request an agent makes goes through `gated`:
 
@@ -316,10 +317,13 @@ class _TrackingBackend:
 
 
 def _pool_of(sdk_client: Any) -> Any:
-    """The connection pool under an SDK client (anthropic's or openai's), or None where the
-    HTTP library keeps it elsewhere (then nothing is cut: the threads end with their call)."""
-    transport = getattr(getattr(sdk_client, "_client", None), "_transport", None)
-    return getattr(transport, "_pool", None)
+    """The connection pool under an SDK client (anthropic's or openai's HTTP client is its
+    `_client`, google-genai's its `_api_client._httpx_client`), or None where the HTTP library
+    keeps it elsewhere (then nothing is cut: the threads end with their call)."""
+    http = getattr(sdk_client, "_client", None)
+    if http is None:
+        http = getattr(getattr(sdk_client, "_api_client", None), "_httpx_client", None)
+    return getattr(getattr(http, "_transport", None), "_pool", None)
 
 
 def track_connections(sdk_client: Any) -> None:

@@ -10,10 +10,11 @@ errors, Claude Code's `is_error` results): the one table of fault classes.
 
 An answer cut at the output limit (`truncated`) and an item past --item-timeout (`timeout`) are
 not errors: they are the model's answers, and misses. So is a refusal (`refused`: Anthropic's
-stop_reason "refusal", OpenAI's `message.refusal` or finish_reason "content_filter", Claude
-Code's refusal result): the model's behaviour, banked once, never retried. An empty reply (no
-text and no tool call) is a fault first: asked again within the deadline (`retry_empty`),
-never stored in the response cache, and only if every try is empty banked as `empty`.
+stop_reason "refusal", OpenAI's `message.refusal` or finish_reason "content_filter", Gemini's
+finishReason SAFETY and its kin or a blocked prompt, Claude Code's refusal result): the model's
+behaviour, banked once, never retried. An empty reply (no text and no tool call) is a fault
+first: asked again within the deadline (`retry_empty`), never stored in the response cache, and
+only if every try is empty banked as `empty`.
 """
 
 from __future__ import annotations
@@ -27,19 +28,26 @@ from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, TransientMode
 
 TOO_LONG = ("prompt is too long", "context length", "context window",
             "exceeds the available context size",  # llama.cpp's server
-            "context the overflows")                # LM Studio's (sic)
+            "context the overflows",                # LM Studio's (sic)
+            "exceeds the maximum number of tokens allowed")  # Gemini's "The input token count"
 # what the servers run behind --agent openai name it: OpenAI's `code`, llama.cpp's `type`
 TOO_LONG_KINDS = ("context_length_exceeded", "exceed_context_size_error")
+RETRY_STATUSES = (408, 409, 429)  # and every 5xx: what the SDKs themselves would retry
 BILLING = ("credit balance is too low", "billing")
 CREDENTIAL = ("not logged in", "invalid api key", "authentication", "oauth token")
 
 
 def too_long(message: str, *kinds: object) -> bool:
     """Whether an error says the prompt is longer than the model takes: its message in any of
-    the wordings of the providers and local servers (Anthropic, OpenAI, llama.cpp, vLLM,
-    Ollama, LM Studio, SGLang), or its code or type (`kinds`)."""
+    the wordings of the providers and local servers (Anthropic, OpenAI, Gemini, llama.cpp,
+    vLLM, Ollama, LM Studio, SGLang), or its code or type (`kinds`)."""
     low = message.lower()
     return any(k in TOO_LONG_KINDS for k in kinds) or any(t in low for t in TOO_LONG)
+
+
+def retry_status(status: int) -> bool:
+    """Whether an API error status is worth another try (`RETRY_STATUSES`, or any 5xx)."""
+    return status in RETRY_STATUSES or status >= 500
 
 
 def classify_status(status: int | None, message: str) -> Exception:
@@ -76,10 +84,24 @@ def untaken(create: Callable[..., Any], settings: Any) -> list[tuple[str, str]]:
             if getattr(settings, name, None) is not None and name not in params]
 
 
+GEMINI_REFUSALS = ("SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII")
+"""The finishReason values of a Gemini candidate that mean the model would not answer."""
+
+
 def empty_reply(data: Mapping[str, Any]) -> bool:
-    """Whether a model's reply (an Anthropic message or a Chat Completions completion, as JSON)
-    carries nothing: no text that is not blank, no tool call, no refusal, and not cut at the
-    output limit. A completion with no choices at all is a malformed body, not this."""
+    """Whether a model's reply (an Anthropic message, a Chat Completions completion or a Gemini
+    GenerateContentResponse, as JSON) carries nothing: no text that is not blank, no tool call,
+    no refusal, and not cut at the output limit. A completion with no choices (a Gemini
+    response with no candidate and no blocked prompt) is a malformed body, not this."""
+    if "candidates" in data or "promptFeedback" in data:
+        candidate = (data.get("candidates") or [None])[0]
+        if not isinstance(candidate, Mapping) or (data.get("promptFeedback") or {}).get(
+                "blockReason"):
+            return False
+        parts = (candidate.get("content") or {}).get("parts") or []
+        return candidate.get("finishReason") not in ("MAX_TOKENS", *GEMINI_REFUSALS) and not any(
+            isinstance(p, Mapping) and (p.get("functionCall") or (
+                str(p.get("text") or "").strip() and not p.get("thought"))) for p in parts)
     if isinstance(data.get("choices"), list):
         if not data["choices"]:
             return False
@@ -138,17 +160,23 @@ def wait_before_retry(exc: Exception, attempt: int) -> float:
     return min(0.5 * 2.0 ** attempt, 8.0) * (1 - 0.25 * random.random())
 
 
+Errors = type[Exception] | tuple[type[Exception], ...]
+
+
 def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
-                timeout_error: type[Exception], api_error: type[Exception],
+                timeout_error: Errors, api_error: Errors,
                 retryable: Callable[[Exception], bool], classify: Callable[[Exception], Exception],
                 check: Callable[[Any], None] | None = None, pace: Any = None,
                 cut: Callable[[float], AbstractContextManager[threading.Event]] | None = None,
+                said: Callable[[Exception], float | None] | None = None,
                 **kwargs: Any) -> tuple[Any | None, int]:
     """One SDK call, `create(**kwargs, timeout=...)`, within `deadline` (time.monotonic()): at
     most `attempts` tries on what `retryable` says is worth retrying, each given only the time
-    left, waiting retry-after when it fits. `check` may raise on a response the SDK accepted
-    (a completion with no choices). Returns (the response, or None when the deadline passed;
-    the attempts made). Raises the `classify`-ed error otherwise.
+    left, waiting retry-after when it fits (or what `said(exc)` reads the API's error to ask
+    for, when it says). `check` may raise on a response the SDK accepted (a completion with no
+    choices). Returns (the response, or None when the deadline passed; the attempts made).
+    Raises the `classify`-ed error otherwise. `timeout_error` and `api_error` may be tuples
+    (an SDK whose HTTP library raises its own errors beside the SDK's).
 
     The SDK's timeout bounds each read of the reply, not the whole of it: `cut(seconds)`
     (cache.cut_at) shuts the call's connection down when the time left is up, so a reply
@@ -192,7 +220,8 @@ def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
                 return response, attempt + 1
         if attempt + 1 == attempts:
             raise classify(failure) from failure
-        wait = wait_before_retry(failure, attempt)
+        asked = said(failure) if said is not None else None
+        wait = wait_before_retry(failure, attempt) if asked is None else asked
         if clock() + wait >= deadline:
             if isinstance(failure, timeout_error):
                 return None, attempt + 1
