@@ -15,7 +15,7 @@ from conftest import REPO, run_records
 
 BAD_OPTIONS = [
     (["--agent", "nosuch"], "ERROR: --agent: unknown agent 'nosuch' (known: anthropic, "
-                            "claude-cli, gold, openai, replay, synthetic, trap)"),
+                            "claude-cli, gemini, gold, openai, replay, synthetic, trap)"),
     (["--agent", "synthetic", "--synthetic", "D1=1.5"],
      "ERROR: --synthetic: 'D1=1.5' is not CONDITION=PROBABILITY (0 to 1)"),
     (["--sparql-engine", "jena"], "ERROR: --sparql-engine: unknown sparql engine 'jena' "
@@ -93,6 +93,22 @@ def test_a_name_registered_twice_is_refused() -> None:
     with pytest.raises(InputError, match="registers agent 'gold', which "
                                          "pytest_kgbench.agents.reference.gold registered already"):
         reg.add("agents", gold, "plugin other")
+
+
+def test_every_shipped_agent_declares_what_it_overrides() -> None:
+    """A capability is read from its declaration, never probed: an agent that gives
+    `complete` says `completes` (or the judge would not ask through it), one that batches says
+    `batches`, and only a model agent says either."""
+    from pytest_kgbench.agents import BaseAgent
+    from pytest_kgbench.agents.support.batch import Batching
+    from pytest_kgbench.run.shipped import shipped
+
+    agents = shipped().agents
+    assert {"anthropic", "openai", "gemini", "claude-cli", "gold", "replay"} <= set(agents)
+    for name, cls in agents.items():
+        assert cls.completes == (cls.complete is not BaseAgent.complete), name
+        assert cls.batches == issubclass(cls, Batching), name
+        assert cls.kind == "model" or not (cls.completes or cls.batches), name
 
 
 def test_a_piece_that_is_not_of_its_kinds_base_class_is_refused_by_name() -> None:

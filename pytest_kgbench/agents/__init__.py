@@ -43,8 +43,8 @@ def framing(provider: str, day: str | None = None) -> dict[str, str]:
                         "your task.\n</system-reminder>\n\n"}
 
 if TYPE_CHECKING:
-    from pytest_kgbench.agents.support.cache import Gate
     from pytest_kgbench.asking.cases import Case
+    from pytest_kgbench.asking.pacing import Pace
     from pytest_kgbench.asking.prompts import Prompt
     from pytest_kgbench.core.conditions import Condition
     from pytest_kgbench.core.questions import Question
@@ -109,7 +109,6 @@ class BaseAgent(ABC):
     batches: ClassVar[bool] = False     # takes --batch (then the runtime sets the two below)
     completes: ClassVar[bool] = False   # has `complete`: the judge may ask through it
 
-    gate: Gate | None = None  # a model agent's requests: cache, cap, pace (support/cache.py)
     batch_plan: Callable[[], list[Any]] | None = None  # --batch: the tasks to submit at once
     batch_say: Callable[[str], None] | None = None     # --batch: what to tell the user
 
@@ -143,6 +142,10 @@ class BaseAgent(ABC):
 
     def abort(self) -> None:  # noqa: B027 - an optional capability: nothing to cut by default
         """Cut the requests in flight (a stopping run)."""
+
+    def keep_pace(self, pace: Pace) -> None:  # noqa: B027 - nothing to pace by default
+        """Make the agent's requests keep to the process's pace (--rpm, --tpm, the 429 pause,
+        the stop of a halting run): a model agent's gate takes it (support/cache.py)."""
 
 
 AGENT_KINDS = ("model", "reference", "replay")

@@ -35,6 +35,7 @@ from pytest_kgbench.scoring.answers import Answer, extract_block
 
 if TYPE_CHECKING:
     from pytest_kgbench.agents import Task
+    from pytest_kgbench.asking.pacing import Pace
     from pytest_kgbench.core.settings import Settings
 
 ATTEMPTS = 3
@@ -109,6 +110,10 @@ class Dialect(ABC):
     def abort(self) -> None:
         """Cut the connections of the requests in flight (a stopping run: inflight.close)."""
         abort_connections(self._client)
+
+    def keep_pace(self, pace: Pace) -> None:
+        """The process's pace, kept by every request the gate sends."""
+        self.gate.pace = pace
 
     @abstractmethod
     def conversation(self, task: Task) -> Any:

@@ -197,8 +197,7 @@ class Runtime:
         if key not in self._agents:
             settings = replace(self.settings, base_url=url) if url else self.settings
             agent = agent_class(name, self.registry)(settings)
-            if agent.gate is not None:  # a model agent's requests keep to the process's pace
-                agent.gate.pace = self.pace
+            agent.keep_pace(self.pace)  # a model agent's requests keep to the process's pace
             if self.inflight is not None:
                 self.inflight.abort_hooks.append(agent.abort)
             if self.settings.batch and agent.batches:

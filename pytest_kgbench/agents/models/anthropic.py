@@ -241,7 +241,6 @@ class AnthropicAgent(Dialect, Batching, BaseAgent):
     batches = True  # --batch: the Message Batches API (agents/support/batch.py)
     threadsafe = True  # --concurrency may answer several items at once (one client, shared)
     completes = True  # the judge may ask through it (`complete`)
-    gate: Gate  # set in __init__: this agent's cache, cap and pace
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)

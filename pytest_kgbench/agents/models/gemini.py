@@ -240,6 +240,7 @@ class GeminiAgent(Dialect, BaseAgent):
     asks_together = True  # answers a together session in one conversation
     judged = True
     threadsafe = True  # --concurrency may answer several items at once (one client, shared)
+    completes = True  # the judge may ask through it (`complete`)
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
