@@ -235,10 +235,11 @@ def test_an_argument_the_sdk_does_not_take_halts_rather_than_failing_each_item()
         raise AssertionError("never called with an argument it does not take")
 
     with pytest.raises(HarnessBroken, match="refused the request's arguments.*temperature"):
-        faults.call_within(create, time.monotonic() + 5, attempts=3,
-                           timeout_error=TimeoutError, api_error=OSError,
-                           retryable=lambda exc: True, classify=lambda exc: exc,
-                           model="m", temperature=0.2)
+        faults.call_within(create, time.monotonic() + 5,
+                           faults.SdkFaults(timeout_error=TimeoutError, api_error=OSError,
+                                            retryable=lambda exc: True,
+                                            classify=lambda exc: exc),
+                           attempts=3, model="m", temperature=0.2)
 
 
 @pytest.fixture

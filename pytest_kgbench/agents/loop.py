@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -189,18 +190,11 @@ def run_loop(dialect: Dialect, task: Task, client: Any, *, item_timeout: float,
         if not hit:  # a cached response costs nothing: its tokens are not spend
             dialect.spend(conversation, answer, response)
 
-    def record() -> None:
-        task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
-
     for round_no in range(rounds + 1):
         request = dialect.request(task, conversation, tools, last=round_no == rounds)
         if batched and round_no == 0:
-            response, attempts, hit = dialect.from_batch(client, request, task)
+            sent = _from_batch(dialect, client, request, task, spent)
             deadline = float("inf")  # the wait for a batch is not the model's time
-            sent = Sent(response, attempts, hit,
-                        int(response is not None and dialect.empty(response)))
-            if response is not None:
-                spent(response, hit)
         else:
             sent = Sent(*faults.retry_empty(
                 partial(dialect.call, client, deadline, request, task), dialect.empty,
@@ -209,7 +203,7 @@ def run_loop(dialect: Dialect, task: Task, client: Any, *, item_timeout: float,
             answer.status = "timeout"
             answer.error = "the item ran past --item-timeout"
             answer.latency_s = round(clock() - start, 4)
-            record()
+            _record(task, calls, hits)
             return dialect.finish(conversation, answer)
         calls.append({**dialect.served(sent.response, sent.attempts, sent.hit),
                       **({"empty_replies": sent.empties} if sent.empties else {})})
@@ -220,23 +214,43 @@ def run_loop(dialect: Dialect, task: Task, client: Any, *, item_timeout: float,
             dialect.reply(conversation, sent.response, _run_tools(task, turn.calls, answer),
                           last_round_next=round_no == rounds - 1)
             continue
-        answer.text = turn.text
-        answer.block = extract_block(answer.text)
-        if turn.truncated:
-            answer.status = "truncated"
-            answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
-        elif turn.refused:
-            answer.status = "refused"
-            answer.error = turn.refused
-        elif dialect.empty(sent.response):
-            answer.status = "empty"
-            answer.error = (f"the model's reply was empty (no text, no tool call) "
-                            f"{sent.empties} time(s) in a row")
+        _settle(answer, turn, sent, dialect, max_tokens)
         break
     task.sent["stop_reason"] = calls[-1]["stop_reason"] if calls else None
-    record()
+    _record(task, calls, hits)
     answer.latency_s = round(clock() - start, 4)
     return dialect.finish(conversation, answer)
+
+
+def _from_batch(dialect: Dialect, client: Any, request: dict[str, Any], task: Task,
+                spent: Callable[[Any, bool], None]) -> Sent:
+    """The first round answered through the session's batch (its tokens counted)."""
+    response, attempts, hit = dialect.from_batch(client, request, task)
+    sent = Sent(response, attempts, hit, int(response is not None and dialect.empty(response)))
+    if response is not None:
+        spent(response, hit)
+    return sent
+
+
+def _record(task: Task, calls: list[dict[str, Any]], hits: int) -> None:
+    """How many of the item's calls the response cache served, on what the item was sent."""
+    task.sent["response_cache"] = {"hits": hits, "misses": len(calls) - hits}
+
+
+def _settle(answer: Answer, turn: Turn, sent: Sent, dialect: Dialect, max_tokens: int) -> None:
+    """The final reply as the item's answer: its text, its block, and its status."""
+    answer.text = turn.text
+    answer.block = extract_block(answer.text)
+    if turn.truncated:
+        answer.status = "truncated"
+        answer.error = f"the answer was cut at the output limit ({max_tokens} tokens)"
+    elif turn.refused:
+        answer.status = "refused"
+        answer.error = turn.refused
+    elif dialect.empty(sent.response):
+        answer.status = "empty"
+        answer.error = (f"the model's reply was empty (no text, no tool call) "
+                        f"{sent.empties} time(s) in a row")
 
 
 def _run_tools(task: Task, calls: list[ToolCall], answer: Answer

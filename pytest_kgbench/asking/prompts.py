@@ -277,6 +277,7 @@ def together_block(questions: list[Question] | tuple[Question, ...], *, floor: b
     return "\n".join(parts) + "\n" + re.sub(r"\n\n+", "\n", text)
 
 
+# many parameters: keyword-only options with defaults
 def build_prompt(cond: Condition, built: Built, question: Question, *, executor: Any = None,
                  max_rounds: int = 8, floor: bool = False, query_timeout: float = 60.0,
                  together: tuple[Question, ...] = ()) -> Prompt:

@@ -579,6 +579,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgbench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_pack_commands, _item_commands, _planning_commands, _run_commands):
+        add(sub)
+    from pytest_kgbench.run.importers import add_parser as add_import
+
+    add_import(sub)  # kgbench import: run/importers.py holds the command
+    return parser
+
+
+def _pack_commands(sub: Any) -> None:
+    """Build, init, validate and check: a pack, its data and its questions."""
     p = sub.add_parser("build", help="build (or load) a pack variant and print its tables; "
                        "--scale PARAM=N (or --PARAM N, the pack's `scale:`) builds a size")
     _pack_args(p)
@@ -606,6 +616,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-needs", action="store_true",
                    help="skip the needs check (it builds every variant of the pack)")
     p.set_defaults(func=cmd_check)
+
+
+def _item_commands(sub: Any) -> None:
+    """Prompt, mcp and query: what one item is shown, serves and runs."""
     p = sub.add_parser("prompt", help="print the prompt one item would get")
     _pack_args(p)
     p.add_argument("--question", default=None, help="the question (apart: required)")
@@ -648,6 +662,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--query-timeout", type=float, default=60.0)
     p.add_argument("query", help="the query ('-' reads it from stdin)")
     p.set_defaults(func=cmd_query)
+
+
+def _planning_commands(sub: Any) -> None:
+    """Estimate, list and power: before a run."""
     p = sub.add_parser("estimate", help="tokens and dollars a run would take, before any call")
     p.add_argument("--model", action="append", default=None, required=True)
     p.add_argument("--condition", default="all")
@@ -674,20 +692,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--external-data", default=None,
                    help="folder holding packs' external data (default: $KGBENCH_EXTERNAL)")
     p.set_defaults(func=cmd_list)
-    p = sub.add_parser("show", help="print a run's status and headline table")
-    p.add_argument("run", help="a run id under --reports, or a run folder")
-    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
-    p.set_defaults(func=cmd_show)
-    p = sub.add_parser("runs", help="list the runs of the reports folder: id, date, agent, "
-                       "models, conditions, items, status, headline")
-    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
-    p.set_defaults(func=cmd_runs)
-    p = sub.add_parser("export", help="write a run's items, one row per item, as CSV or Parquet")
-    p.add_argument("run", help="a run id under --reports, or a run folder")
-    p.add_argument("--format", choices=("csv", "parquet"), default="csv")
-    p.add_argument("-o", "--output", default=None, help="the file (default: <run-id>.<format>)")
-    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
-    p.set_defaults(func=cmd_export)
     p = sub.add_parser("power", help="detection probability of an effect, by simulation")
     p.add_argument("--pack", required=True,
                    help="a pack, or several (credit,research): their questions pooled")
@@ -708,6 +712,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--external-data", default=None,
                    help="folder holding packs' external data (default: $KGBENCH_EXTERNAL)")
     p.set_defaults(func=cmd_power)
+
+
+def _run_commands(sub: Any) -> None:
+    """Show, runs, export, compare and rescore: after a run."""
+    p = sub.add_parser("show", help="print a run's status and headline table")
+    p.add_argument("run", help="a run id under --reports, or a run folder")
+    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
+    p.set_defaults(func=cmd_show)
+    p = sub.add_parser("runs", help="list the runs of the reports folder: id, date, agent, "
+                       "models, conditions, items, status, headline")
+    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
+    p.set_defaults(func=cmd_runs)
+    p = sub.add_parser("export", help="write a run's items, one row per item, as CSV or Parquet")
+    p.add_argument("run", help="a run id under --reports, or a run folder")
+    p.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    p.add_argument("-o", "--output", default=None, help="the file (default: <run-id>.<format>)")
+    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
+    p.set_defaults(func=cmd_export)
     p = sub.add_parser("compare", help="pair two runs question by question")
     p.add_argument("run_a")
     p.add_argument("run_b")
@@ -719,10 +741,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true",
                    help="regrade even when today's data differs from the run's (said loudly)")
     p.set_defaults(func=cmd_rescore)
-    from pytest_kgbench.run.importers import add_parser as add_import
-
-    add_import(sub)  # kgbench import: run/importers.py holds the command
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

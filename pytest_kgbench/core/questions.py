@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -285,19 +285,9 @@ def _parse_fields(entry: Mapping[str, Any], where: str, qid: str) -> tuple[Field
 
 
 def parse_question(entry: Any, *, where: str, index: int) -> Question:
-    """Validate one YAML entry into a `Question`."""
-    if not isinstance(entry, dict):
-        raise InputError(where, f"entry {index} must be a mapping, got {type(entry).__name__}")
-    qid_raw = entry.get("id")
-    if not isinstance(qid_raw, str) or not qid_raw.strip():
-        raise InputError(where, f"entry {index} has no string id", field="id")
-    qid = qid_raw.strip()
-    if any(c in qid for c in "[]:/ "):
-        raise InputError(where, "ids may not contain brackets, colons, slashes or spaces",
-                         question=qid, field="id")
-    unknown = set(entry) - _TOP_KEYS
-    if unknown:
-        raise InputError(where, f"unknown keys {sorted(unknown)}", question=qid)
+    """Validate one YAML entry into a `Question` (each check in the order a reader of the
+    file would make it: who the question is, what it expects, its references, its scope)."""
+    qid = _question_id(entry, where, index)
     tier = _need(entry, "tier", str, where, qid)
     if tier not in TIERS:
         raise InputError(where, f"must be one of {', '.join(TIERS)}", question=qid, field="tier")
@@ -310,6 +300,49 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
     if expect == "answer" and not fields:
         raise InputError(where, "a question expecting an answer needs answer fields",
                          question=qid, field="answer")
+    gold, trap, key = _references(entry, where, qid, tier, expect)
+    params = entry.get("params") or {}
+    if not isinstance(params, dict):
+        raise InputError(where, "must be a mapping", question=qid, field="params")
+    hand_key = _hand_key(entry, where, qid, fields)
+    variants, persona, modes, must_not = _scope(entry, where, qid, expect)
+    marks = _marks(entry, where, qid)
+    return Question(
+        id=qid, tier=tier, text=text, fields=fields, expect=expect, file=where, index=index,
+        variants=variants, params=params,
+        key=(key if key in KEY_QUERIES else key.split(".", 1)[-1]) if key else None,
+        hand_key=hand_key, gold=dict(gold), trap=dict(trap),
+        why=(entry.get("why") or None), needs=_str_list(entry, "needs", where, qid),
+        persona=persona, must_not_contain=must_not,
+        checklist=_str_list(entry, "checklist", where, qid), modes=tuple(modes),
+        inverted=bool(entry.get("inverted", False)), sha256=canonical_sha256(entry),
+        disagreement=marks["disagreement"], skip=marks["skip"],
+        family=marks["family"], trap_why=marks["trap_why"], wording_why=marks["wording_why"],
+        raw=entry,
+    )
+
+
+def _question_id(entry: Any, where: str, index: int) -> str:
+    """The entry's id, once the entry is a mapping of known keys with a usable id."""
+    if not isinstance(entry, dict):
+        raise InputError(where, f"entry {index} must be a mapping, got {type(entry).__name__}")
+    qid_raw = entry.get("id")
+    if not isinstance(qid_raw, str) or not qid_raw.strip():
+        raise InputError(where, f"entry {index} has no string id", field="id")
+    qid = qid_raw.strip()
+    if any(c in qid for c in "[]:/ "):
+        raise InputError(where, "ids may not contain brackets, colons, slashes or spaces",
+                         question=qid, field="id")
+    unknown = set(entry) - _TOP_KEYS
+    if unknown:
+        raise InputError(where, f"unknown keys {sorted(unknown)}", question=qid)
+    return qid
+
+
+def _references(entry: Mapping[str, Any], where: str, qid: str, tier: str, expect: str
+                ) -> tuple[dict[str, str], dict[str, str], str | None]:
+    """(gold queries, trap queries, the key's source): a key function's name, a reference
+    query the key is taken from ("gold.sql"), or None for a hand key or an abstention."""
     gold = entry.get("gold") or {}
     trap = entry.get("trap") or {}
     for name, value in (("gold", gold), ("trap", trap)):
@@ -332,9 +365,12 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
     if key in KEY_QUERIES and key.split(".", 1)[1] not in gold:
         raise InputError(where, f"takes its key from {key}, which it does not have",
                          question=qid, field="key")
-    params = entry.get("params") or {}
-    if not isinstance(params, dict):
-        raise InputError(where, "must be a mapping", question=qid, field="params")
+    return gold, trap, key
+
+
+def _hand_key(entry: Mapping[str, Any], where: str, qid: str, fields: Sequence[FieldSpec]
+              ) -> dict[str, Any] | None:
+    """The key written by hand, naming only the answer's fields; or None."""
     hand_key = entry.get("hand_key")
     if hand_key is not None:
         if not isinstance(hand_key, dict):
@@ -344,6 +380,13 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
         if extra:
             raise InputError(where, f"names fields the answer does not have: {sorted(extra)}",
                              question=qid, field="hand_key")
+    return hand_key
+
+
+def _scope(entry: Mapping[str, Any], where: str, qid: str, expect: str
+           ) -> tuple[tuple[str, ...] | None, str, list[str] | tuple[str, ...], tuple[str, ...]]:
+    """Where the question is asked: (its variants or None for all, its persona, its modes,
+    what its answer must not contain)."""
     variants = entry.get("variants")
     if variants is not None:
         if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
@@ -362,23 +405,15 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
         raise InputError(where, "a write request can only be refused where there is a store to "
                          "write to: set modes: [querying] (in a reading condition no model "
                          "runs a query, so none could be refused)", question=qid, field="modes")
+    return variants, persona, modes, must_not
+
+
+def _marks(entry: Mapping[str, Any], where: str, qid: str) -> dict[str, str | None]:
+    """The question's notes that must say why, as text (disagreement, skip, family, ...)."""
     marks = {}
     for name in ("disagreement", "skip", "family", "trap_why", "wording_why"):
         value = entry.get(name)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise InputError(where, "must say why, as text", question=qid, field=name)
         marks[name] = value.strip() if value else None
-    sha = canonical_sha256(entry)
-    return Question(
-        id=qid, tier=tier, text=text, fields=fields, expect=expect, file=where, index=index,
-        variants=variants, params=params,
-        key=(key if key in KEY_QUERIES else key.split(".", 1)[-1]) if key else None,
-        hand_key=hand_key, gold=dict(gold), trap=dict(trap),
-        why=(entry.get("why") or None), needs=_str_list(entry, "needs", where, qid),
-        persona=persona, must_not_contain=must_not,
-        checklist=_str_list(entry, "checklist", where, qid), modes=tuple(modes),
-        inverted=bool(entry.get("inverted", False)), sha256=sha,
-        disagreement=marks["disagreement"], skip=marks["skip"],
-        family=marks["family"], trap_why=marks["trap_why"], wording_why=marks["wording_why"],
-        raw=entry,
-    )
+    return marks

@@ -168,14 +168,7 @@ def fill_capped(result: QueryResult, columns: Sequence[str], rows: Iterable[Sequ
         if len(kept) >= caps.rows:
             full = True
             continue
-        cells: list[Any] = []
-        shortened = 0
-        for value in row:
-            cell = convert(value)
-            if isinstance(cell, str) and len(cell) > caps.cell_chars:
-                cell = clip(cell, caps.cell_chars)
-                shortened += 1
-            cells.append(cell)
+        cells, shortened = _clipped(row, convert, caps.cell_chars)
         size = len(render_row(cells)) + 1  # its line and the line break before it
         if size > budget:
             full = True
@@ -187,6 +180,20 @@ def fill_capped(result: QueryResult, columns: Sequence[str], rows: Iterable[Sequ
     result.row_count = count
     result.cells_cut = cut
     result.truncated = len(kept) < count or cut > 0 or not result.row_count_exact
+
+
+def _clipped(row: Sequence[Any], convert: Callable[[Any], Any], cell_chars: int
+             ) -> tuple[list[Any], int]:
+    """A row's cells converted, each string at most `cell_chars` long; and how many were cut."""
+    cells: list[Any] = []
+    shortened = 0
+    for value in row:
+        cell = convert(value)
+        if isinstance(cell, str) and len(cell) > cell_chars:
+            cell = clip(cell, cell_chars)
+            shortened += 1
+        cells.append(cell)
+    return cells, shortened
 
 
 @dataclass(frozen=True)

@@ -355,6 +355,7 @@ class PostgresExecutor(SqlExecutor):
     title = "PostgreSQL"
     functions = POSTGRES_FUNCTIONS
 
+    # many parameters: SqlExecutor's five, then keyword-only options
     def __init__(self, con: Any, specs: Mapping[str, TableSpec], guard: Guard,
                  timeout: float = 60.0, caps: Caps = CAPS, *, label: str = "postgres",
                  hide: tuple[str, ...] = (), params: Mapping[str, Any] | None = None) -> None:

@@ -58,6 +58,7 @@ class SparqlExecutor(Executor):
         self._owned = owned  # temporary files the worker loads, removed on close
 
     @classmethod
+    # many parameters: keyword-only options with defaults
     def over(cls, plugin: str, files: list[tuple[Path, str]], guard: Guard, *,
              timeout: float = 60.0, parsers: tuple[str, ...] = (), caps: Caps = CAPS,
              owned: tuple[Path, ...] = (), prefixes: Mapping[str, str] | None = None,

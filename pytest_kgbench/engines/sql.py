@@ -314,6 +314,7 @@ class WorkerSqlExecutor(SqlStore):
         self._counts: dict[str, int] | None = None
 
     @classmethod
+    # many parameters: the engine's options, keyword-only with defaults
     def start(cls, engine: str, config: Mapping[str, Any], specs: Mapping[str, TableSpec],
               guard: Guard, timeout: float = 60.0, caps: Caps = CAPS, *,
               title: str = "DuckDB", functions: SqlFunctions = DUCKDB_FUNCTIONS,

@@ -269,7 +269,6 @@ class Runtime:
             built, executor = prepared.built, prepared.executor
             asked = self.answer(agent, prepared)
         answer = asked.answer
-        started, elapsed = asked.started, asked.elapsed
         key = self.key(q, built)
         if asked.skipped is not None:
             result = Grade("skipped", None, "skipped", SKIPPED_LETTER, [], asked.skipped)
@@ -281,9 +280,8 @@ class Runtime:
                 metrics["judge"] = (self.judge(q, answer.text, agent)
                                     if prose(answer.text).strip() else
                                     {"skipped": "the answer has no prose to judge"})
-        return make_record(case, built, asked.prompt, key, answer, result, metrics, agent=agent,
-                           together=bool(group), started=started, elapsed=elapsed,
-                           sent=asked.sent)
+        return make_record(case, built, asked, Graded(key, result, metrics), agent=agent,
+                           together=bool(group))
 
     def prepare(self, case: Case) -> Prepared:
         """The built variant, the store, the prompt and the task of an item asked apart."""
@@ -547,12 +545,21 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | None,
-                answer: Answer, result: Grade, metrics: dict[str, Any], *, agent: BaseAgent,
-                together: bool, started: str, elapsed: float,
-                sent: dict[str, Any] | None = None) -> ItemRecord:
+@dataclass
+class Graded:
+    """What grading one answer gave: the key it was graded against, the grade, the metrics."""
+
+    key: dict[str, Any] | None
+    grade: Grade
+    metrics: dict[str, Any]
+
+
+def make_record(case: Case, built: Built, asked: Asked, graded: Graded, *, agent: BaseAgent,
+                together: bool) -> ItemRecord:
     """One item's record, the only place one is made."""
     q, cond = case.question, case.condition
+    prompt, answer, result = asked.prompt, asked.answer, graded.grade
+    key, metrics = graded.key, graded.metrics
     return {
         "question": q.id, "tier": q.tier, "pack": q.pack, "variant": case.variant,
         "condition": cond.id, "condition_label": cond.label, "mode": cond.mode,
@@ -571,7 +578,7 @@ def make_record(case: Case, built: Built, prompt: Prompt, key: dict[str, Any] | 
         "grade": result.grade, "score": result.score, "status": answer.status,
         "behaviour": result.behaviour, "letter": result.letter, "reason": result.reason,
         "fields": [f.__dict__ for f in result.fields], "metrics": metrics,
-        "sent": dict(sent or {}), "started": started, "elapsed_s": elapsed,
+        "sent": dict(asked.sent or {}), "started": asked.started, "elapsed_s": asked.elapsed,
     }
 
 

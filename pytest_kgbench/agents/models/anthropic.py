@@ -194,11 +194,10 @@ def call_within(client: Any, deadline: float, *, pace: Any = None,
     passed; the attempts made)."""
     import anthropic
 
-    return faults.call_within(client.messages.create, deadline, attempts=ATTEMPTS,
-                              timeout_error=anthropic.APITimeoutError,
-                              api_error=anthropic.APIError, retryable=_retryable,
-                              classify=classify, pace=pace,
-                              cut=lambda seconds: cut_at(client, seconds), **kwargs)
+    sdk = faults.SdkFaults(timeout_error=anthropic.APITimeoutError,
+                           api_error=anthropic.APIError, retryable=_retryable, classify=classify)
+    return faults.call_within(client.messages.create, deadline, sdk, attempts=ATTEMPTS,
+                              pace=pace, cut=lambda seconds: cut_at(client, seconds), **kwargs)
 
 
 def _cache_latest(messages: list[dict[str, Any]]) -> None:

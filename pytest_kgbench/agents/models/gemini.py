@@ -173,12 +173,12 @@ def call_within(client: Any, deadline: float, *, pace: Any = None,
             **config, "http_options": {"timeout": max(1, int(timeout * 1000))},  # ms
             "automatic_function_calling": {"disable": True}})  # the loop runs the tools
 
-    return faults.call_within(create, deadline, attempts=ATTEMPTS,
-                              timeout_error=_http_errors("TimeoutException"),
-                              api_error=(errors.APIError, *_http_errors("TransportError")),
-                              retryable=_retryable, classify=classify, check=_has_candidate,
-                              pace=pace, cut=lambda seconds: cut_at(client, seconds),
-                              said=retry_delay, **kwargs)
+    sdk = faults.SdkFaults(timeout_error=_http_errors("TimeoutException"),
+                           api_error=(errors.APIError, *_http_errors("TransportError")),
+                           retryable=_retryable, classify=classify, check=_has_candidate,
+                           said=retry_delay)
+    return faults.call_within(create, deadline, sdk, attempts=ATTEMPTS, pace=pace,
+                              cut=lambda seconds: cut_at(client, seconds), **kwargs)
 
 
 def _dump(response: Any) -> dict[str, Any]:

@@ -142,9 +142,9 @@ def call_within(client: Any, deadline: float, *, pace: Any = None,
     completion, or None when the deadline passed; the attempts made)."""
     import openai
 
-    return faults.call_within(client.chat.completions.create, deadline, attempts=ATTEMPTS,
-                              timeout_error=openai.APITimeoutError, api_error=openai.APIError,
-                              retryable=_retryable, classify=classify, check=_has_choices,
+    sdk = faults.SdkFaults(timeout_error=openai.APITimeoutError, api_error=openai.APIError,
+                           retryable=_retryable, classify=classify, check=_has_choices)
+    return faults.call_within(client.chat.completions.create, deadline, sdk, attempts=ATTEMPTS,
                               pace=pace, cut=lambda seconds: cut_at(client, seconds), **kwargs)
 
 

@@ -206,6 +206,7 @@ class Gate:
         """The item's clock: time.monotonic() less the time the pace held this thread back."""
         return self.pace.clock() if self.pace is not None else time.monotonic()
 
+    # many parameters: keyword-only, what the request is and how this provider reads a reply
     def call(self, request: Mapping[str, Any], *, endpoint: str | None, repeat: int,
              model_id: str, max_tokens: int, send: Callable[[], tuple[Any, int]],
              dump: Callable[[Any], dict[str, Any]], load: Callable[[dict[str, Any]], Any],

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, TransientModelError
@@ -163,20 +164,31 @@ def wait_before_retry(exc: Exception, attempt: int) -> float:
 Errors = type[Exception] | tuple[type[Exception], ...]
 
 
-def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
-                timeout_error: Errors, api_error: Errors,
-                retryable: Callable[[Exception], bool], classify: Callable[[Exception], Exception],
-                check: Callable[[Any], None] | None = None, pace: Any = None,
+@dataclass(frozen=True)
+class SdkFaults:
+    """How one SDK fails, as `call_within` reads it: its timeout and API error classes (either
+    may be a tuple: an SDK whose HTTP library raises its own errors beside the SDK's), which
+    errors are worth retrying, the fault class each becomes, and optionally a check of a
+    response the SDK accepted (a completion with no choices) and the wait the API's error
+    asks for (`said`)."""
+
+    timeout_error: Errors
+    api_error: Errors
+    retryable: Callable[[Exception], bool]
+    classify: Callable[[Exception], Exception]
+    check: Callable[[Any], None] | None = None
+    said: Callable[[Exception], float | None] | None = None
+
+
+def call_within(create: Callable[..., Any], deadline: float, sdk: SdkFaults, *, attempts: int,
+                pace: Any = None,
                 cut: Callable[[float], AbstractContextManager[threading.Event]] | None = None,
-                said: Callable[[Exception], float | None] | None = None,
                 **kwargs: Any) -> tuple[Any | None, int]:
     """One SDK call, `create(**kwargs, timeout=...)`, within `deadline` (time.monotonic()): at
-    most `attempts` tries on what `retryable` says is worth retrying, each given only the time
-    left, waiting retry-after when it fits (or what `said(exc)` reads the API's error to ask
-    for, when it says). `check` may raise on a response the SDK accepted (a completion with no
-    choices). Returns (the response, or None when the deadline passed; the attempts made).
-    Raises the `classify`-ed error otherwise. `timeout_error` and `api_error` may be tuples
-    (an SDK whose HTTP library raises its own errors beside the SDK's).
+    most `attempts` tries on what `sdk.retryable` says is worth retrying, each given only the
+    time left, waiting retry-after when it fits (or what `sdk.said(exc)` reads the API's error
+    to ask for, when it says). Returns (the response, or None when the deadline passed; the
+    attempts made). Raises the `sdk.classify`-ed error otherwise.
 
     The SDK's timeout bounds each read of the reply, not the whole of it: `cut(seconds)`
     (cache.cut_at) shuts the call's connection down when the time left is up, so a reply
@@ -194,40 +206,51 @@ def call_within(create: Callable[..., Any], deadline: float, *, attempts: int,
         remaining = deadline - clock()
         if remaining <= 0:
             return None, attempt
-        with (cut(remaining) if cut is not None else nullcontext(threading.Event())) as cutoff:
-            try:
-                response = create(**kwargs, timeout=remaining)
-            except TypeError as exc:  # the installed SDK takes no such argument: ours, a halt
-                raise HarnessBroken(f"the installed SDK refused the request's arguments: "
-                                    f"{exc}") from exc
-            except timeout_error as exc:
-                if cutoff.is_set() or clock() >= deadline - 0.05:
-                    return None, attempt + 1
-                failure: Exception = exc
-            except api_error as exc:
-                if cutoff.is_set():  # the deadline cut the reply short: a timeout
-                    return None, attempt + 1
-                if not retryable(exc):
-                    raise classify(exc) from exc
-                failure = exc
-            except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
-                if cutoff.is_set():
-                    return None, attempt + 1
-                raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
-            else:
-                if check is not None:
-                    check(response)
-                return response, attempt + 1
+        outcome = _attempt(create, sdk, remaining, deadline, clock, cut, kwargs)
+        if not isinstance(outcome, Exception):
+            return outcome[0], attempt + 1
+        failure = outcome
         if attempt + 1 == attempts:
-            raise classify(failure) from failure
-        asked = said(failure) if said is not None else None
+            raise sdk.classify(failure) from failure
+        asked = sdk.said(failure) if sdk.said is not None else None
         wait = wait_before_retry(failure, attempt) if asked is None else asked
         if clock() + wait >= deadline:
-            if isinstance(failure, timeout_error):
+            if isinstance(failure, sdk.timeout_error):
                 return None, attempt + 1
-            raise classify(failure) from failure  # no time left to wait out a rate limit
+            raise sdk.classify(failure) from failure  # no time left to wait out a rate limit
         if pace is not None:
             pace.backoff(failure, wait)
         else:
             time.sleep(wait)
     return None, attempts  # pragma: no cover - the loop always returns or raises
+
+
+def _attempt(create: Callable[..., Any], sdk: SdkFaults, remaining: float, deadline: float,
+             clock: Callable[[], float],
+             cut: Callable[[float], AbstractContextManager[threading.Event]] | None,
+             kwargs: dict[str, Any]) -> tuple[Any | None] | Exception:
+    """One try: (the response,) or (None,) when the deadline cut it short; the failure to
+    retry; or the fault raised when it is not worth retrying."""
+    with (cut(remaining) if cut is not None else nullcontext(threading.Event())) as cutoff:
+        try:
+            response = create(**kwargs, timeout=remaining)
+        except TypeError as exc:  # the installed SDK takes no such argument: ours, a halt
+            raise HarnessBroken(f"the installed SDK refused the request's arguments: "
+                                f"{exc}") from exc
+        except sdk.timeout_error as exc:
+            if cutoff.is_set() or clock() >= deadline - 0.05:
+                return (None,)
+            return exc
+        except sdk.api_error as exc:
+            if cutoff.is_set():  # the deadline cut the reply short: a timeout
+                return (None,)
+            if not sdk.retryable(exc):
+                raise sdk.classify(exc) from exc
+            return exc
+        except ValueError as exc:  # a body that is not JSON (json.JSONDecodeError)
+            if cutoff.is_set():
+                return (None,)
+            raise TransientModelError(f"the API sent a malformed body: {exc}") from exc
+    if sdk.check is not None:
+        sdk.check(response)
+    return (response,)

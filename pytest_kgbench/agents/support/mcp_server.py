@@ -87,6 +87,7 @@ def build_server(executor: Any, *, instructions: str, log: Path | None = None,
     return server
 
 
+# many parameters: keyword-only: the command's options, one each
 def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str,
           log: Path | None, together: bool = False, questions: tuple[str, ...] = (),
           closed: Path | None = None, instructions: bool = True) -> None:
