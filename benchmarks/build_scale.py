@@ -3,7 +3,8 @@ each artefact's seconds and the process's peak memory when it was done (the mani
 build_seconds and build_peak_rss_mib), the whole process's wall time and peak RSS, and the
 growth from one size to the next as the factor doubling the size costs; then every shipped
 variant of every generated pack rebuilt from scratch in one process; then, at one size, the
-executed tables and the rule-derived graph checked to agree (tests/test_ladder.py's facts).
+executed tables and the rule-derived graph checked to agree (the pack's facts:
+tests/pack_declared.py).
 
     python benchmarks/build_scale.py                                  # 1k, 2k, 10k, 20k, 100k
     python benchmarks/build_scale.py --sizes 1000,10000 --agree 10000
@@ -178,7 +179,7 @@ def agree(args: argparse.Namespace) -> None:
     import pyoxigraph as ox
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_ladder import _facts_from_graph, _facts_from_tables
+    from pack_declared import FACTS
 
     from pytest_kgbench.packs.build import build_variant
     from pytest_kgbench.packs.schema import find_pack
@@ -195,7 +196,7 @@ def agree(args: argparse.Namespace) -> None:
                         if kind == "boolean" else t.value)
             return t.value
 
-    class Graph:  # what _facts_from_graph asks of an rdflib graph: query() rows
+    class Graph:  # what a pack's facts.from_graph asks of an rdflib graph: query() rows
         def __init__(self, store: object) -> None:
             self.store = store
 
@@ -205,6 +206,7 @@ def agree(args: argparse.Namespace) -> None:
             return [tuple(None if s[n] is None else Term(s[n]) for n in names) for s in res]
 
     pack = find_pack(args.pack, ROOT / "datasets", ROOT / "ontology")
+    facts = FACTS[args.pack]  # what the pack's definitions derive, read from both sides
     with tempfile.TemporaryDirectory(prefix="kgbench-agree-") as tmp:
         started = time.perf_counter()
         built = build_variant(pack, f"{args.param}={args.agree}", Path(args.cache or tmp))
@@ -212,8 +214,8 @@ def agree(args: argparse.Namespace) -> None:
         for name in ("data.ttl", "derived.nt"):
             store.load(path=str(built.dir / name), format=ox.RdfFormat.from_extension(
                 name.rsplit(".", 1)[1]))
-        from_graph = _facts_from_graph(Graph(store))
-        from_tables = _facts_from_tables(built.executed)
+        from_graph = facts.from_graph(Graph(store))
+        from_tables = facts.from_tables(built.executed)
         print(f"\nexecuted tables and rule-derived graph, {args.param}={args.agree:,} "
               f"({time.perf_counter() - started:.0f} s):")
         ok = True

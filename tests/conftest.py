@@ -211,6 +211,14 @@ def credit_questions():
 
 
 @pytest.fixture(scope="session")
+def credit_checks(credit_questions, credit_base):
+    """validate.check_questions of every credit question on base (SPARQL on rdflib), by id."""
+    from pytest_kgbench.run.validate import check_questions
+
+    return {c.question: c for c in check_questions(list(credit_questions.questions), credit_base)}
+
+
+@pytest.fixture(scope="session")
 def research_pack():
     from pytest_kgbench.packs.schema import find_pack
 
@@ -237,6 +245,15 @@ def research_questions():
     from pytest_kgbench.core.questions import load_questions
 
     return load_questions(REPO / "questions" / "research.yaml")
+
+
+@pytest.fixture(scope="session")
+def research_checks(research_questions, research_base):
+    """validate.check_questions of every research question on base (SPARQL on rdflib), by id."""
+    from pytest_kgbench.run.validate import check_questions
+
+    return {c.question: c for c in check_questions(list(research_questions.questions),
+                                                   research_base)}
 
 
 def unrendered(built) -> list[str]:

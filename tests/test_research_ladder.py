@@ -1,14 +1,13 @@
-"""The full ladder on research: the decoy, the neutral wording (R5 and R7 differ in one slanted
-sentence), axioms and rules without prose, the executed tables and the SHACL-derived graph agreeing
-on every variant, the derived graph conforming to the shapes, and each condition's prompt reading
-as it should."""
+"""The ladder on research, what is research's own: every condition of the ladder, what the
+definitions do (credit split, personal data left alone, the shapes biting before the rules), each
+condition's prompt reading as it should, and the graph store's prefixes. The decoy, the neutral
+wording (R5 and R7 differ in one slanted sentence), axioms and rules without prose, the executed
+tables and the SHACL-derived graph agreeing on every variant, and the derived graph conforming to
+the shapes are the pack contract's (tests/test_pack_contract.py)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-
-import pytest
 
 from pytest_kgbench.asking.cases import pack_conditions
 from pytest_kgbench.asking.prompts import build_prompt
@@ -17,23 +16,6 @@ from pytest_kgbench.packs.build import build_variant
 
 REPO = Path(__file__).resolve().parents[1]
 ONTOLOGY = REPO / "ontology" / "research"
-RS = "https://kgbench.example/research/def#"
-PROSE = {"http://www.w3.org/2000/01/rdf-schema#comment",
-         "http://www.w3.org/2000/01/rdf-schema#label",
-         "http://www.w3.org/2004/02/skos/core#definition",
-         "http://www.w3.org/2004/02/skos/core#scopeNote",
-         "http://www.w3.org/2004/02/skos/core#example",
-         "http://www.w3.org/ns/shacl#message", "http://www.w3.org/ns/shacl#description",
-         "http://www.w3.org/ns/shacl#name", "http://purl.org/dc/terms/description"}
-
-
-
-
-
-
-
-
-
 
 
 def test_research_gets_every_condition_of_the_ladder(research_pack) -> None:
@@ -41,168 +23,30 @@ def test_research_gets_every_condition_of_the_ladder(research_pack) -> None:
     assert got == [c.id for c in conditions.LADDER]
 
 
-SLANTED = "A preprint is an early draft that its journal publication later replaces."
-NEUTRAL = "A preprint is a version of a work shared before, or without, a journal publication."
-
-
-def test_the_neutral_ontology_differs_in_the_one_slanted_sentence(research_questions) -> None:
-    """R5 and R7 differ in exactly one sentence of one definition: the slanted wording of what a
-    preprint is (which invites dropping every preprint from the output) against a neutral one.
-    Every other line, concept and sentence of the two files is the same."""
-    import difflib
-
-    from pytest_kgbench.packs.rdf.ontology import concepts
-
-    slanted = (ONTOLOGY / "definitions.ttl").read_text(encoding="utf-8")
-    neutral = (ONTOLOGY / "neutral.ttl").read_text(encoding="utf-8")
-    lines = list(zip(slanted.splitlines(), neutral.splitlines()))
-    changed = [(a, b) for a, b in lines if a != b]
-    assert len(slanted.splitlines()) == len(neutral.splitlines()) and len(changed) == 1
-
-    def sentences(line: str) -> list[str]:
-        return re.split(r"(?<=\.) ", line)
-
-    before, after = changed[0]
-    diff = [d for d in difflib.ndiff(sentences(before), sentences(after)) if d[0] in "+-"]
-    assert diff == [f"- {SLANTED}", f"+ {NEUTRAL}"]
-    # as the prompts read them: the same concepts, and only the Work definition differs
-    a = {c["curie"]: c for c in concepts(slanted)}
-    b = {c["curie"]: c for c in concepts(neutral)}
-    assert a.keys() == b.keys()
-    assert [k for k in a if a[k] != b[k]] == ["research:Work"]
-    assert a["research:Work"]["definition"].replace(SLANTED, NEUTRAL) == \
-        b["research:Work"]["definition"]
-    # the contrast has questions to bite on: the standalone preprints the slant invites dropping
+def test_the_slant_has_questions_to_bite_on(research_questions) -> None:
+    """The neutral ontology differs in the one slanted sentence (the pack contract,
+    tests/test_pack_contract.py); the contrast has questions to bite on: the standalone preprints
+    the slant invites dropping, each saying why R7 is the test."""
     family = [q for q in research_questions.questions
               if q.family == "standalone-preprint-dropped"]
     assert len(family) >= 3 and all("R7" in (q.why or "") for q in family)
 
 
-def test_r5_and_r7_prompts_differ_in_the_slanted_sentence_only(research_base,
-                                                               research_questions) -> None:
-    q = next(q for q in research_questions.questions if q.id == "research-Q69")
-    r5, r7 = _prompt(research_base, "R5", q), _prompt(research_base, "R7", q)
-    assert SLANTED in r5 and SLANTED not in r7 and NEUTRAL in r7 and NEUTRAL not in r5
-    assert r5.replace(SLANTED, NEUTRAL) == r7
+# --- what the definitions do --------------------------------------------------------------------
 
+def test_the_definitions_merge_and_drop_on_every_variant(research_pack, kg_cache) -> None:
+    """What the definitions do, so that the pack contract's agreement of the executed tables and
+    the SHACL rules (tests/test_pack_contract.py) is not agreement on nothing."""
+    from pack_declared import research_facts_from_tables
 
-def test_the_decoy_is_as_long_as_the_definitions_and_defines_none_they_need(
-        research_base, research_questions) -> None:
-    from conftest import decoy_checks
-
-    ratio, labels, decoy = decoy_checks(ONTOLOGY, research_base, research_questions)
-    assert 0.9 <= ratio <= 1.1
-    assert len(labels) >= 7
-    for label in labels:
-        assert not re.search(rf"\b{re.escape(label)}\b", decoy, re.IGNORECASE), label
-    assert len(re.findall(r"^## ", decoy, re.M)) >= 10, "a glossary, not one long paragraph"
-
-
-@pytest.mark.parametrize("name", ["axioms.ttl", "shapes.ttl"])
-def test_axioms_and_rules_carry_no_prose(name: str) -> None:
-    import rdflib
-
-    text = (ONTOLOGY / name).read_text(encoding="utf-8")
-    graph = rdflib.Graph().parse(data=text, format="turtle")
-    assert not {str(p) for p in graph.predicates()} & PROSE
-    assert not re.search(r"^\s*#", text, re.M), "a Turtle comment is prose too"
-
-
-def test_the_axioms_are_owl_and_the_rules_are_shacl_af() -> None:
-    import rdflib
-    from rdflib.collection import Collection
-    from rdflib.namespace import OWL, SH
-
-    axioms = rdflib.Graph().parse(ONTOLOGY / "axioms.ttl")
-    person = rdflib.URIRef(RS + "Person")
-    keys = [list(Collection(axioms, k)) for k in axioms.objects(person, OWL.hasKey)]
-    assert [rdflib.URIRef(RS + "orcid")] in keys, "a person is keyed by ORCID"
-    assert len(list(axioms.subjects(rdflib.RDF.type, OWL.Restriction))) >= 5
-    assert (rdflib.URIRef(RS + "ancestor"), rdflib.RDF.type, OWL.TransitiveProperty) in axioms
-    shapes = rdflib.Graph().parse(ONTOLOGY / "shapes.ttl")
-    assert len(list(shapes.subjects(rdflib.RDF.type, SH.NodeShape))) >= 6
-    rules = list(shapes.objects(None, SH.rule))
-    assert len(rules) >= 6
-    for rule in rules:
-        assert (rule, rdflib.RDF.type, SH.SPARQLRule) in shapes
-        assert shapes.value(rule, SH.order) is not None
-        construct = str(shapes.value(rule, SH.construct))
-        assert "$this" not in construct, "a rule runs once over the graph, not once per node"
-    # every rule hangs off one node shape that targets a single node: each runs once per graph
-    holders = set(shapes.subjects(SH.rule, None))
-    assert len(holders) == 1
-    assert len(list(shapes.objects(holders.pop(), SH.targetNode))) == 1
-
-
-# --- two executions of the definitions ----------------------------------------------------------
-
-def _facts_from_tables(ex: dict) -> dict[str, set]:
-    return {
-        "persons": {(r["person_id"], r["orcid"]) for r in ex["persons"]},
-        "records": {(r["author_id"], r["person_id"]) for r in ex["author_records"]},
-        "versions": {(r["record_id"], r["work_id"]) for r in ex["work_records"]},
-        "works": {r["work_id"] for r in ex["works"]},
-        "counted": {r["work_id"] for r in ex["works"] if r["counted"]},
-        "ancestors": {(r["institution_id"], r["ancestor_id"]) for r in ex["institution_ancestors"]
-                      if r["depth"] > 0},
-        "work_persons": {(r["work_id"], r["person_id"], round(r["share"], 6))
-                         for r in ex["work_persons"]},
-        "credited": {(r["work_id"], r["person_id"], r["institution_id"], round(r["credit"], 6))
-                     for r in ex["credited_authorships"]},
-        "counting_citations": {(r["citing_work_id"], r["cited_work_id"])
-                               for r in ex["counting_citations"]},
-    }
-
-
-def _facts_from_graph(graph) -> dict[str, set]:
-    def rows(query: str) -> set:
-        return {tuple(None if v is None else v.toPython() for v in row)
-                for row in graph.query(f"PREFIX rs: <{RS}> {query}")}
-
-    shares = rows("""SELECT ?w ?p ?n WHERE {
-        ?work rs:byPerson ?person ; rs:personCount ?n ; rs:workId ?w . ?person rs:personId ?p }""")
-    credited = rows("""SELECT ?w ?p ?i ?credit WHERE {
-        ?c a rs:CreditedAuthorship ; rs:credit ?credit ; rs:creditWork/rs:workId ?w ;
-           rs:creditPerson/rs:personId ?p ; rs:creditInstitution/rs:institutionId ?i }""")
-    return {
-        "persons": rows("SELECT ?id ?o WHERE { ?p a rs:Person ; rs:personId ?id "
-                        "OPTIONAL { ?p rs:orcid ?o } }"),
-        "records": rows("SELECT ?a ?p WHERE { ?r rs:person ?x ; rs:authorId ?a . "
-                        "?x rs:personId ?p }"),
-        "versions": rows("SELECT ?r ?w WHERE { ?x rs:versionOf ?y . ?x rs:workId ?r . "
-                         "?y rs:workId ?w }"),
-        "works": {r[0] for r in rows("SELECT ?w WHERE { ?x a rs:MergedWork ; rs:workId ?w }")},
-        "counted": {r[0] for r in rows("SELECT ?w WHERE { ?x a rs:CountedWork ; rs:workId ?w }")},
-        "ancestors": rows("SELECT ?i ?a WHERE { ?x rs:ancestor ?y . ?x rs:institutionId ?i . "
-                          "?y rs:institutionId ?a }"),
-        "work_persons": {(w, p, round(1 / n, 6)) for w, p, n in shares},
-        "credited": {(w, p, i, round(float(c), 6)) for w, p, i, c in credited},
-        "counting_citations": rows("SELECT ?a ?b WHERE { ?x rs:countedCitation ?y . "
-                                   "?x rs:workId ?a . ?y rs:workId ?b }"),
-    }
-
-
-def test_executed_tables_and_shacl_rules_derive_the_same_facts(research_pack, kg_cache) -> None:
-    """Two executions of the definitions — code upstream (R10/D3) and SHACL rules in the graph
-    (D6) — must hold the same derived facts, on every research variant. A disagreement means one
-    definition is wrong."""
     for variant in research_pack.variants:
         built = build_variant(research_pack, variant, kg_cache)
-        from_tables = _facts_from_tables(built.executed)
-        from_graph = _facts_from_graph(built.load_graph("Oxigraph", derived=True))
-        for fact, expected in from_tables.items():
-            assert expected, f"{variant}: no {fact} derived at all"
-            got = from_graph[fact]
-            assert got == expected, (variant, fact, sorted(expected - got)[:5],
-                                     sorted(got - expected)[:5])
-        # what the definitions do, so that agreement is not agreement on nothing
-        facts = from_tables
+        facts = research_facts_from_tables(built.executed)
         assert len(facts["persons"]) < len(built.tables["authors"])
         assert len(facts["works"]) < len(built.tables["works"])
         assert len(facts["counted"]) < len(facts["works"])
         assert len(facts["counting_citations"]) < len(built.tables["citations"])
         assert any(share < 1 for _, _, share in facts["work_persons"])
-        assert {"executed", "shacl_rules"} <= set(built.manifest["build_seconds"])
 
 
 def test_the_credit_of_a_work_adds_up_to_one(research_base) -> None:
@@ -224,14 +68,13 @@ def test_the_credit_of_a_work_adds_up_to_one(research_base) -> None:
     assert all(abs(v - 1) < 1e-5 for v in per_work.values())
 
 
-def test_the_graph_after_the_rules_conforms_to_the_shapes(research_base) -> None:
+def test_the_shapes_have_teeth(research_base) -> None:
+    """The graph after the rules conforms to the shapes (the pack contract); the raw graph,
+    before the rules, lacks what they require (credit's raw graph conforms already)."""
     import rdflib
     from pyshacl import validate
 
     shapes = rdflib.Graph().parse(ONTOLOGY / "shapes.ttl")
-    conforms, _, text = validate(research_base.derived_graph, shacl_graph=shapes)
-    assert conforms, text[:2000]
-    # the shapes have teeth: the raw graph, before the rules, lacks what they require
     conforms, _, _ = validate(research_base.graph, shacl_graph=shapes)
     assert not conforms
 
