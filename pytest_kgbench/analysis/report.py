@@ -333,9 +333,27 @@ def engine_lines(report: Mapping[str, Any]) -> list[str]:
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
-    s = report["settings"]
-    fp = report["fingerprint"]
+    s, fp = report["settings"], report["fingerprint"]
     lines = [f"# kgbench run {report['run_id']}", ""]
+    lines += banner_lines(report) + settings_lines(report, s)
+    header, rows = headline_rows(report)
+    lines += _table(header, rows) + [""]
+    lines += metric_lines(report)
+    lines += cost_lines(report)
+    lines += effort_lines(report)
+    lines += declined_lines(report)
+    lines += comparison_lines(report)
+    lines += judge_lines(report.get("judge"))
+    lines += unasked_lines(report)
+    lines += fingerprint_lines(fp)
+    if report["not_measured"]:
+        lines += ["", "## Not measured", ""] + [f"- {n}" for n in report["not_measured"]]
+    return "\n".join(lines) + "\n"
+
+
+def banner_lines(report: Mapping[str, Any]) -> list[str]:
+    """The bold warnings that lead report.md: a halted, interrupted or simulated run."""
+    lines: list[str] = []
     if report.get("halted"):
         lines += [f"**HALTED — {report['halted']}. The items banked before it are kept; the "
                   "rest never ran.**", ""]
@@ -345,69 +363,90 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     if report.get("synthetic"):
         lines += ["**SIMULATED ANSWERS — the synthetic agent drew gold or trap answers; no model "
                   "was asked.**", ""]
-    lines += [
-             f"- agent: {s['agent']}; models: {', '.join(s['models'])}; repeats: {s['repeats']}; "
-             f"asked {s.get('ask') or 'apart'}" + ("; floor arm" if s.get("floor") else ""),
-             f"- conditions: {', '.join(s['condition_ids'])}; variants: {', '.join(s['variants'])}",
-             *engine_lines(report),
-             f"- items banked: {report['counts']['items']} of {report['counts']['expected']}"
-             + ("" if report["complete"] else " — **INCOMPLETE**"),
-             f"- started {report['started']}, finished {report['finished']}; commit "
-             f"{report.get('commit') or 'unknown'}", "",
-             "## Accuracy per tier", "",
-             "Per tier, never pooled: accuracy = mean over questions of the mean over repeats "
-             "(and variants) of each question (correct 1, partial ½), with its 95% bootstrap "
-             "interval over questions (where every question has the same mean, the interval "
-             "of docs/statistics.md, which has width) and n, the number of questions. "
-             "Prompt ≈ tokens: the median size of the arm's prompts, at about four "
-             "characters a token, and for a reading arm its ratio to R1's: the same facts in "
-             "another form can be several times longer (docs/conditions.md).", ""]
-    header, rows = headline_rows(report)
-    lines += _table(header, rows) + [""]
-    lines += metric_lines(report)
+    return lines
+
+
+def settings_lines(report: Mapping[str, Any], s: Mapping[str, Any]) -> list[str]:
+    """What ran (`s`, the run's settings) and when, then the accuracy table's heading and note."""
+    return [
+        f"- agent: {s['agent']}; models: {', '.join(s['models'])}; repeats: {s['repeats']}; "
+        f"asked {s.get('ask') or 'apart'}" + ("; floor arm" if s.get("floor") else ""),
+        f"- conditions: {', '.join(s['condition_ids'])}; variants: {', '.join(s['variants'])}",
+        *engine_lines(report),
+        f"- items banked: {report['counts']['items']} of {report['counts']['expected']}"
+        + ("" if report["complete"] else " — **INCOMPLETE**"),
+        f"- started {report['started']}, finished {report['finished']}; commit "
+        f"{report.get('commit') or 'unknown'}", "",
+        "## Accuracy per tier", "",
+        "Per tier, never pooled: accuracy = mean over questions of the mean over repeats "
+        "(and variants) of each question (correct 1, partial ½), with its 95% bootstrap "
+        "interval over questions (where every question has the same mean, the interval "
+        "of docs/statistics.md, which has width) and n, the number of questions. "
+        "Prompt ≈ tokens: the median size of the arm's prompts, at about four "
+        "characters a token, and for a reading arm its ratio to R1's: the same facts in "
+        "another form can be several times longer (docs/conditions.md).", ""]
+
+
+def cost_lines(report: Mapping[str, Any]) -> list[str]:
+    """The tokens and cost table of report.md (nothing when no arm counted tokens)."""
     cost_rows = [[arm, str(c["tokens"]["input"]), str(c["tokens"]["output"]),
                   str(c["tokens"]["cache_read"]), str(c["tokens"]["cache_write"]),
                   "—" if not c.get("cost_usd") else f"${c['cost_usd']['billed']:.4f}",
                   "—" if not c.get("cost_usd") else f"${c['cost_usd']['without_cache']:.4f}",
                   share_text(c.get("cache_read_share"))]
                  for arm, c in report["conditions"].items() if c.get("tokens")]
-    if cost_rows:
-        lines += ["## Tokens and cost", "", "At the list prices in the settings (— where no "
-                  "price is known); 'without cache' bills every cached token as plain input; "
-                  "cache-read share: the input tokens read from the provider's prompt cache "
-                  "(n/a where the backend does not report them).", ""]
-        lines += _table(["arm", "input", "output", "cache read", "cache write", "cost",
-                         "cost without cache", "cache-read share"], cost_rows) + [""]
-    lines += effort_lines(report)
+    if not cost_rows:
+        return []
+    return ["## Tokens and cost", "", "At the list prices in the settings (— where no "
+            "price is known); 'without cache' bills every cached token as plain input; "
+            "cache-read share: the input tokens read from the provider's prompt cache "
+            "(n/a where the backend does not report them).", "",
+            *_table(["arm", "input", "output", "cache read", "cache write", "cost",
+                     "cost without cache", "cache-read share"], cost_rows), ""]
+
+
+def declined_lines(report: Mapping[str, Any]) -> list[str]:
+    """The line counting each arm's declined questions (nothing when none declined)."""
     declined = {a: c["declined"] for a, c in report["conditions"].items() if c["declined"]}
-    if declined:
-        lines += ["Declined (L5, counted beside pass/fail): "
-                  + ", ".join(f"{a}: {n}" for a, n in declined.items()), ""]
-    if report["comparisons"]:
-        lines += ["## Paired comparisons", "",
-                  "Per tier, paired question by question: diff = accuracy(b) − accuracy(a) with a "
-                  "paired bootstrap 95% interval; +b / −a = the discordant questions: those "
-                  "passing only under b (which raise the difference) / only under a (which "
-                  "lower it); exact McNemar p, Holm-adjusted across all comparisons of the run; "
-                  "'could reach' says whether that many discordant questions could give "
-                  "p < 0.05 at all; skipped a / b: the questions each side lost to a prompt "
-                  "longer than the model accepts (a comparison that lost any has no p-value: "
-                  "a paired test would silently drop them).", ""]
-        rows = []
-        for c in report["comparisons"]:
-            rows.append([c["a"], c["b"], c["tier"], str(c["n_questions"]),
-                         "—" if c["diff"] is None else f"{100 * c['diff']:+.1f}",
-                         ci_text(c["ci95"]), discordant_text(c["discordant"]),
-                         p_cell(c, "mcnemar_p"), p_cell(c, "holm_p"),
-                         "yes" if c["can_reach_significance"] else "no", lost_text(c),
-                         calls_text(c.get("tool_calls"))])
-        lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+b / −a",
-                         "McNemar p", "Holm p", "could reach p<0.05", "skipped a / b",
-                         "tool calls b − a (Wilcoxon p)"], rows) + [""]
-        lines += [f"- {c['a']} vs {c['b']} ({c['tier']}): {c['refused']}"
-                  for c in report["comparisons"] if c.get("refused")]
-        lines += [""] if any(c.get("refused") for c in report["comparisons"]) else []
-    lines += judge_lines(report.get("judge"))
+    if not declined:
+        return []
+    return ["Declined (L5, counted beside pass/fail): "
+            + ", ".join(f"{a}: {n}" for a, n in declined.items()), ""]
+
+
+def comparison_lines(report: Mapping[str, Any]) -> list[str]:
+    """The paired comparisons' section of report.md, with the refused ones' reasons."""
+    if not report["comparisons"]:
+        return []
+    lines = ["## Paired comparisons", "",
+             "Per tier, paired question by question: diff = accuracy(b) − accuracy(a) with a "
+             "paired bootstrap 95% interval; +b / −a = the discordant questions: those "
+             "passing only under b (which raise the difference) / only under a (which "
+             "lower it); exact McNemar p, Holm-adjusted across all comparisons of the run; "
+             "'could reach' says whether that many discordant questions could give "
+             "p < 0.05 at all; skipped a / b: the questions each side lost to a prompt "
+             "longer than the model accepts (a comparison that lost any has no p-value: "
+             "a paired test would silently drop them).", ""]
+    rows = []
+    for c in report["comparisons"]:
+        rows.append([c["a"], c["b"], c["tier"], str(c["n_questions"]),
+                     "—" if c["diff"] is None else f"{100 * c['diff']:+.1f}",
+                     ci_text(c["ci95"]), discordant_text(c["discordant"]),
+                     p_cell(c, "mcnemar_p"), p_cell(c, "holm_p"),
+                     "yes" if c["can_reach_significance"] else "no", lost_text(c),
+                     calls_text(c.get("tool_calls"))])
+    lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+b / −a",
+                     "McNemar p", "Holm p", "could reach p<0.05", "skipped a / b",
+                     "tool calls b − a (Wilcoxon p)"], rows) + [""]
+    lines += [f"- {c['a']} vs {c['b']} ({c['tier']}): {c['refused']}"
+              for c in report["comparisons"] if c.get("refused")]
+    lines += [""] if any(c.get("refused") for c in report["comparisons"]) else []
+    return lines
+
+
+def unasked_lines(report: Mapping[str, Any]) -> list[str]:
+    """The sections listing what was not asked: not run, skipped, never reported."""
+    lines: list[str] = []
     if report.get("not_run"):
         lines += ["## Not run on these packs (the pack lacks what the condition needs)", ""]
         lines += [f"- {line}" for line in report["not_run"]] + [""]
@@ -418,18 +457,21 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += ["## Items that never reported", ""]
         lines += [f"- `{m['nodeid']}`: {m['why'].splitlines()[0] if m['why'] else ''}"
                   for m in report["missing"]] + [""]
-    lines += ["## Fingerprints", "",
-              f"- question set: `{fp['questions_sha256']}` ({fp['questions_count']} questions)",
-              f"- grader: `{fp['grader_sha256']}`",
-              f"- distinct prompt contexts: {len(fp['prompts'])}"]
+    return lines
+
+
+def fingerprint_lines(fp: Mapping[str, Any]) -> list[str]:
+    """The fingerprints' section of report.md: question set, grader, prompts, datasets."""
+    lines = ["## Fingerprints", "",
+             f"- question set: `{fp['questions_sha256']}` ({fp['questions_count']} questions)",
+             f"- grader: `{fp['grader_sha256']}`",
+             f"- distinct prompt contexts: {len(fp['prompts'])}"]
     for name, ds in fp["datasets"].items():
         lines.append(f"- dataset {name}: seed {ds['seed']}, build `{ds['build']}`")
     if fp["questions_changed_during_run"]:
         lines.append("- **questions changed during the run**: "
                      + ", ".join(fp["questions_changed_during_run"]))
-    if report["not_measured"]:
-        lines += ["", "## Not measured", ""] + [f"- {n}" for n in report["not_measured"]]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def p_cell(c: Mapping[str, Any], key: str) -> str:

@@ -18,8 +18,8 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -273,12 +273,38 @@ def damaged(folder: Path) -> str | None:
 
 def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     """Write every artefact of a variant into `out` (an empty folder)."""
-    from pytest_kgbench.packs.rdf import ontology
+    build = _Build(pack, out, work=out.with_name(out.name + ".work"))
+    started = time.perf_counter()
+    counts = _write_tables(pack, variant, seed, out)
+    # what every consumer reads: the files. A mapping of the tables is DuckDB's over the
+    # database (and a big build's rules start on its output): the rows are read after it
+    mapped = bool(pack.rdf.get("tables"))
+    typed = {} if mapped else read_tables(out / "csv", pack.tables)
+    shutil.rmtree(build.work, ignore_errors=True)
+    build.work.mkdir()
+    try:
+        build.plan(counts)
+        build.write_graph(typed)
+        if mapped:
+            typed = read_tables(out / "csv", pack.tables)
+        build.seconds["raw"] = round(time.perf_counter() - started, 3)
+        build.peak["raw"] = peak_rss_mib()
+        _write_definitions(pack, out)
+        values = personal_values(pack, typed) if build.restrict else set()
+        build.start_restricted(values)
+        build.write_executed(typed)
+        views = build.finish(values)
+    finally:
+        build.beside.settle()  # on a failure, nothing left writing into a folder about to go
+        build.checks.settle()
+        shutil.rmtree(build.work, ignore_errors=True)
+    build.write_manifest(variant, seed, counts, views)
+
+
+def _write_tables(pack: Pack, variant: str, seed: int, out: Path) -> dict[str, int]:
+    """The variant's tables generated, checked and written (csv/, raw.duckdb): their rows."""
     from pytest_kgbench.packs.tables import create_database
 
-    seconds: dict[str, float] = {}
-    peak: dict[str, float | None] = {}  # the process's peak RSS when each artefact is done
-    started = time.perf_counter()
     tables = pack.generate(variant, seed)
     check_tables(pack, tables)
     csv_dir = out / "csv"
@@ -288,139 +314,20 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     counts = {name: len(tables[name]) for name in pack.tables}
     del tables
     create_database(out / "raw.duckdb", pack.tables, csv_dir)
-    # what every consumer reads: the files. A mapping of the tables is DuckDB's over the
-    # database (and a big build's rules start on its output): the rows are read after it
-    mapped = bool(pack.rdf.get("tables"))
-    typed = {} if mapped else read_tables(csv_dir, pack.tables)
-    work = out.with_name(out.name + ".work")  # scratch: DuckDB's spill, the unsorted RDF
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir()
-    beside = Beside()  # joined before the restricted view's last steps
-    checks = Beside()  # joined once the rules are done
-    try:
-        restrict = any(pack.personal.values())
-        predicates = personal_predicates(pack) if restrict else frozenset()
-        if restrict:
-            (out / RESTRICTED).mkdir()
-        shapes = pack.ontology_file("shapes.ttl")
-        shapes_ttl = shapes.read_text(encoding="utf-8") if shapes is not None else None
-        # a big graph's rules read only the triples of their predicates, in a process of
-        # their own (rdflib's parse of the rules costs ~0.5 s: not worth it for a small one)
-        cells = sum(counts[name] * (len(spec.columns) + 1) for name, spec in pack.tables.items())
-        rules = ontology.rule_predicates(shapes_ttl) \
-            if shapes_ttl is not None and cells >= RULES_APART else None
-        derived = out / "derived.nt" if shapes_ttl is not None else None
-        waits: list[Callable[[], int]] = []
+    return counts
 
-        def start_rules(rules_input: Path) -> None:  # a big graph's rules run beside the rest
-            if derived is not None and shapes_ttl is not None and rules is not None:
-                waits.append(ontology.derive_apart(rules_input, shapes_ttl, derived, work))
-                rules_started.append(time.perf_counter())
 
-        rules_started: list[float] = []
-        hashed: dict[tuple[int, ...], str] = {}  # integrity's digests, by file identity
-        graph = write_graph(pack, typed, out, work, predicates if restrict else None, rules,
-                            then=start_rules)
-        if mapped:
-            typed = read_tables(csv_dir, pack.tables)
-        seconds["raw"] = round(time.perf_counter() - started, 3)
-        peak["raw"] = peak_rss_mib()
-        supplied = pack.ontology_file("definitions.md")
-        if supplied is not None:
-            shutil.copyfile(supplied, out / "definitions.md")
-        elif pack.definitions_ttl.is_file():
-            (out / "definitions.md").write_text(
-                ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
-                encoding="utf-8")
-        values = personal_values(pack, typed) if restrict else set()
-        withheld = withheld_columns(pack)
-        if restrict:  # the graph's leak check (numpy) and a database (DuckDB), off this thread
-            beside.start(_check_file, pack, values, out / RESTRICTED / "data.nt")
-            beside.start(create_database, out / RESTRICTED / "raw.duckdb", pack.tables, csv_dir,
-                         withheld=withheld)
-        rows: Tables = {}
-        if pack.executed_tables:
-            started = time.perf_counter()
-            fn = pack.callable(str(pack.manifest["executed"]["function"]),
-                               field_name="executed")
-            rows = fn(typed)
-        typed.clear()  # the tables' Python rows: no longer read (while a big build's rules run)
-        ontology.trim_heap()
-        if pack.executed_tables:
-            check_tables(pack, rows, pack.executed_tables, "executed.tables")
-            (out / "executed").mkdir()
-            for name, spec in pack.executed_tables.items():
-                write_csv(out / "executed" / f"{name}.csv", spec, rows.pop(name))
-            ontology.trim_heap()  # the executed rows too: the leak check reads the database
-            create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
-            if restrict:
-                beside.start(create_database, out / RESTRICTED / "executed.duckdb",
-                             pack.executed_tables, out / "executed", withheld=withheld)
-            seconds["executed"] = round(time.perf_counter() - started, 3)
-            peak["executed"] = peak_rss_mib()
+def _write_definitions(pack: Pack, out: Path) -> None:
+    """Write definitions.md: the pack's own, else rendered from its definitions.ttl (if any)."""
+    from pytest_kgbench.packs.rdf import ontology
 
-        def rules_done() -> Path | None:
-            """derived.nt, once written (the worker's, or derived here and now)."""
-            if derived is None or "shacl_rules" in seconds:
-                return derived
-            if waits:
-                begun = time.perf_counter()
-                integrity(out, hashed)  # what is written, hashed while the rules run
-                waits.pop()()
-                seconds["shacl_rules"] = round(time.perf_counter() - rules_started[0], 3)
-                seconds["shacl_rules_waited"] = round(time.perf_counter() - begun, 3)
-            else:
-                begun = time.perf_counter()
-                assert shapes_ttl is not None
-                ontology.derive_file(graph.rules_input, shapes_ttl, derived, work)
-                seconds["shacl_rules"] = round(time.perf_counter() - begun, 3)
-            peak["shacl_rules"] = peak_rss_mib()
-            return derived
-
-        if not restrict:
-            rules_done()
-        beside.join()  # the databases, and data.nt's check: its failure is raised first
-        if restrict:  # the executed tables' check, beside the wait for the rules
-            checks.start(check_personal, pack, out, values, out / "executed.duckdb"
-                         if pack.executed_tables else None, graph=False)
-
-        def rules_then_checks() -> Path | None:
-            """rules_done, and then the executed tables' check done (its failure raised)."""
-            done = rules_done()
-            checks.join()
-            return done
-
-        del typed, rows
-        views: dict[str, Any] = {}
-        if restrict:
-            started = time.perf_counter()
-            views[RESTRICTED] = write_restricted(pack, out, {}, graph, rules_then_checks,
-                                                 values=values, databases=False)
-            seconds["restricted"] = round(time.perf_counter() - started, 3)
-            if "shacl_rules_waited" in seconds:  # the view's own time, not the wait for rules
-                seconds["restricted"] = round(seconds["restricted"]
-                                              - seconds["shacl_rules_waited"], 3)
-            peak["restricted"] = peak_rss_mib()
-    finally:
-        beside.settle()  # on a failure, nothing left writing into a folder about to go
-        checks.settle()
-        shutil.rmtree(work, ignore_errors=True)
-    checked = integrity(out, hashed)  # each file read once, a block at a time
-    manifest = {
-        "build_seconds": seconds,
-        "build_peak_rss_mib": peak,
-        "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
-        "pack_sha256": pack.fingerprint,
-        "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": counts[name]}
-                   for name, spec in pack.tables.items()},
-        "triples": graph.count,
-        "views": views,
-        "files": {rel: digest for rel, (_, digest) in checked.items()
-                  if not rel.endswith(".duckdb")},
-        "integrity": checked,
-    }
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
-                                       encoding="utf-8")
+    supplied = pack.ontology_file("definitions.md")
+    if supplied is not None:
+        shutil.copyfile(supplied, out / "definitions.md")
+    elif pack.definitions_ttl.is_file():
+        (out / "definitions.md").write_text(
+            ontology.render_markdown(pack.definitions_ttl.read_text(encoding="utf-8")),
+            encoding="utf-8")
 
 
 class Beside:
@@ -474,6 +381,175 @@ def peak_rss_mib() -> float | None:
     return round(kib / (1 << 20 if sys.platform == "darwin" else 1 << 10), 1)
 
 
+@dataclass
+class _Build:
+    """One variant's build under way (write_variant): its folders, its times and peak memory
+    per artefact, the digests hashed so far, the restricted view's plan, the rules' run (a
+    big graph's beside the rest), and the work on threads beside it."""
+
+    pack: Pack
+    out: Path
+    work: Path  # scratch: DuckDB's spill, the unsorted RDF
+    seconds: dict[str, float] = field(default_factory=dict)
+    peak: dict[str, float | None] = field(default_factory=dict)  # the peak RSS as each is done
+    hashed: dict[tuple[int, ...], str] = field(default_factory=dict)  # integrity's, by identity
+    restrict: bool = False
+    predicates: frozenset[str] = frozenset()
+    withheld: dict[str, frozenset[str]] = field(default_factory=dict)
+    shapes_ttl: str | None = None
+    rules: frozenset[str] | None = None  # the rules' predicates, when they run apart
+    derived: Path | None = None
+    waits: list[Callable[[], int]] = field(default_factory=list)
+    rules_began: float = 0.0
+    graph: GraphFiles | None = None
+    beside: Beside = field(default_factory=Beside)  # joined before the restricted view's last steps
+    checks: Beside = field(default_factory=Beside)  # joined once the rules are done
+
+    def plan(self, counts: Mapping[str, int]) -> None:
+        """Settle whether the build writes a restricted view (its folder made) and whether its
+        rules run apart."""
+        from pytest_kgbench.packs.rdf import ontology
+
+        pack = self.pack
+        self.restrict = any(pack.personal.values())
+        self.predicates = personal_predicates(pack) if self.restrict else frozenset()
+        if self.restrict:
+            (self.out / RESTRICTED).mkdir()
+        shapes = pack.ontology_file("shapes.ttl")
+        self.shapes_ttl = shapes.read_text(encoding="utf-8") if shapes is not None else None
+        # a big graph's rules read only the triples of their predicates, in a process of
+        # their own (rdflib's parse of the rules costs ~0.5 s: not worth it for a small one)
+        cells = sum(counts[name] * (len(spec.columns) + 1) for name, spec in pack.tables.items())
+        self.rules = ontology.rule_predicates(self.shapes_ttl) \
+            if self.shapes_ttl is not None and cells >= RULES_APART else None
+        self.derived = self.out / "derived.nt" if self.shapes_ttl is not None else None
+        self.withheld = withheld_columns(pack)
+
+    def write_graph(self, typed: Tables) -> None:
+        """Write the graph (write_graph), a big graph's rules started as soon as they can."""
+        self.graph = write_graph(self.pack, typed, self.out, self.work,
+                                 self.predicates if self.restrict else None, self.rules,
+                                 then=self.start_rules)
+
+    def start_rules(self, rules_input: Path) -> None:
+        """Start a big graph's rules beside the rest, on their input file."""
+        from pytest_kgbench.packs.rdf import ontology
+
+        if self.derived is not None and self.shapes_ttl is not None and self.rules is not None:
+            self.waits.append(ontology.derive_apart(rules_input, self.shapes_ttl, self.derived,
+                                                    self.work))
+            self.rules_began = time.perf_counter()
+
+    def start_restricted(self, values: set[str]) -> None:
+        """Start the restricted graph's leak check and raw database beside the build."""
+        from pytest_kgbench.packs.tables import create_database
+
+        if self.restrict:  # the graph's leak check (numpy) and a database (DuckDB), off this thread
+            self.beside.start(_check_file, self.pack, values, self.out / RESTRICTED / "data.nt")
+            self.beside.start(create_database, self.out / RESTRICTED / "raw.duckdb",
+                              self.pack.tables, self.out / "csv", withheld=self.withheld)
+
+    def write_executed(self, typed: Tables) -> None:
+        """Write the executed tables (csv, DuckDB) computed from the raw rows, which are
+        cleared."""
+        from pytest_kgbench.packs.rdf import ontology
+        from pytest_kgbench.packs.tables import create_database
+
+        pack, out = self.pack, self.out
+        started = time.perf_counter()
+        rows: Tables = {}
+        if pack.executed_tables:
+            fn = pack.callable(str(pack.manifest["executed"]["function"]),
+                               field_name="executed")
+            rows = fn(typed)
+        typed.clear()  # the tables' Python rows: no longer read (while a big build's rules run)
+        ontology.trim_heap()
+        if not pack.executed_tables:
+            return
+        check_tables(pack, rows, pack.executed_tables, "executed.tables")
+        (out / "executed").mkdir()
+        for name, spec in pack.executed_tables.items():
+            write_csv(out / "executed" / f"{name}.csv", spec, rows.pop(name))
+        ontology.trim_heap()  # the executed rows too: the leak check reads the database
+        create_database(out / "executed.duckdb", pack.executed_tables, out / "executed")
+        if self.restrict:
+            self.beside.start(create_database, out / RESTRICTED / "executed.duckdb",
+                              pack.executed_tables, out / "executed", withheld=self.withheld)
+        self.seconds["executed"] = round(time.perf_counter() - started, 3)
+        self.peak["executed"] = peak_rss_mib()
+
+    def rules_done(self) -> Path | None:
+        """derived.nt, once written (the worker's, or derived here and now)."""
+        from pytest_kgbench.packs.rdf import ontology
+
+        if self.derived is None or "shacl_rules" in self.seconds:
+            return self.derived
+        if self.waits:
+            begun = time.perf_counter()
+            integrity(self.out, self.hashed)  # what is written, hashed while the rules run
+            self.waits.pop()()
+            self.seconds["shacl_rules"] = round(time.perf_counter() - self.rules_began, 3)
+            self.seconds["shacl_rules_waited"] = round(time.perf_counter() - begun, 3)
+        else:
+            begun = time.perf_counter()
+            assert self.shapes_ttl is not None and self.graph is not None
+            ontology.derive_file(self.graph.rules_input, self.shapes_ttl, self.derived, self.work)
+            self.seconds["shacl_rules"] = round(time.perf_counter() - begun, 3)
+        self.peak["shacl_rules"] = peak_rss_mib()
+        return self.derived
+
+    def rules_then_checks(self) -> Path | None:
+        """rules_done, and then the executed tables' check done (its failure raised)."""
+        done = self.rules_done()
+        self.checks.join()
+        return done
+
+    def finish(self, values: set[str]) -> dict[str, Any]:
+        """The rules done, the work beside joined, the restricted view written: the views."""
+        if not self.restrict:
+            self.rules_done()
+        self.beside.join()  # the databases, and data.nt's check: its failure is raised first
+        views: dict[str, Any] = {}
+        if not self.restrict:
+            return views
+        # the executed tables' check, beside the wait for the rules
+        self.checks.start(check_personal, self.pack, self.out, values, self.out / "executed.duckdb"
+                          if self.pack.executed_tables else None, graph=False)
+        assert self.graph is not None
+        started = time.perf_counter()
+        views[RESTRICTED] = write_restricted(self.pack, self.out, {}, self.graph,
+                                             self.rules_then_checks, values=values,
+                                             databases=False)
+        self.seconds["restricted"] = round(time.perf_counter() - started, 3)
+        if "shacl_rules_waited" in self.seconds:  # the view's own time, not the wait for rules
+            self.seconds["restricted"] = round(self.seconds["restricted"]
+                                               - self.seconds["shacl_rules_waited"], 3)
+        self.peak["restricted"] = peak_rss_mib()
+        return views
+
+    def write_manifest(self, variant: str, seed: int, counts: Mapping[str, int],
+                       views: dict[str, Any]) -> None:
+        """Write manifest.json: what was built, how long it took, every file's digest."""
+        pack, out = self.pack, self.out
+        assert self.graph is not None
+        checked = integrity(out, self.hashed)  # each file read once, a block at a time
+        manifest = {
+            "build_seconds": self.seconds,
+            "build_peak_rss_mib": self.peak,
+            "pack": pack.name, "variant": variant, "seed": seed, "format": BUILD_FORMAT,
+            "pack_sha256": pack.fingerprint,
+            "tables": {name: {"columns": [list(c) for c in spec.columns], "rows": counts[name]}
+                       for name, spec in pack.tables.items()},
+            "triples": self.graph.count,
+            "views": views,
+            "files": {rel: digest for rel, (_, digest) in checked.items()
+                      if not rel.endswith(".duckdb")},
+            "integrity": checked,
+        }
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True),
+                                           encoding="utf-8")
+
+
 @dataclass(frozen=True)
 class GraphFiles:
     """The variant's graph as the build wrote it (write_graph)."""
@@ -523,43 +599,10 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
     from pytest_kgbench.packs.rdf import mapping as rdfmap
     from pytest_kgbench.packs.rdf import ontology
 
+    if pack.rdf.get("tables"):
+        return _write_mapped_graph(pack, out, work, predicates, rules, then)
     sorted_nt = work / "graph.nt"
     restricted = out / RESTRICTED / "data.nt" if predicates is not None else None
-    rdf = pack.rdf
-    if rdf.get("tables"):
-        import rdflib
-
-        in_order = work / "turtle-order.nt"
-        rules_nt = work / "rules.nt" if rules is not None else None
-
-        def lay_out(ntriples: Path, ids: set[str], heads: set[str]) -> None:
-            """data.ttl from the graph in to_turtle's order, read as DuckDB writes it."""
-            bound = {str(p): str(ns) for p, ns in
-                     rdflib.Graph().namespace_manager.namespaces()}
-            bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
-            bound["xsd"] = rdfmap._XSD
-            ours = rdfmap.id_prefixes(ids, rdf, set(bound))
-            spaces = {ns for _, ns in ours}
-            bound = {p: n for p, n in bound.items() if n not in spaces}  # rdflib's replace=True
-            bound.update(ours)
-            rdfmap.turtle_file(ntriples, rdfmap.used_prefixes(bound, heads), out / "data.ttl")
-
-        targets = {in_order: rdfmap.NtTarget(order="turtle", consume=lay_out)}
-        if rules_nt is not None:
-            targets[rules_nt] = rdfmap.NtTarget(only=rules, order="any")
-        else:
-            targets[sorted_nt] = rdfmap.NtTarget()
-        if restricted is not None:
-            targets[restricted] = rdfmap.NtTarget(without=frozenset(predicates or ()))
-        early = (lambda: then(rules_nt)) if then is not None and rules_nt is not None else None
-        count, _, _ = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, rdf, targets, work,
-                                            early=early)
-        in_order.unlink()
-        files = GraphFiles(count=count, sorted_nt=None if rules_nt else sorted_nt,
-                           restricted_nt=restricted, rules_nt=rules_nt)
-        if then is not None and rules_nt is None:
-            then(files.rules_input)
-        return files
     graph = data_graph(pack, typed, out)
     (out / "data.ttl").write_text(rdfmap.to_turtle(graph), encoding="utf-8")
     text = ontology.to_sorted_ntriples(graph)
@@ -570,6 +613,53 @@ def write_graph(pack: Pack, typed: Tables, out: Path, work: Path,
     if then is not None:
         then(files.rules_input)
     return files
+
+
+def _write_mapped_graph(pack: Pack, out: Path, work: Path, predicates: frozenset[str] | None,
+                        rules: frozenset[str] | None,
+                        then: Callable[[Path], None] | None) -> GraphFiles:
+    """write_graph's files for a pack mapping its tables, mapped by DuckDB (rdfmap's
+    write_ntriples): the graph's files."""
+    from pytest_kgbench.packs.rdf import mapping as rdfmap
+
+    sorted_nt = work / "graph.nt"
+    restricted = out / RESTRICTED / "data.nt" if predicates is not None else None
+    in_order = work / "turtle-order.nt"
+    rules_nt = work / "rules.nt" if rules is not None else None
+    targets = {in_order: rdfmap.NtTarget(order="turtle",
+                                         consume=partial(_lay_out, pack.rdf, out / "data.ttl"))}
+    if rules_nt is not None:
+        targets[rules_nt] = rdfmap.NtTarget(only=rules, order="any")
+    else:
+        targets[sorted_nt] = rdfmap.NtTarget()
+    if restricted is not None:
+        targets[restricted] = rdfmap.NtTarget(without=frozenset(predicates or ()))
+    early = (lambda: then(rules_nt)) if then is not None and rules_nt is not None else None
+    count, _, _ = rdfmap.write_ntriples(out / "raw.duckdb", pack.tables, pack.rdf, targets, work,
+                                        early=early)
+    in_order.unlink()
+    files = GraphFiles(count=count, sorted_nt=None if rules_nt else sorted_nt,
+                       restricted_nt=restricted, rules_nt=rules_nt)
+    if then is not None and rules_nt is None:
+        then(files.rules_input)
+    return files
+
+
+def _lay_out(rdf: Mapping[str, Any], data_ttl: Path, ntriples: Path, ids: set[str],
+             heads: set[str]) -> None:
+    """Write data.ttl from the graph in to_turtle's order, read as DuckDB writes it."""
+    import rdflib
+
+    from pytest_kgbench.packs.rdf import mapping as rdfmap
+
+    bound = {str(p): str(ns) for p, ns in rdflib.Graph().namespace_manager.namespaces()}
+    bound.update({str(p): str(ns) for p, ns in (rdf.get("prefixes") or {}).items()})
+    bound["xsd"] = rdfmap._XSD
+    ours = rdfmap.id_prefixes(ids, rdf, set(bound))
+    spaces = {ns for _, ns in ours}
+    bound = {p: n for p, n in bound.items() if n not in spaces}  # rdflib's replace=True
+    bound.update(ours)
+    rdfmap.turtle_file(ntriples, rdfmap.used_prefixes(bound, heads), data_ttl)
 
 
 def data_graph(pack: Pack, typed: Tables, out: Path) -> Any:
@@ -662,6 +752,7 @@ def _check_file(pack: Pack, values: set[str], path: Path) -> None:
                          f"restricted {path.name}: a rule or template copies it")
 
 
+# values and databases: what a build did already, given as the keyword options of its one call
 def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                      derived: Path | Callable[[], Path | None] | None,
                      executed: Tables | None = None, *,
@@ -678,21 +769,10 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
     (personal_values; data.nt and the executed tables then checked already,
     check_personal), `typed` and `executed` are not read: a build frees them first. With
     databases=False the restricted DuckDB files are not written here: a build wrote them."""
-    from pytest_kgbench.packs.rdf import mapping as rdfmap
-    from pytest_kgbench.packs.rdf import ontology
     from pytest_kgbench.packs.tables import create_database
 
     withheld = withheld_columns(pack)
-    for table, tmap in (pack.rdf.get("tables") or {}).items():
-        templates = [str(tmap.get("subject") or "")] + [
-            str(e.get("ref")) for e in (tmap.get("columns") or {}).values()
-            if isinstance(e, dict) and e.get("ref")]
-        used = set().union(*(rdfmap.template_columns(t) for t in templates))
-        if used & withheld.get(table, frozenset()):
-            raise InputError(str(pack.dir / "pack.yaml"), f"an IRI template of table {table} "
-                             f"uses a personal column ({', '.join(sorted(used & withheld[table]))}"
-                             f"): the restricted graph could not leave it out",
-                             field=f"rdf.tables.{table}")
+    _check_templates(pack, withheld)
     predicates = set(personal_predicates(pack))
     folder = out / RESTRICTED
     folder.mkdir(exist_ok=True)
@@ -710,6 +790,34 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
         check_personal(pack, out, values, executed)
     if callable(derived):  # the rules may still be running: what needs them comes last
         derived = derived()
+    rerun = _restrict_derived(pack, folder, graph, derived, predicates, values)
+    return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
+            "predicates": sorted(predicates), "rules_rerun": rerun}
+
+
+def _check_templates(pack: Pack, withheld: Mapping[str, frozenset[str]]) -> None:
+    """Raise if an IRI template of a mapped table uses a personal column."""
+    from pytest_kgbench.packs.rdf import mapping as rdfmap
+
+    for table, tmap in (pack.rdf.get("tables") or {}).items():
+        templates = [str(tmap.get("subject") or "")] + [
+            str(e.get("ref")) for e in (tmap.get("columns") or {}).values()
+            if isinstance(e, dict) and e.get("ref")]
+        used = set().union(*(rdfmap.template_columns(t) for t in templates))
+        if used & withheld.get(table, frozenset()):
+            raise InputError(str(pack.dir / "pack.yaml"), f"an IRI template of table {table} "
+                             f"uses a personal column ({', '.join(sorted(used & withheld[table]))}"
+                             f"): the restricted graph could not leave it out",
+                             field=f"rdf.tables.{table}")
+
+
+def _restrict_derived(pack: Pack, folder: Path, graph: GraphFiles, derived: Path | None,
+                      predicates: set[str], values: set[str]) -> bool:
+    """Write the restricted view's derived.nt (the rules' output without the personal
+    predicates, or the rules run again on the view's graph) and check it for personal values:
+    whether the rules were run again."""
+    from pytest_kgbench.packs.rdf import ontology
+
     rerun = checked = False
     if derived is not None:
         shapes = pack.ontology_file("shapes.ttl")
@@ -718,7 +826,7 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                     for p in predicates)
         if rerun:
             again = folder / "derived.nt.all"
-            ontology.derive_file(data_nt, text, again, graph.rules_input.parent)
+            ontology.derive_file(folder / "data.nt", text, again, graph.rules_input.parent)
             _drop_file(again, folder / "derived.nt", predicates)
             again.unlink()
         else:  # checked while the view's copy is made: most often a second name of it
@@ -731,8 +839,7 @@ def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                 checked = True
     if not checked:
         _check_file(pack, values, folder / "derived.nt")
-    return {"withheld": {t: sorted(c) for t, c in sorted(withheld.items())},
-            "predicates": sorted(predicates), "rules_rerun": rerun}
+    return rerun
 
 
 def _drop(ntriples: str, predicates: set[str]) -> str:
@@ -863,20 +970,50 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
     encoded = [e for e in (v.encode("utf-8") for v in values) if len(e) >= GRAM]
     if not encoded:
         return False
+    pieces, owner = _value_pieces(encoded)
+    wanted = np.unique(pieces)
+    table = np.zeros(1 << 24, dtype=bool)  # a bucket is set while a piece in it is unseen
+    seen = _seen_pieces(wanted, table, blocks)
+    missing = ~seen[np.searchsorted(wanted, pieces)]
+    whole = np.bincount(owner, weights=missing, minlength=len(encoded)) == 0
+    candidates = [encoded[i] for i in np.flatnonzero(whole)]
+    if not candidates:
+        return False
+    # the second pass: where a candidate's first piece occurs, is the candidate there? (a
+    # value searched for on its own, block by block, made a file that holds the values cost
+    # hours: 77,000 of them over a gigabyte)
+    return _found_at_firsts(candidates, table, blocks)
+
+
+_MULT, _SHIFT = 2654435761, 8  # the leak check's multiplicative hashing, as uint32
+
+
+def _bucket(grams: Any) -> Any:
+    """A piece's place in the leak check's table (multiplicative hashing)."""
+    import numpy as np
+
+    return (grams * np.uint32(_MULT)) >> np.uint32(_SHIFT)
+
+
+def _value_pieces(encoded: list[bytes]) -> tuple[Any, Any]:
+    """The GRAM-byte pieces of every value (none across two values), and whose each is."""
+    import numpy as np
+
     lengths = np.array([len(e) for e in encoded], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     pieces = _grams(b"".join(encoded))
     owner = np.repeat(np.arange(len(encoded)), lengths)[:len(pieces)]
     inside = np.arange(len(pieces)) + GRAM <= (starts + lengths)[owner]  # not across values
-    pieces, owner = pieces[inside], owner[inside]
-    wanted = np.unique(pieces)
-    mult, shift = np.uint32(2654435761), np.uint32(8)
+    return pieces[inside], owner[inside]
 
-    def bucket(grams: Any) -> Any:  # a piece's place in the table (multiplicative hashing)
-        return (grams * mult) >> shift
 
-    table = np.zeros(1 << 24, dtype=bool)  # a bucket is set while a piece in it is unseen
-    table[bucket(wanted)] = True
+def _seen_pieces(wanted: Any, table: Any, blocks: Callable[[], Any]) -> Any:
+    """Which of the `wanted` pieces (sorted, distinct) occur in the text: the first pass,
+    `table` (all False) the hashed table it looks them up in."""
+    import numpy as np
+
+    mult, shift = np.uint32(_MULT), np.uint32(_SHIFT)
+    table[_bucket(wanted)] = True
     seen = np.zeros(len(wanted), dtype=bool)
     hashed = np.empty(0, dtype=np.uint32)
     tail = b""
@@ -897,27 +1034,27 @@ def _appears(values: set[str], blocks: Callable[[], Any]) -> bool:
             if found.size:
                 seen[found] = True
                 table[:] = False
-                table[bucket(wanted[~seen])] = True
-    missing = ~seen[np.searchsorted(wanted, pieces)]
-    whole = np.bincount(owner, weights=missing, minlength=len(encoded)) == 0
-    candidates = [encoded[i] for i in np.flatnonzero(whole)]
-    if not candidates:
-        return False
-    # the second pass: where a candidate's first piece occurs, is the candidate there? (a
-    # value searched for on its own, block by block, made a file that holds the values cost
-    # hours: 77,000 of them over a gigabyte)
+                table[_bucket(wanted[~seen])] = True
+    return seen
+
+
+def _found_at_firsts(candidates: list[bytes], table: Any, blocks: Callable[[], Any]) -> bool:
+    """Whether a candidate occurs in the text, looked for where its first piece does: the
+    second pass, in the first pass's `table` (cleared here)."""
+    import numpy as np
+
     by_first: dict[int, list[bytes]] = {}
     for e in candidates:
         by_first.setdefault(int.from_bytes(e[:GRAM], "little"), []).append(e)
     firsts = np.array(sorted(by_first), dtype=np.uint32)
     table[:] = False
-    table[bucket(firsts)] = True
+    table[_bucket(firsts)] = True
     longest = max(len(e) for e in candidates)
     tail = b""
     for block in blocks():
         data = tail + block
         grams = _grams(data)
-        at = np.flatnonzero(table[bucket(grams)])
+        at = np.flatnonzero(table[_bucket(grams)])
         if at.size:
             at = at[np.isin(grams[at], firsts)]
         for pos in at.tolist():

@@ -257,11 +257,10 @@ def is_sparql_update(statement: str) -> bool:
     return True
 
 
-@lru_cache(maxsize=2048)
 def sparql_facts(statement: str) -> Facts | None:
     """The facts of a SPARQL query by rdflib's parser and algebra; None when it does not
     parse."""
-    from rdflib import Literal, URIRef, Variable
+    from rdflib import Literal, URIRef
     from rdflib.paths import Path
     from rdflib.plugins.sparql.parserutils import CompValue
 
@@ -271,11 +270,6 @@ def sparql_facts(statement: str) -> Facts | None:
     algebra = query.algebra
     facts = Facts()
 
-    def side(node: Any) -> tuple[str, str] | None:
-        if isinstance(node, Variable):
-            return "variable", str(node)
-        return None
-
     def visit(node: Any) -> None:
         if isinstance(node, URIRef):
             facts.iris.add(str(node))
@@ -283,28 +277,7 @@ def sparql_facts(statement: str) -> Facts | None:
             if isinstance(node.toPython(), str):
                 facts.strings.add(str(node))
         elif isinstance(node, CompValue):
-            name = node.name
-            if name in _SPARQL_PATTERNS:
-                facts.patterns.add(_SPARQL_PATTERNS[name])
-            if name.startswith("Aggregate_"):
-                fn = name.split("_", 1)[1].lower()
-                facts.functions.add(fn)
-                if fn == "count" and dict.get(node, "distinct"):
-                    facts.patterns.add("count_distinct")
-            if name == "MultiplicativeExpression" and "/" in (dict.get(node, "op") or []):
-                facts.functions.add("/")
-                facts.patterns.add("division")
-            if name == "RelationalExpression":
-                op = str(dict.get(node, "op"))
-                left, right = dict.get(node, "expr"), dict.get(node, "other")
-                for a, b, flip in ((left, right, False), (right, left, True)):
-                    subject = side(a)
-                    if subject and isinstance(b, Literal):
-                        value = b.toPython()
-                        value = float(value) if isinstance(value, (int, float)) and \
-                            not isinstance(value, bool) else str(value)
-                        facts.comparisons.append((*subject, _FLIP.get(op, op) if flip else op,
-                                                  value))
+            _note_expression(node, facts)
             for value in node.values():
                 visit(value)
         elif isinstance(node, Mapping):
@@ -323,6 +296,34 @@ def sparql_facts(statement: str) -> Facts | None:
     except RecursionError:
         return None
     return facts
+
+
+def _note_expression(node: Any, facts: Facts) -> None:
+    """Note in `facts` what one node of rdflib's algebra (a CompValue) says by itself: its
+    pattern, its aggregate or division, its comparison of a variable with a literal."""
+    from rdflib.term import Literal, Variable
+
+    name = node.name
+    if name in _SPARQL_PATTERNS:
+        facts.patterns.add(_SPARQL_PATTERNS[name])
+    if name.startswith("Aggregate_"):
+        fn = name.split("_", 1)[1].lower()
+        facts.functions.add(fn)
+        if fn == "count" and dict.get(node, "distinct"):
+            facts.patterns.add("count_distinct")
+    if name == "MultiplicativeExpression" and "/" in (dict.get(node, "op") or []):
+        facts.functions.add("/")
+        facts.patterns.add("division")
+    if name == "RelationalExpression":
+        op = str(dict.get(node, "op"))
+        left, right = dict.get(node, "expr"), dict.get(node, "other")
+        for a, b, flip in ((left, right, False), (right, left, True)):
+            if isinstance(a, Variable) and isinstance(b, Literal):
+                value = b.toPython()
+                value = float(value) if isinstance(value, (int, float)) and \
+                    not isinstance(value, bool) else str(value)
+                facts.comparisons.append(("variable", str(a), _FLIP.get(op, op) if flip else op,
+                                          value))
 
 
 # --- specs -------------------------------------------------------------------------------------

@@ -427,20 +427,7 @@ def load_pack(pack_dir: Path, *, name: str | None = None, ontology_dir: Path | N
     spec, unavailable = data_spec(pack_dir, manifest, external)
     tables = _parse_tables(manifest.get("tables"), where, "tables")
     if not tables and spec is not None and unavailable is None:
-        from pytest_kgbench.packs import tables as tabledata
-
-        loader = None
-        if spec.loader:
-            mod_name, _, fn_name = spec.loader.partition(":")
-            loader = getattr(import_module(pack_dir, name, mod_name), fn_name or "main", None)
-            if not callable(loader):
-                raise InputError(where, f"'{spec.loader}' is not a function", field="data.loader")
-        con = tabledata.load(spec, schema_only=True, loader=loader)
-        try:
-            tables = {t: TableSpec(t, tuple(tabledata.columns(con, t)))
-                      for t in tabledata.table_names(con)}
-        finally:
-            con.close()
+        tables = _data_tables(pack_dir, name, spec, where)
     if graph_native(manifest) and not (manifest.get("rdf") or {}).get("file"):
         raise InputError(where, "a pack without tables (data: none) needs its graph in "
                          "rdf.file", field="rdf.file")
@@ -452,30 +439,13 @@ def load_pack(pack_dir: Path, *, name: str | None = None, ontology_dir: Path | N
     if executed and not executed.get("function"):
         raise InputError(where, "names no function that computes the executed tables",
                          field="executed.function")
-    personal: dict[str, frozenset[str]] = {}
-    for tname, cols in (manifest.get("personal") or {}).items():
-        if unavailable is None and (
-                tname not in tables or not set(cols) <= set(tables[tname].column_names)):
-            raise InputError(where, f"names columns not in table '{tname}'",
-                             field=f"personal.{tname}")
-        personal[tname] = frozenset(cols)
+    personal = _personal_columns(manifest, tables if unavailable is None else None, where)
     personas = {
         pname: Persona(pname, bool((spec or {}).get("reads_personal", False)))
         for pname, spec in (manifest.get("personas") or {"analyst": {}}).items()
     }
     variants = manifest.get("variants") or {"base": {}}
-    from pytest_kgbench.packs.evidence import spec_problem
-
-    for concept, kinds in (manifest.get("evidence") or {}).items():
-        for kind, espec in (kinds or {}).items():
-            if kind == "ablate":
-                if not isinstance(espec, list) or not all(isinstance(c, str) for c in espec):
-                    raise InputError(where, "must list the columns whose filters are the "
-                                     "definition", field=f"evidence.{concept}.ablate")
-                continue
-            problem = spec_problem(espec)
-            if problem:
-                raise InputError(where, problem, field=f"evidence.{concept}.{kind}")
+    _check_evidence(manifest, where)
     if ontology_dir is None:
         named = manifest.get("ontology")
         ontology_dir = pack_dir / str(named) if named else pack_dir
@@ -488,6 +458,55 @@ def load_pack(pack_dir: Path, *, name: str | None = None, ontology_dir: Path | N
                         else own_question_files(pack_dir, manifest)),
         data=spec, unavailable=unavailable, external=external,
     )
+
+
+def _data_tables(pack_dir: Path, name: str, spec: DataSpec, where: str) -> dict[str, TableSpec]:
+    """The tables a pack that declares none finds in its data (their columns, no rows read),
+    through its own loader when `data.loader` names one."""
+    from pytest_kgbench.packs import tables as tabledata
+
+    loader = None
+    if spec.loader:
+        mod_name, _, fn_name = spec.loader.partition(":")
+        loader = getattr(import_module(pack_dir, name, mod_name), fn_name or "main", None)
+        if not callable(loader):
+            raise InputError(where, f"'{spec.loader}' is not a function", field="data.loader")
+    con = tabledata.load(spec, schema_only=True, loader=loader)
+    try:
+        return {t: TableSpec(t, tuple(tabledata.columns(con, t)))
+                for t in tabledata.table_names(con)}
+    finally:
+        con.close()
+
+
+def _personal_columns(manifest: Mapping[str, Any], tables: Mapping[str, TableSpec] | None,
+                      where: str) -> dict[str, frozenset[str]]:
+    """The manifest's `personal` columns by table, each checked against `tables` (None: the
+    data is unavailable here, nothing to check against)."""
+    personal: dict[str, frozenset[str]] = {}
+    for tname, cols in (manifest.get("personal") or {}).items():
+        if tables is not None and (
+                tname not in tables or not set(cols) <= set(tables[tname].column_names)):
+            raise InputError(where, f"names columns not in table '{tname}'",
+                             field=f"personal.{tname}")
+        personal[tname] = frozenset(cols)
+    return personal
+
+
+def _check_evidence(manifest: Mapping[str, Any], where: str) -> None:
+    """Raise on the first evidence pattern (or `ablate` list) of the manifest that is not one."""
+    from pytest_kgbench.packs.evidence import spec_problem
+
+    for concept, kinds in (manifest.get("evidence") or {}).items():
+        for kind, espec in (kinds or {}).items():
+            if kind == "ablate":
+                if not isinstance(espec, list) or not all(isinstance(c, str) for c in espec):
+                    raise InputError(where, "must list the columns whose filters are the "
+                                     "definition", field=f"evidence.{concept}.ablate")
+                continue
+            problem = spec_problem(espec)
+            if problem:
+                raise InputError(where, problem, field=f"evidence.{concept}.{kind}")
 
 
 def once_per_tables(build: Callable[[Tables], T], size: int = 8) -> Callable[[Tables], T]:

@@ -129,44 +129,72 @@ def load(spec: DataSpec, *, schema_only: bool = False,
         raise InputError(spec.where, f"the data {spec.path} does not exist", field="data")
     con = duckdb.connect(":memory:")
     if spec.loader:
-        if loader is None:
-            raise InputError(spec.where, f"names the loader {spec.loader}, which was not "
-                             "resolved", field="data.loader")
+        _load_by_loader(con, spec, loader)
+    elif spec.path.is_file():
+        _load_database(con, spec, limit)
+    elif spec.ddl is not None:
+        _load_by_ddl(con, spec, schema_only)
+    else:
+        _load_files(con, spec, limit)
+    return con
+
+
+def _load_by_loader(con: Any, spec: DataSpec,
+                    loader: Callable[[Any, Path], None] | None) -> None:
+    """Fill `con` through the pack's own loader (`data.loader`, resolved as `loader`)."""
+    import duckdb
+
+    if loader is None:
+        raise InputError(spec.where, f"names the loader {spec.loader}, which was not "
+                         "resolved", field="data.loader")
+    try:
+        loader(con, spec.path)
+    except duckdb.Error as exc:
+        raise InputError(spec.where, f"the pack's loader {spec.loader} failed: {exc}",
+                         field="data.loader") from exc
+
+
+def _load_database(con: Any, spec: DataSpec, limit: str) -> None:
+    """Fill `con` with a copy of every table of the .duckdb file the data is."""
+    if spec.path.suffix != ".duckdb":
+        raise InputError(spec.where, f"{spec.path} is neither a folder of CSV/Parquet files "
+                         "nor a .duckdb file", field="data")
+    con.execute(f"ATTACH {_sql_string(str(spec.path))} AS src (READ_ONLY)")
+    for (name,) in con.execute("SELECT table_name FROM information_schema.tables "
+                               "WHERE table_catalog = 'src' AND table_schema = 'main' "
+                               "ORDER BY table_name").fetchall():
+        con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM src.main."{name}"{limit}')
+    con.execute("DETACH src")
+
+
+def _load_by_ddl(con: Any, spec: DataSpec, schema_only: bool) -> None:
+    """Fill `con` with the tables the DDL declares, each loaded from its file (when it has
+    one, and not `schema_only`)."""
+    import duckdb
+
+    assert spec.ddl is not None
+    if not spec.ddl.is_file():
+        raise InputError(spec.where, f"the DDL {spec.ddl} does not exist", field="data.ddl")
+    for statement in statements(spec.ddl.read_text(encoding="utf-8")):
         try:
-            loader(con, spec.path)
+            con.execute(statement)
         except duckdb.Error as exc:
-            raise InputError(spec.where, f"the pack's loader {spec.loader} failed: {exc}",
-                             field="data.loader") from exc
-        return con
-    if spec.path.is_file():
-        if spec.path.suffix != ".duckdb":
-            raise InputError(spec.where, f"{spec.path} is neither a folder of CSV/Parquet files "
-                             "nor a .duckdb file", field="data")
-        con.execute(f"ATTACH {_sql_string(str(spec.path))} AS src (READ_ONLY)")
-        for (name,) in con.execute("SELECT table_name FROM information_schema.tables "
-                                   "WHERE table_catalog = 'src' AND table_schema = 'main' "
-                                   "ORDER BY table_name").fetchall():
-            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM src.main."{name}"{limit}')
-        con.execute("DETACH src")
-        return con
-    if spec.ddl is not None:
-        if not spec.ddl.is_file():
-            raise InputError(spec.where, f"the DDL {spec.ddl} does not exist", field="data.ddl")
-        for statement in statements(spec.ddl.read_text(encoding="utf-8")):
-            try:
-                con.execute(statement)
-            except duckdb.Error as exc:
-                raise InputError(str(spec.ddl), f"DuckDB cannot run '{statement[:80]}…': "
-                                 f"{exc}") from exc
-        for name in table_names(con):
-            path = table_file(spec, name)
-            if path is None or schema_only:
-                continue  # a table the DDL declares and the data leaves empty
-            try:
-                con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {_reader(path)}')
-            except duckdb.Error as exc:
-                raise InputError(str(path), f"cannot be loaded into table {name}: {exc}") from exc
-        return con
+            raise InputError(str(spec.ddl), f"DuckDB cannot run '{statement[:80]}…': "
+                             f"{exc}") from exc
+    for name in table_names(con):
+        path = table_file(spec, name)
+        if path is None or schema_only:
+            continue  # a table the DDL declares and the data leaves empty
+        try:
+            con.execute(f'INSERT INTO "{name}" BY NAME SELECT * FROM {_reader(path)}')
+        except duckdb.Error as exc:
+            raise InputError(str(path), f"cannot be loaded into table {name}: {exc}") from exc
+
+
+def _load_files(con: Any, spec: DataSpec, limit: str) -> None:
+    """Fill `con` with a table per CSV or Parquet file of the data folder, typed by DuckDB."""
+    import duckdb
+
     found = sorted(p for p in spec.path.iterdir() if p.suffix in (".csv", ".parquet"))
     if not found:
         raise InputError(spec.where, f"{spec.path} holds no .csv or .parquet file", field="data")
@@ -175,7 +203,6 @@ def load(spec: DataSpec, *, schema_only: bool = False,
             con.execute(f'CREATE TABLE "{path.stem}" AS SELECT * FROM {_reader(path)}{limit}')
         except duckdb.Error as exc:
             raise InputError(str(path), f"DuckDB cannot read it: {exc}") from exc
-    return con
 
 
 def table_names(con: Any) -> list[str]:

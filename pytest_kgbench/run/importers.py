@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -216,6 +216,7 @@ class Imported:
     failed: dict[str, str]         # question -> why its query failed or was refused
 
 
+# the keyword-only options of one `kgbench import` (its flags): clearer than a bundle of them
 def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
                model: str | None = None, results: Path | None = None,
                truth: Path | None = None, questions_file: Path | None = None,
@@ -223,7 +224,6 @@ def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
     """Import `path` as run `settings.run_id` of the one pack `settings` selects."""
     from pytest_kgbench.core import conditions
     from pytest_kgbench.core.registry import current
-    from pytest_kgbench.metrics import text2sparql as t2s
     from pytest_kgbench.run.runtime import Runtime
 
     if not settings.pack_names or len(settings.pack_names) != 1:
@@ -243,41 +243,61 @@ def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
         built = runtime.built(pack_name, variant)
         executor = full_executor(built, cond, persona, settings.engines,
                                  settings.query_timeout)
-        model = model or f"{fmt.name}:{path.parent.name}"
-        records = []
-        got: dict[str, dict[str, int]] = {}
-        ours_truth: dict[str, dict[str, int]] = {}
-        failed: dict[str, str] = {}
-        names = {q.id: q for q in questions}
+        run = _Importing(fmt, pack.name, cond.id, model or f"{fmt.name}:{path.parent.name}",
+                         variant, {q.id: q for q in questions}, with_truth=truth is None)
         try:
             for pred in preds:
-                result = executor.run(pred.statement) if pred.statement else None
-                if result is not None and not result.ok:
-                    failed[pred.question] = (result.refused or result.error or "failed")
-                if fmt.language == "sparql":
-                    got[pred.source if ":" in pred.source else pred.question] = (
-                        t2s.from_query_result(result))
-                    if truth is None:
-                        q = names[pred.question]
-                        gold = executor.run(q.gold["sparql"]) if "sparql" in q.gold else None
-                        ours_truth[_qname_of(pred, pack.name)] = t2s.from_query_result(gold)
-                records.append({
-                    "pack": pack.name, "variant": variant, "question": pred.question,
-                    "condition": cond.id, "model": model, "repeat": 1, "grade": "imported",
-                    "answer": answer_of(pred, result, names[pred.question])})
+                run.run(executor, pred)
         finally:
             executor.close()
     finally:
         runtime.close()
     scores = None
     if fmt.language == "sparql":
-        scores = challenge_scores(preds, got, pack.name, results=results, truth=truth,
-                                  ours_truth=ours_truth, questions_file=questions_file)
-    run_dir, code = grade(settings, records, cond.id, model, variant, pack.question_files)
+        scores = challenge_scores(preds, run.got, pack.name, results=results, truth=truth,
+                                  ours_truth=run.ours_truth, questions_file=questions_file)
+    run_dir, code = grade(settings, run.records, cond.id, run.model, variant, pack.question_files)
     if scores is not None:
         (run_dir / "text2sparql.json").write_text(json.dumps(scores, indent=2) + "\n",
                                                   encoding="utf-8")
-    return Imported(run_dir, scores, code, failed)
+    return Imported(run_dir, scores, code, run.failed)
+
+
+@dataclass
+class _Importing:
+    """One import's answers, a prediction at a time: the records banked, and for the
+    challenge's metric each query's result set (and the reference query's, `with_truth`)."""
+
+    fmt: Format
+    pack: str
+    condition: str
+    model: str
+    variant: str
+    questions: dict[str, Any]  # the pack's questions by id
+    with_truth: bool           # no --truth given: the pack's reference queries are the truth
+    records: list[dict[str, Any]] = field(default_factory=list)
+    got: dict[str, dict[str, int]] = field(default_factory=dict)
+    ours_truth: dict[str, dict[str, int]] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    def run(self, executor: Any, pred: Prediction) -> None:
+        """Run one prediction's query on `executor` and bank its answer."""
+        from pytest_kgbench.metrics import text2sparql as t2s
+
+        result = executor.run(pred.statement) if pred.statement else None
+        if result is not None and not result.ok:
+            self.failed[pred.question] = (result.refused or result.error or "failed")
+        if self.fmt.language == "sparql":
+            self.got[pred.source if ":" in pred.source else pred.question] = (
+                t2s.from_query_result(result))
+            if self.with_truth:
+                q = self.questions[pred.question]
+                gold = executor.run(q.gold["sparql"]) if "sparql" in q.gold else None
+                self.ours_truth[_qname_of(pred, self.pack)] = t2s.from_query_result(gold)
+        self.records.append({
+            "pack": self.pack, "variant": self.variant, "question": pred.question,
+            "condition": self.condition, "model": self.model, "repeat": 1, "grade": "imported",
+            "answer": answer_of(pred, result, self.questions[pred.question])})
 
 
 def _pack_questions(pack: Any) -> list[Any]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,30 +88,120 @@ def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> 
     """Regrade every banked item of a run; write grades-<stamp>.json and report-<stamp>.*.
     Refuses (KgbenchError naming the variants) when today's data differs from the run's,
     unless `force`."""
-    from pytest_kgbench.analysis.report import build_report, render_markdown
+    from pytest_kgbench.analysis.report import build_report
     from pytest_kgbench.core.fingerprints import grader_sha256
-    from pytest_kgbench.core.registry import current
-    from pytest_kgbench.engines.stores import guard_for, store_from_context
-    from pytest_kgbench.run.runtime import Runtime
-    from pytest_kgbench.scoring.answer_key import compute_key
 
     meta = stored_meta(run_dir, "rescore")
     settings = Settings.from_dict(stored_settings(run_dir, "rescore"))
-    # in the run's own order (by node id, as its grades.json): answers.jsonl is in the order
-    # the items ran (by prompt context, across workers, resumes); an item asked again after
-    # its question was edited counts once, as last banked
+    records = _banked(run_dir)
+    done = _regrade_all(run_dir, settings, records, force)
+    stamp = stamp or dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    meta = dict(meta, rescored=stamp, grader_sha256=grader_sha256())
+    missing = stored_missing(run_dir, meta, records)
+    report = build_report(done.records, settings, missing=missing, meta=meta)
+    report["rescored"] = {"stamp": stamp, "moved": [list(m) for m in done.moved],
+                          "questions_changed_since_run": sorted(done.changed),
+                          "data_changed_since_run": done.data}
+    paths = _write_rescore(run_dir, stamp, done, report)
+    return Rescored(done.records, done.moved, sorted(done.changed), paths, done.data, missing)
+
+
+def _banked(run_dir: Path) -> list[BankedRecord]:
+    """The run's banked records, in its own order (by node id, as its grades.json): answers.jsonl
+    is in the order the items ran (by prompt context, across workers, resumes); an item asked
+    again after its question was edited counts once, as last banked. Raises when there are none."""
     records = sorted(latest(read_answers(run_dir / "answers.jsonl")),
                      key=lambda r: r.get("nodeid", ""))
     if not records:
         raise KgbenchError(f"{run_dir / 'answers.jsonl'} holds no banked answers")
+    return records
+
+
+@dataclass
+class _Regrading:
+    """What regrading a run gives: the new records, the grades that moved, the questions
+    edited since the run, and the variants whose data changed (changed_data)."""
+
+    records: list[BankedRecord] = field(default_factory=list)
+    moved: list[tuple[str, str, str]] = field(default_factory=list)
+    changed: set[str] = field(default_factory=set)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Regrader:
+    """Regrades a run's records one by one into `done`, on the stores `runtime` opens today
+    (a reading item's store rebuilt once per stored prompt and persona)."""
+
+    run_dir: Path
+    settings: Settings
+    runtime: Any
+    questions: dict[tuple[str, str], Question]
+    done: _Regrading = field(default_factory=_Regrading)
+    stores: dict[tuple[str, str], Any] = field(default_factory=dict)
+
+    def store(self, rec: BankedRecord, q: Question, cond: Any, built: Any) -> Any:
+        """The store the item's queries run on again: the condition's executor for a querying
+        item, else one rebuilt from the stored prompt."""
+        from pytest_kgbench.engines.stores import guard_for, store_from_context
+
+        if cond.mode == "querying":
+            return self.runtime.executor(built, cond, q.persona)
+        ctx_file = self.run_dir / rec["prompt"]["context_file"]
+        key = (str(ctx_file), q.persona)
+        if key not in self.stores:
+            self.stores[key] = store_from_context(
+                ctx_file.read_text(encoding="utf-8"), cond.language,
+                guard_for(built, q.persona), self.settings.engines)
+        return self.stores[key]
+
+    def regrade(self, rec: BankedRecord) -> None:
+        """Regrade one record (a skipped one is kept as it is) and note what moved."""
+        from pytest_kgbench.scoring.answer_key import compute_key
+
+        if rec["grade"] == "skipped":  # never asked: nothing to regrade
+            self.done.records.append(BankedRecord(**rec))
+            return
+        q = self.questions.get((rec["pack"], rec["question"]))
+        if q is None:
+            raise KgbenchError(f"question {rec['question']} is no longer in "
+                               f"{rec['question_file']}")
+        if q.sha256 != rec["question_sha256"]:
+            self.done.changed.add(q.id)
+        cond = by_id(rec["condition"])
+        runtime = self.runtime
+        built = runtime.built(rec["pack"], rec["variant"])
+        answer = Answer.from_dict(rec["answer"])
+        if answer.queries:
+            store = self.store(rec, q, cond, built)
+            answer.queries = [store.run(old.statement) for old in answer.queries]
+        key_fields = compute_key(q, built)
+        g = runtime.grade(q, cond, built, key_fields, answer)
+        executor = runtime.executor(built, cond, q.persona) if cond.mode == "querying" else None
+        metrics = runtime.metrics(q, cond, built, answer, executor)
+        new = BankedRecord(**rec)
+        new.update({"key": key_fields, "answer": answer.to_dict(), "grade": g.grade,
+                    "score": g.score, "behaviour": g.behaviour, "letter": g.letter,
+                    "reason": g.reason, "fields": [f.__dict__ for f in g.fields],
+                    "metrics": metrics})
+        if g.grade != rec["grade"]:
+            self.done.moved.append((rec["nodeid"], rec["grade"], g.grade))
+        self.done.records.append(new)
+
+
+def _regrade_all(run_dir: Path, settings: Settings, records: list[BankedRecord],
+                 force: bool) -> _Regrading:
+    """Every record regraded on today's stores; refused when today's data is not the run's,
+    unless `force`."""
+    from pytest_kgbench.core.registry import current
+    from pytest_kgbench.run.runtime import Runtime
+
     questions = _questions(settings, records)
     runtime = Runtime(settings, current())
-    new_records: list[BankedRecord] = []
-    moved: list[tuple[str, str, str]] = []
-    changed: set[str] = set()
-    stores: dict[tuple[str, str], Any] = {}
+    regrader = _Regrader(run_dir, settings, runtime, questions)
     try:
         data = changed_data(records, runtime)
+        regrader.done.data = data
         if data and not force:
             what = "; ".join(f"{name}: build {v['run'].get('build')} then, {v['now']['build']} "
                              f"now" for name, v in data.items())
@@ -119,59 +209,34 @@ def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> 
                                "rescore would grade its answers against other keys; pass --force "
                                "to do it anyway (the rescore's report says so)")
         for rec in records:
-            if rec["grade"] == "skipped":  # never asked: nothing to regrade
-                new_records.append(BankedRecord(**rec))
-                continue
-            q = questions.get((rec["pack"], rec["question"]))
-            if q is None:
-                raise KgbenchError(f"question {rec['question']} is no longer in "
-                                   f"{rec['question_file']}")
-            if q.sha256 != rec["question_sha256"]:
-                changed.add(q.id)
-            cond = by_id(rec["condition"])
-            built = runtime.built(rec["pack"], rec["variant"])
-            answer = Answer.from_dict(rec["answer"])
-            if answer.queries:
-                if cond.mode == "querying":
-                    store = runtime.executor(built, cond, q.persona)
-                else:
-                    ctx_file = run_dir / rec["prompt"]["context_file"]
-                    key = (str(ctx_file), q.persona)
-                    if key not in stores:
-                        stores[key] = store_from_context(
-                            ctx_file.read_text(encoding="utf-8"), cond.language,
-                            guard_for(built, q.persona), settings.engines)
-                    store = stores[key]
-                answer.queries = [store.run(old.statement) for old in answer.queries]
-            key_fields = compute_key(q, built)
-            g = runtime.grade(q, cond, built, key_fields, answer)
-            executor = runtime.executor(built, cond, q.persona) if cond.mode == "querying" else None
-            metrics = runtime.metrics(q, cond, built, answer, executor)
-            new = BankedRecord(**rec)
-            new.update({"key": key_fields, "answer": answer.to_dict(), "grade": g.grade,
-                        "score": g.score, "behaviour": g.behaviour, "letter": g.letter,
-                        "reason": g.reason, "fields": [f.__dict__ for f in g.fields],
-                        "metrics": metrics})
-            if g.grade != rec["grade"]:
-                moved.append((rec["nodeid"], rec["grade"], g.grade))
-            new_records.append(new)
+            regrader.regrade(rec)
     finally:
         runtime.close()
-    stamp = stamp or dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    meta = dict(meta, rescored=stamp, grader_sha256=grader_sha256())
-    missing = stored_missing(run_dir, meta, records)
-    report = build_report(new_records, settings, missing=missing, meta=meta)
-    report["rescored"] = {"stamp": stamp, "moved": [list(m) for m in moved],
-                          "questions_changed_since_run": sorted(changed),
-                          "data_changed_since_run": data}
+    return regrader.done
+
+
+def _write_rescore(run_dir: Path, stamp: str, done: _Regrading,
+                   report: dict[str, Any]) -> list[Path]:
+    """The rescore's grades, report.json and report.md, written beside the run's (never over
+    a file): their paths."""
+    from pytest_kgbench.analysis.report import render_markdown
+
     paths = [run_dir / f"grades-{stamp}.json", run_dir / f"report-{stamp}.json",
              run_dir / f"report-{stamp}.md"]
     for path in paths:
         if path.exists():
             raise KgbenchError(f"{path} exists: a rescore never writes over earlier grades")
-    paths[0].write_text(json.dumps(grades_json(new_records), indent=2) + "\n", encoding="utf-8")
+    paths[0].write_text(json.dumps(grades_json(done.records), indent=2) + "\n", encoding="utf-8")
     paths[1].write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    md = render_markdown(report)
+    md = render_markdown(report) + _rescore_sections(run_dir, report, done)
+    paths[2].write_text(md, encoding="utf-8")
+    return paths
+
+
+def _rescore_sections(run_dir: Path, report: dict[str, Any], done: _Regrading) -> str:
+    """What report-<stamp>.md adds to the report: the instrument before and after (when the
+    run wrote a report), the data changed (when forced), and the grades that moved."""
+    md = ""
     old_report = run_dir / "report.json"
     if old_report.is_file():
         from pytest_kgbench.analysis.report import moved_lines
@@ -182,18 +247,17 @@ def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> 
                f"rescore (`{str(report['fingerprint'].get('grader_sha256'))[:12]}`); metrics "
                "listed only where they moved.\n\n")
         md += "\n".join(moved_lines(before, report)) + "\n"
-    if data:
+    if done.data:
         md += ("\n## DATA CHANGED SINCE THE RUN\n\n**Forced: these answers were graded against "
                "today's data, not the data they were asked about.**\n\n")
         md += "".join(f"- {name}: build `{v['run'].get('build')}` then, `{v['now']['build']}` "
-                      f"now\n" for name, v in data.items())
-    if moved:
+                      f"now\n" for name, v in done.data.items())
+    if done.moved:
         md += "\n## What moved in this rescore\n\n| item | before | after |\n|---|---|---|\n"
-        md += "".join(f"| `{n}` | {a} | {b} |\n" for n, a, b in moved)
+        md += "".join(f"| `{n}` | {a} | {b} |\n" for n, a, b in done.moved)
     else:
         md += "\n## What moved in this rescore\n\nNothing: every grade is as it was.\n"
-    paths[2].write_text(md, encoding="utf-8")
-    return Rescored(new_records, moved, sorted(changed), paths, data, missing)
+    return md
 
 
 def question_hashes(run_dir: Path) -> dict[str, str]:

@@ -368,100 +368,160 @@ def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport
     """Check a pack end to end: its manifest and files, its questions, each variant's build,
     every key against the gold queries and traps, every need against the pack's evidence, and
     the artefacts of every condition it supports."""
-    from pytest_kgbench.asking.cases import not_run, pack_conditions
-    from pytest_kgbench.asking.prompts import artefact_texts
+    from pytest_kgbench.asking.cases import not_run
     from pytest_kgbench.core.conditions import registered
     from pytest_kgbench.core.errors import KgbenchError
-    from pytest_kgbench.core.questions import load_questions
-    from pytest_kgbench.packs.build import build_variant
-    from pytest_kgbench.packs.locate import open_pack, sources
+    from pytest_kgbench.packs.locate import open_pack
 
     report = PackReport(name)
     try:
         pack = open_pack(settings, name)
     except KgbenchError as exc:  # the manifest's problem; the questions are still read
         report.problems.append(str(exc))
-        source = sources(settings).get(name)
-        for path in source.question_files if source else ():
-            try:
-                load_questions(path, pack=name, problems=report.problems)
-            except KgbenchError as exc:
-                report.problems.append(str(exc))
+        _read_unopened_questions(settings, name, report)
         return report
     if pack.unavailable:
         report.problems.append(f"pack {name} cannot be checked here: {pack.unavailable}")
         return report
     where = str(pack.dir / "pack.yaml")
+    report.problems += _missing_files(pack, where)
+    questions = _read_questions(pack, report)
+    report.problems += _question_problems(pack, questions, where)
+    # every problem in one pass: the variants are built and the sound questions checked even
+    # when others have problems (a question whose persona is unknown cannot be asked)
+    questions = [q for q in questions if q.persona in pack.personas]
+    builts = _build_variants(settings, pack, report)
+    for built in builts:
+        _check_variant(settings, questions, built, report)
+    report.notes += not_run(pack, tuple(registered().values()))
+    if needs and builts and not report.problems:
+        _check_pack_needs(questions, builts, where, report)
+    return report
+
+
+def _read_unopened_questions(settings: Any, name: str, report: PackReport) -> None:
+    """Read the question files of a pack whose manifest would not open, for their problems."""
+    from pytest_kgbench.core.errors import KgbenchError
+    from pytest_kgbench.core.questions import load_questions
+    from pytest_kgbench.packs.locate import sources
+
+    source = sources(settings).get(name)
+    for path in source.question_files if source else ():
+        try:
+            load_questions(path, pack=name, problems=report.problems)
+        except KgbenchError as exc:
+            report.problems.append(str(exc))
+
+
+def _missing_files(pack: Any, where: str) -> list[str]:
+    """The problems of the files the manifest names (definitions, rdf) that do not exist."""
+    problems = []
     for artefact, ref in (pack.manifest.get("definitions") or {}).items():
         if not pack.resolve_file(str(ref)).is_file():
-            report.problems.append(f"{where}: field 'definitions.{artefact}': "
-                                   f"{pack.resolve_file(str(ref))} does not exist")
+            problems.append(f"{where}: field 'definitions.{artefact}': "
+                            f"{pack.resolve_file(str(ref))} does not exist")
     for key in ("file", "r2rml"):
         if pack.rdf.get(key) and not pack.resolve_file(str(pack.rdf[key])).is_file():
-            report.problems.append(f"{where}: field 'rdf.{key}': "
-                                   f"{pack.resolve_file(str(pack.rdf[key]))} does not exist")
+            problems.append(f"{where}: field 'rdf.{key}': "
+                            f"{pack.resolve_file(str(pack.rdf[key]))} does not exist")
+    return problems
+
+
+def _read_questions(pack: Any, report: PackReport) -> list[Question]:
+    """Every question of the pack's question files (their problems, and a missing file, noted
+    in `report`)."""
+    from pytest_kgbench.core.errors import KgbenchError
+    from pytest_kgbench.core.questions import load_questions
+
     if not pack.question_files:
         report.problems.append(f"{pack.dir}: no question file (questions.yaml beside pack.yaml)")
     questions: list[Question] = []
     for path in pack.question_files:
         try:
-            questions += load_questions(path, pack=name, source=pack,
+            questions += load_questions(path, pack=report.pack, source=pack,
                                         problems=report.problems).questions
         except KgbenchError as exc:
             report.problems.append(str(exc))
+    return questions
+
+
+def _question_problems(pack: Any, questions: list[Question], where: str) -> list[str]:
+    """The problems of questions naming a need without evidence or a persona the pack lacks."""
+    problems = []
     evidence = pack.manifest.get("evidence") or {}
     for q in questions:
         for need in q.needs:
             if need not in evidence:
-                report.problems.append(f"{q.file}: question {q.id}: field 'needs': {need} has "
-                                       f"no evidence pattern in {where} (evidence.{need})")
+                problems.append(f"{q.file}: question {q.id}: field 'needs': {need} has "
+                                f"no evidence pattern in {where} (evidence.{need})")
         if q.persona not in pack.personas:
-            report.problems.append(f"{q.file}: question {q.id}: field 'persona': no persona "
-                                   f"'{q.persona}' in the pack")
-    # every problem in one pass: the variants are built and the sound questions checked even
-    # when others have problems (a question whose persona is unknown cannot be asked)
-    questions = [q for q in questions if q.persona in pack.personas]
+            problems.append(f"{q.file}: question {q.id}: field 'persona': no persona "
+                            f"'{q.persona}' in the pack")
+    return problems
+
+
+def _build_variants(settings: Any, pack: Any, report: PackReport) -> list[Built]:
+    """Every variant of the pack that builds (a build's failure noted in `report`)."""
+    from pytest_kgbench.packs.build import build_variant
+
     builts = []
     for variant in pack.variants:
         try:
             builts.append(build_variant(pack, variant, Path(settings.cache_dir),
                                         seed=settings.dataset_seed))
         except Exception as exc:  # noqa: BLE001 - a problem of the pack, named, never a traceback
-            report.problems.append(f"building {name}/{variant}: {_said(exc)}")
-    for built in builts:
+            report.problems.append(f"building {report.pack}/{variant}: {_said(exc)}")
+    return builts
+
+
+def _check_variant(settings: Any, questions: list[Question], built: Built,
+                   report: PackReport) -> None:
+    """Note in `report` the question checks on one variant and the artefacts of every condition
+    the pack supports there."""
+    from pytest_kgbench.asking.cases import pack_conditions
+    from pytest_kgbench.asking.prompts import artefact_texts
+    from pytest_kgbench.core.conditions import registered
+    from pytest_kgbench.core.errors import KgbenchError
+
+    name = report.pack
+    try:
+        checks = check_questions(questions, built, engines=settings.engines)
+    except Exception as exc:  # noqa: BLE001 - a problem of the pack, named, never a traceback
+        report.problems.append(f"{name}/{built.variant}: {_said(exc)}")
+        return
+    files = {q.id: q.file for q in questions}
+    for c in checks:
+        report.checked += 1
+        report.problems += [f"{files[c.question]}: question {c.question} ({built.variant}): "
+                            f"{p}" for p in c.problems]
+    conds = tuple(registered().values())
+    for cond in pack_conditions(built.pack, conds):
         try:
-            checks = check_questions(questions, built, engines=settings.engines)
-        except Exception as exc:  # noqa: BLE001 - as above
-            report.problems.append(f"{name}/{built.variant}: {_said(exc)}")
-            continue
-        files = {q.id: q.file for q in questions}
-        for c in checks:
-            report.checked += 1
-            report.problems += [f"{files[c.question]}: question {c.question} ({built.variant}): "
-                                f"{p}" for p in c.problems]
-        conds = tuple(registered().values())
-        for cond in pack_conditions(pack, conds):
-            try:
-                artefact_texts(built, cond)
-            except KgbenchError as exc:
-                report.problems.append(f"{name}/{built.variant}: {exc}")
-    report.notes += not_run(pack, tuple(registered().values()))
-    if needs and builts and not report.problems:
-        try:
-            need_checks = check_needs(questions, builts, every=True)
+            artefact_texts(built, cond)
         except KgbenchError as exc:
-            report.problems.append(str(exc))
-            return report
-        for n in need_checks:
-            if n.exercised is False:
-                report.problems.append(f"{files[n.question]}: question {n.question}: field "
-                                       f"'needs': {n.need}: {n.why}")
-            elif not n.ok:
-                report.problems.append(
-                    f"{files[n.question]}: question {n.question}: field 'needs': {n.need} is "
-                    f"not tested ({n.why}) and {where} gives no reason (untested_needs."
-                    f"{n.need}: why taking its evidence out cannot test it)")
-    return report
+            report.problems.append(f"{name}/{built.variant}: {exc}")
+
+
+def _check_pack_needs(questions: list[Question], builts: list[Built], where: str,
+                      report: PackReport) -> None:
+    """Note in `report` every need never exercised, or untested without the pack's reason."""
+    from pytest_kgbench.core.errors import KgbenchError
+
+    try:
+        need_checks = check_needs(questions, builts, every=True)
+    except KgbenchError as exc:
+        report.problems.append(str(exc))
+        return
+    files = {q.id: q.file for q in questions}
+    for n in need_checks:
+        if n.exercised is False:
+            report.problems.append(f"{files[n.question]}: question {n.question}: field "
+                                   f"'needs': {n.need}: {n.why}")
+        elif not n.ok:
+            report.problems.append(
+                f"{files[n.question]}: question {n.question}: field 'needs': {n.need} is "
+                f"not tested ({n.why}) and {where} gives no reason (untested_needs."
+                f"{n.need}: why taking its evidence out cannot test it)")
 
 
 # --- how long the same facts are in each reading condition ----------------------------------

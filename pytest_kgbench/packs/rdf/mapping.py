@@ -525,6 +525,10 @@ class NtTarget:
     consume: Callable[[Path, set[str], set[str]], None] | None = None
 
 
+_TYPE = _sql_str(f"<{RDF_TYPE}>")  # rdf:type as a mapped term, an SQL string
+_LINES = "(SELECT line, split_part(line, ' ', 2) AS p FROM kg_s)"  # kg_s, each line's predicate
+
+
 def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapping[str, Any],
                    targets: Mapping[Path, NtTarget], work: Path,
                    early: Callable[[], None] | None = None
@@ -563,39 +567,14 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
                             f"{_target_where(target)}", path)
         if early is not None:
             early()
-        typ = _sql_str(f"<{RDF_TYPE}>")
-        # the namespaces: each distinct term once through the regular expression (7x faster
-        # than once per triple; a duplicate triple adds nothing to a DISTINCT)
-        spaces = con.execute(
-            f"WITH terms AS MATERIALIZED (SELECT DISTINCT id, t FROM (SELECT TRUE AS id, s AS t "
-            f"FROM {mapped} UNION ALL SELECT TRUE, o FROM {mapped} WHERE o LIKE '<%' UNION ALL "
-            f"SELECT FALSE, p FROM {mapped} WHERE p <> {typ} UNION ALL SELECT FALSE, "
-            f"regexp_extract(o, '\\^\\^(<[^>]*>)$', 1) FROM {mapped} WHERE o LIKE '\"%>')) "
-            "SELECT DISTINCT TRUE, regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM terms WHERE id "
-            "UNION ALL SELECT DISTINCT FALSE, regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) "
-            "FROM terms").fetchall()
-        ids = {ns for is_id, ns in spaces if is_id}
-        heads = {ns for is_id, ns in spaces if not is_id}
-        # a subject's lines in line order start with its rdf:type when no predicate sorts
-        # before it: then the one sorted table is in the turtle order too
-        type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM {mapped}) "
-                                   f"WHERE p < {typ}")
-        in_table = {"line", "turtle"} if type_first else {"line"}
-        sort = "ORDER BY line" if {t.order for t in targets.values()} & in_table else ""
-        if sort:
-            con.execute("SET preserve_insertion_order = true")  # a scan keeps the sort
-        # a line is its triple (a subject and a predicate hold no space): DISTINCT lines are
-        # the distinct triples, and a line's predicate is its second term
-        con.execute("CREATE TEMP TABLE kg_s AS SELECT DISTINCT s || ' ' || p || ' ' || o || "
-                    f"' .' AS line FROM {mapped} {sort}")
-        count = int(_one(con, "SELECT count(*) FROM kg_s"))
-        lines = "(SELECT line, split_part(line, ' ', 2) AS p FROM kg_s)"
+        ids, heads = _namespaces(con, mapped)
+        count, in_table = _sorted_lines(con, mapped, {t.order for t in targets.values()})
         for path, target in targets.items():
             if target.order == "any":
                 continue  # written already
             order = "" if target.order in in_table else (
-                f"ORDER BY split_part(line, ' ', 1), p <> {typ}, line")  # s, rdf:type first
-            query = f"SELECT line FROM {lines} {_target_where(target)} {order}"
+                f"ORDER BY split_part(line, ' ', 1), p <> {_TYPE}, line")  # s, rdf:type first
+            query = f"SELECT line FROM {_LINES} {_target_where(target)} {order}"
             if target.consume is None:
                 _copy_lines(con, query, path)
             else:
@@ -603,6 +582,42 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
     finally:
         con.close()
     return count, {ns for ns in ids if ns}, {ns for ns in heads if ns}
+
+
+def _namespaces(con: Any, mapped: str) -> tuple[set[str], set[str]]:
+    """The namespaces of the mapped graph's subject and object IRIs (cut after the last '/'),
+    and of every IRI it names but rdf:type (after the last '/' or '#'); "" among them."""
+    # each distinct term once through the regular expression (7x faster than once per
+    # triple; a duplicate triple adds nothing to a DISTINCT)
+    spaces = con.execute(
+        f"WITH terms AS MATERIALIZED (SELECT DISTINCT id, t FROM (SELECT TRUE AS id, s AS t "
+        f"FROM {mapped} UNION ALL SELECT TRUE, o FROM {mapped} WHERE o LIKE '<%' UNION ALL "
+        f"SELECT FALSE, p FROM {mapped} WHERE p <> {_TYPE} UNION ALL SELECT FALSE, "
+        f"regexp_extract(o, '\\^\\^(<[^>]*>)$', 1) FROM {mapped} WHERE o LIKE '\"%>')) "
+        "SELECT DISTINCT TRUE, regexp_extract(t, '^<(.*/)[^/]*>$', 1) FROM terms WHERE id "
+        "UNION ALL SELECT DISTINCT FALSE, regexp_extract(t, '^<(.*[/#])[^/#]*>$', 1) "
+        "FROM terms").fetchall()
+    ids = {ns for is_id, ns in spaces if is_id}
+    heads = {ns for is_id, ns in spaces if not is_id}
+    return ids, heads
+
+
+def _sorted_lines(con: Any, mapped: str, orders: set[str]) -> tuple[int, set[str]]:
+    """The mapped graph's distinct lines as the temporary table kg_s, sorted when a target of
+    `orders` reads it in an order the sort gives: how many lines, and the orders it is in."""
+    # a subject's lines in line order start with its rdf:type when no predicate sorts
+    # before it: then the one sorted table is in the turtle order too
+    type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM {mapped}) "
+                               f"WHERE p < {_TYPE}")
+    in_table = {"line", "turtle"} if type_first else {"line"}
+    sort = "ORDER BY line" if orders & in_table else ""
+    if sort:
+        con.execute("SET preserve_insertion_order = true")  # a scan keeps the sort
+    # a line is its triple (a subject and a predicate hold no space): DISTINCT lines are
+    # the distinct triples, and a line's predicate is its second term
+    con.execute("CREATE TEMP TABLE kg_s AS SELECT DISTINCT s || ' ' || p || ' ' || o || "
+                f"' .' AS line FROM {mapped} {sort}")
+    return int(_one(con, "SELECT count(*) FROM kg_s")), in_table
 
 
 def _copy_into(con: Any, query: str, path: Path, read: Callable[[], None]) -> None:

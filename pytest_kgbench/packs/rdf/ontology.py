@@ -420,32 +420,19 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     (what it derives could be there already): then every rule is inserted in turn. `defer`
     says whether to look for such rules; by default, from DEFER_FROM bytes of input (on a
     small graph the threads and rdflib's reading of the rules cost more than they save)."""
-    import threading
-
     import pyoxigraph as ox
 
     plan = rule_plan(shapes_ttl)
     updates = [as_insert(q) for q in plan] if plan is not None else []
     if plan is None or any(u is None for u in updates):
-        import rdflib
-
-        derived = run_rules(rdflib.Graph().parse(ntriples, format="nt"), shapes_ttl)
-        text = to_sorted_ntriples(derived)
-        out.write_text(text, encoding="utf-8")
-        return text.count("\n")
+        return _derive_by_pyshacl(ntriples, shapes_ttl, out)
     raw, mine = f"<{DERIVED}/raw>", f"<{DERIVED}>"
     store = ox.Store()
     # lenient: the file is the build's own N-Triples, its terms written by DuckDB from the
     # mapping's checked templates or by a serializer (a quarter of the load's time)
     store.load(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES,
                to_graph=ox.NamedNode(raw[1:-1]), lenient=True)
-
-    def predicates(graph: str) -> set[str]:
-        rows = store.query(f"SELECT DISTINCT ?p WHERE {{ GRAPH {graph} {{ ?s ?p ?o }} }}")
-        assert isinstance(rows, ox.QuerySolutions)
-        return {str(row[0]) for row in rows}  # the solutions, which hold the store, let go
-
-    in_raw = predicates(raw)
+    in_raw = _predicates(store, raw)
     if defer is None:
         defer = ntriples.stat().st_size >= DEFER_FROM
     io = plan_io(plan) if defer else None
@@ -459,13 +446,50 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     # what the rules derived that the raw graph holds already is not theirs: looked for only
     # under the predicates both graphs use (a scan of each graph's predicates, not a probe
     # of raw for every derived triple: 7 s at 100,000 issuers)
-    shared = predicates(mine) & in_raw
+    shared = _predicates(store, mine) & in_raw
     if shared:
         store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
                      f"{{ {' '.join(sorted(shared))} }} GRAPH {mine} {{ ?s ?p ?o }} "
                      f"GRAPH {raw} {{ ?s ?p ?o }} }}")
     stem = f"{out.name}.{os.getpid()}"
     dumps = [work / f"{stem}.all"]
+    files, wait = _construct_apart(store, {k: plan[k] for k in sorted(later)},
+                                   f"FROM {raw} FROM {mine}", work, stem)
+    dumps += files
+    store.dump(str(dumps[0]), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
+    wait()
+    return dumps
+
+
+def _derive_by_pyshacl(ntriples: Path, shapes_ttl: str, out: Path) -> int:
+    """The rules run by pyshacl (rules that are not plain SPARQL CONSTRUCTs), their sorted
+    N-Triples written into `out`: how many lines."""
+    import rdflib
+
+    derived = run_rules(rdflib.Graph().parse(ntriples, format="nt"), shapes_ttl)
+    text = to_sorted_ntriples(derived)
+    out.write_text(text, encoding="utf-8")
+    return text.count("\n")
+
+
+def _predicates(store: Any, graph: str) -> set[str]:
+    """The distinct predicates of one named graph of a pyoxigraph store."""
+    import pyoxigraph as ox
+
+    rows = store.query(f"SELECT DISTINCT ?p WHERE {{ GRAPH {graph} {{ ?s ?p ?o }} }}")
+    assert isinstance(rows, ox.QuerySolutions)
+    return {str(row[0]) for row in rows}  # the solutions, which hold the store, let go
+
+
+def _construct_apart(store: Any, rules: dict[int, str], dataset: str, work: Path,
+                     stem: str) -> tuple[list[Path], Callable[[], None]]:
+    """The rules (CONSTRUCTs by their place in the plan) started on threads of their own over
+    `dataset`, each dumped to a file of its own in `work`: the files, and a function that
+    waits for every thread and raises the first failure."""
+    import threading
+
+    import pyoxigraph as ox
+
     failed: list[BaseException] = []
 
     def construct(query: str, path: Path) -> None:
@@ -477,20 +501,23 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
         except BaseException as exc:  # noqa: BLE001 - raised below, on the caller's thread
             failed.append(exc)
 
+    files: list[Path] = []
     threads = []
-    for k in sorted(later):
-        query = construct_from(plan[k], f"FROM {raw} FROM {mine}")
+    for k, rule in rules.items():
+        query = construct_from(rule, dataset)
         assert query is not None  # as_insert read it
-        dumps.append(work / f"{stem}.{k}")
-        threads.append(threading.Thread(target=construct, args=(query, dumps[-1]),
+        files.append(work / f"{stem}.{k}")
+        threads.append(threading.Thread(target=construct, args=(query, files[-1]),
                                         name=f"kgbench-rule-{k}", daemon=True))
         threads[-1].start()
-    store.dump(str(dumps[0]), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
-    for thread in threads:
-        thread.join()
-    if failed:
-        raise failed[0]
-    return dumps
+
+    def wait() -> None:
+        for thread in threads:
+            thread.join()
+        if failed:
+            raise failed[0]
+
+    return files, wait
 
 
 def sort_dump(dumps: list[Path], out: Path, work: Path) -> int:
