@@ -155,6 +155,42 @@ def test_no_import_goes_up_the_layers_even_a_type_only_one() -> None:
     assert up == UPWARD_TYPE_ONLY
 
 
+LONGEST = 60       # lines of a function, `def` to its last line, docstring included
+MOST_PARAMETERS = 7  # not counting self or cls
+WHY = "many parameters:"  # a comment on the line above a longer list says why
+
+
+def oversized(source: str) -> list[str]:
+    """The functions of `source` longer than LONGEST lines, or with more than MOST_PARAMETERS
+    parameters and no comment saying why."""
+    lines = source.splitlines()
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+        a = node.args
+        count = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
+        count -= bool(a.args and a.args[0].arg in ("self", "cls"))
+        above = {lines[n.lineno - 2] for n in [node, *node.decorator_list] if n.lineno > 1}
+        if length > LONGEST:
+            out.append(f"{node.name}: {length} lines")
+        if count > MOST_PARAMETERS and not any(WHY in line for line in above):
+            out.append(f"{node.name}: {count} parameters")
+    return out
+
+
+def test_no_function_is_over_60_lines_or_7_parameters_without_saying_why() -> None:
+    found = {str(path.relative_to(REPO)): oversized(path.read_text(encoding="utf-8"))
+             for path in sorted(PACKAGE.rglob("*.py"))}
+    assert {path: what for path, what in found.items() if what} == {}
+    # the check sees what it looks for
+    body = "\n".join(f"    x{i} = {i}" for i in range(LONGEST))
+    assert oversized(f"def f(a, b, c, d, e, f, g, h):\n{body}\n") == [
+        "f: 61 lines", "f: 8 parameters"]
+    assert oversized(f"# {WHY} each an option\ndef f(a, b, c, d, e, f, g, h):\n    pass\n") == []
+
+
 def test_the_old_module_paths_still_import_and_say_where_they_went() -> None:
     from pytest_kgbench._moved import MOVED
 

@@ -35,7 +35,7 @@ class Power:
         return stats.wilson(self.detected, self.simulations)
 
 
-# the keyword-only options of one simulation (kgbench power's flags): clearer than a bundle
+# many parameters: the keyword-only options of one simulation (kgbench power's flags)
 def simulate(n_questions: int, *, baseline: float, effect: float, repeats: int,
              simulations: int = 1000, seed: int = 0, alpha: float = 0.05,
              trap_right: tuple[Sequence[bool], Sequence[bool]] = ((), ())) -> Power:

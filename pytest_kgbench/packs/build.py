@@ -752,7 +752,7 @@ def _check_file(pack: Pack, values: set[str], path: Path) -> None:
                          f"restricted {path.name}: a rule or template copies it")
 
 
-# values and databases: what a build did already, given as the keyword options of its one call
+# many parameters: values and databases, what a build did already, are keyword options
 def write_restricted(pack: Pack, out: Path, typed: Tables, graph: GraphFiles,
                      derived: Path | Callable[[], Path | None] | None,
                      executed: Tables | None = None, *,

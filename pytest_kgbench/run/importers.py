@@ -216,7 +216,7 @@ class Imported:
     failed: dict[str, str]         # question -> why its query failed or was refused
 
 
-# the keyword-only options of one `kgbench import` (its flags): clearer than a bundle of them
+# many parameters: the keyword-only options of one `kgbench import` (its flags)
 def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
                model: str | None = None, results: Path | None = None,
                truth: Path | None = None, questions_file: Path | None = None,
