@@ -419,12 +419,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from pytest_kgbench.core.questions import load_questions
-    from pytest_kgbench.core.registry import activate
     from pytest_kgbench.packs.build import build_variant
     from pytest_kgbench.packs.schema import find_pack
-    from pytest_kgbench.run.shipped import shipped
-
-    activate(shipped())
     clock = Clock()
     names = (args.variants or f"{args.pack}/{args.variant}").split(",")
     kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]

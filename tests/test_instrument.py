@@ -13,7 +13,7 @@ from conftest import credit_question
 from pytest_kgbench.core.conditions import BY_ID
 from pytest_kgbench.core.errors import HarnessBroken
 from pytest_kgbench.core.questions import parse_question
-from pytest_kgbench.core.registry import current
+from pytest_kgbench.core.registry import default
 from pytest_kgbench.metrics import MetricInput, measure_all, ordered
 from pytest_kgbench.metrics.attribution import attribution
 from pytest_kgbench.metrics.execution import rows_carried, same_cell, states_figure
@@ -140,7 +140,7 @@ def test_a_date_with_anything_after_it_is_not_that_date(day: dt.date, tail: str)
                  st.lists(st.text(max_size=10), max_size=5)))
 def test_no_field_kind_raises_on_any_value(value) -> None:
     q = credit_question("credit-Q06")
-    for kind in current().field_kinds.values():
+    for kind in default().field_kinds.values():
         for spec in q.fields:
             kind.compare(spec, "x", value, {})
 

@@ -459,7 +459,7 @@ def test_two_processes_loading_at_once_load_once(pg_server, credit_base, kg_cach
 # --- the DSN's password --------------------------------------------------------------------------
 
 def test_a_dsns_password_is_redacted_wherever_it_is_shown(pg_server) -> None:
-    from pytest_kgbench.core.registry import current
+    from pytest_kgbench.core.registry import default
     from pytest_kgbench.engines.postgres import PostgresStore
     from pytest_kgbench.engines.stores import find_kind
 
@@ -470,7 +470,7 @@ def test_a_dsns_password_is_redacted_wherever_it_is_shown(pg_server) -> None:
     assert redact_secrets(f"postgresql://db/x?user=me&password={secret}") == \
         "postgresql://db/x?user=me&password=***"
     assert redact_secrets("postgresql://me@db/x") == "postgresql://me@db/x"
-    kind = find_kind(current(), "sql", f"postgres=postgresql://me:{secret}@127.0.0.1:1/x")
+    kind = find_kind(default(), "sql", f"postgres=postgresql://me:{secret}@127.0.0.1:1/x")
     assert kind.name == "postgres"
     assert kind.label == "postgres=postgresql://me:***@127.0.0.1:1/x"
     assert secret not in repr(kind)

@@ -137,10 +137,12 @@ def test_a_piece_that_is_not_of_its_kinds_base_class_is_refused_by_name() -> Non
 
 
 PLUGIN = '''
-"""A tiny third-party plugin: an agent, a field kind and a metric, none of them known to
-pytest_kgbench."""
+"""A tiny third-party plugin: an agent, a field kind, a metric, a condition and an engine, none
+of them known to pytest_kgbench."""
 from pytest_kgbench.agents import BaseAgent
+from pytest_kgbench.core.conditions import Condition
 from pytest_kgbench.core.questions import FieldKind
+from pytest_kgbench.engines.sql import DuckDBStore
 from pytest_kgbench.scoring.answers import Answer, answer_text
 from pytest_kgbench.metrics import RateMetric
 
@@ -187,8 +189,21 @@ def pytest_kgbench_field_kinds():
     return [ColourKind()]
 
 
+class NamedDuckDB(DuckDBStore):
+    name = "duckdb_named"
+    default = False
+
+
 def pytest_kgbench_metrics():
     return [SaysColour()]
+
+
+def pytest_kgbench_conditions():
+    return [Condition("R20", "csv, once more", "reading", "sql", "csv", ())]
+
+
+def pytest_kgbench_stores():
+    return [NamedDuckDB()]
 '''
 
 COLOUR_QUESTION = '''
@@ -202,19 +217,25 @@ COLOUR_QUESTION = '''
 
 
 def test_a_third_party_plugin_adds_an_agent_a_metric_and_a_field_kind(project) -> None:
+    """Each piece reaches the session through the registry it passes down (nothing global):
+    the plugin's condition is collected and marked, its engine is the one D1's store and the
+    run folder name, its field kind grades and its metric measures on every worker."""
     p = project(COLOUR_QUESTION)
     p.makepyfile(kgbench_poet=PLUGIN)
     p.syspathinsert()
     result = p.runpytest_subprocess("-p", "kgbench_poet", "questions", "--agent", "poet",
-                                    "--condition", "R1,D1", "-n", "2", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2)
+                                    "--condition", "R1,D1,R20", "--sql-engine", "duckdb_named",
+                                    "--strict-markers", "-m", "R20 or not R20",
+                                    "-n", "2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
     records = run_records(p)
     # the field kind graded "Crimson" as the key's "red"; the metric measured each item
     assert {(r["condition"], r["grade"], r["metrics"]["says_colour"]) for r in records} == \
-        {("R1", "correct", True), ("D1", "correct", True)}
+        {("R1", "correct", True), ("D1", "correct", True), ("R20", "correct", True)}
     assert {r["agent_kind"] for r in records} == {"model"}
     run = next((p.path / "reports").iterdir())
     report = json.loads((run / "report.json").read_text())
+    assert report["engines"]["sql"] == "duckdb_named"
     assert report["conditions"]["R1"]["metrics"]["says_colour"] == {"rate": 1.0, "n": 1}
     md = (run / "report.md").read_text()
     assert "| arm | says a colour |" in md and "| R1 | 100.0% (1) |" in md

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from pytest_kgbench.core.registry import Registry, current
+from pytest_kgbench.core.registry import Registry, given
 
 LAST_ROUND = "You have used your last round of tools. Answer now, from what you have."
 """What a model is told with the results of its last round of tools (every backend)."""
@@ -111,6 +111,7 @@ class BaseAgent(ABC):
 
     batch_plan: Callable[[], list[Any]] | None = None  # --batch: the tasks to submit at once
     batch_say: Callable[[str], None] | None = None     # --batch: what to tell the user
+    registry: Registry | None = None  # the session's pieces, set by the runtime (None: shipped)
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -154,5 +155,5 @@ trap, the synthetic simulator); replay: a stored run's answers, asked again."""
 
 
 def agent_class(name: str, registry: Registry | None = None) -> type[BaseAgent]:
-    """The registered agent class `name` (of `registry`, or the active one)."""
-    return cast("type[BaseAgent]", (registry or current()).get("agents", name, "--agent"))
+    """The registered agent class `name` (of `registry`; the shipped agents where none is passed)."""
+    return cast("type[BaseAgent]", given(registry).get("agents", name, "--agent"))

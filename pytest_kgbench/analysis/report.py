@@ -25,6 +25,7 @@ from pytest_kgbench.analysis.comparisons import (  # noqa: F401 - three re-expor
 )
 from pytest_kgbench.core.questions import TIERS, set_fingerprint
 from pytest_kgbench.core.record import BankedRecord, ItemRecord, question_key
+from pytest_kgbench.core.registry import Registry
 from pytest_kgbench.core.settings import Settings
 from pytest_kgbench.metrics import ordered
 
@@ -38,9 +39,11 @@ def arm_of(rec: ItemRecord, multi_model: bool) -> str:
     return f"{rec['condition']}/{rec['model']}" if multi_model else rec["condition"]
 
 
-def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
+def arm_summary(records: Sequence[ItemRecord], seed: int,
+                registry: Registry | None = None) -> dict[str, Any]:
     """Accuracy with its interval, pass rate with Wilson, and the same per tier; the arm's
-    median prompt size. (`accuracy` itself pools the tiers; the report shows it per tier.)"""
+    median prompt size; its metrics (those of `registry`, the session's). (`accuracy` itself
+    pools the tiers; the report shows it per tier.)"""
     est = stats.accuracy(question_scores(records), seed=seed)
     declined = sorted({question_key(r) for r in records if r["grade"] == "declined"})
     out: dict[str, Any] = {
@@ -48,7 +51,7 @@ def arm_summary(records: Sequence[ItemRecord], seed: int) -> dict[str, Any]:
         "n_questions": est.n_questions, "n_items": len(records),
         "passes": est.passes, "pass_rate": est.pass_rate,
         "pass_ci95": list(est.pass_ci95) if est.pass_ci95 else None,
-        "declined": len(declined), "metrics": metric_summary(records), "by_tier": {},
+        "declined": len(declined), "metrics": metric_summary(records, registry), "by_tier": {},
         "prompt_tokens": prompt_tokens(records),
         "effort": effort_summary(records),
     }
@@ -161,10 +164,11 @@ def share_text(share: float | None) -> str:
     return "n/a" if share is None else f"{100 * share:.1f}%"
 
 
-def metric_summary(records: Iterable[ItemRecord]) -> dict[str, Any]:
-    from pytest_kgbench.metrics import ordered, summarise_all
+def metric_summary(records: Iterable[ItemRecord], registry: Registry | None = None
+                   ) -> dict[str, Any]:
+    from pytest_kgbench.metrics import summarise_all
 
-    return summarise_all(list(records), ordered())
+    return summarise_all(list(records), ordered(registry))
 
 
 def fingerprint(records: Sequence[ItemRecord], meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -190,9 +194,11 @@ def fingerprint(records: Sequence[ItemRecord], meta: Mapping[str, Any]) -> dict[
 
 
 def build_report(records: Sequence[BankedRecord], settings: Settings, *,
-                 missing: list[dict[str, str]], meta: Mapping[str, Any]) -> dict[str, Any]:
+                 missing: list[dict[str, str]], meta: Mapping[str, Any],
+                 registry: Registry | None = None) -> dict[str, Any]:
     """report.json as a dict: settings, fingerprint, items, per-arm accuracy, missing items.
-    Items that could not be asked (graded "skipped") are listed apart, never in an arm."""
+    Items that could not be asked (graded "skipped") are listed apart, never in an arm.
+    `registry`: the session's pieces (its metrics)."""
     lost = [r for r in records if r["grade"] == "skipped"]
     skipped = [{"nodeid": r.get("nodeid"), "reason": r["reason"]} for r in lost] + list(
         meta.get("unasked") or [])
@@ -207,7 +213,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         rows = arms[arm]
         conditions[arm] = {"condition": rows[0]["condition"], "label": rows[0]["condition_label"],
                            "model": rows[0]["model"],
-                           **arm_summary(rows, settings.stats_seed),
+                           **arm_summary(rows, settings.stats_seed, registry),
                            "prompt_ratio_r1": ratios[arm],
                            **arm_cost(rows, settings),
                            "cache_read_share": cache_read_share(rows)}
@@ -332,13 +338,15 @@ def engine_lines(report: Mapping[str, Any]) -> list[str]:
     return ["- " + "; ".join(named(lang) for lang in sorted(engines))]
 
 
-def render_markdown(report: Mapping[str, Any]) -> str:
+def render_markdown(report: Mapping[str, Any], registry: Registry | None = None) -> str:
+    """report.md from report.json's dict (the metrics' columns as `registry`'s metrics, the
+    session's, name and order them)."""
     s, fp = report["settings"], report["fingerprint"]
     lines = [f"# kgbench run {report['run_id']}", ""]
     lines += banner_lines(report) + settings_lines(report, s)
     header, rows = headline_rows(report)
     lines += _table(header, rows) + [""]
-    lines += metric_lines(report)
+    lines += metric_lines(report, registry)
     lines += cost_lines(report)
     lines += effort_lines(report)
     lines += declined_lines(report)
@@ -536,9 +544,9 @@ def effort_lines(report: Mapping[str, Any]) -> list[str]:
             *_table(header, rows), ""]
 
 
-def metric_lines(report: Mapping[str, Any]) -> list[str]:
+def metric_lines(report: Mapping[str, Any], registry: Registry | None = None) -> list[str]:
     """The metrics table of report.md: a column per registered metric any arm measured."""
-    metrics = [m for m in ordered()
+    metrics = [m for m in ordered(registry)
                if any(m.name in (c.get("metrics") or {}) for c in report["conditions"].values())]
     if not metrics:
         return []

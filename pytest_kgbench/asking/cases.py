@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pytest_kgbench.core.conditions import Condition
 from pytest_kgbench.core.questions import Question, QuestionSet
+from pytest_kgbench.core.registry import Registry, given
 from pytest_kgbench.core.settings import Settings
 from pytest_kgbench.packs.schema import Pack
 
@@ -62,34 +63,29 @@ class Case:
                                     self.condition.id, self.agent, *self._arm)))
 
 
-def marker_lines(settings: Settings) -> list[str]:
-    """The `markers` ini lines that register every marker an item may carry, so that
-    --strict-markers accepts them."""
-    from pytest_kgbench.core.conditions import registered
+def marker_lines(settings: Settings, registry: Registry | None = None) -> list[str]:
+    """The `markers` ini lines that register every marker an item may carry (the pieces of
+    `registry`, the session's, included), so that --strict-markers accepts them."""
+    from pytest_kgbench.core.conditions import SCHEMA_ARMS, arm, by_id, registered
     from pytest_kgbench.core.errors import InputError
     from pytest_kgbench.core.questions import TIERS
-    from pytest_kgbench.core.registry import current
     from pytest_kgbench.packs.locate import sources
     from pytest_kgbench.packs.schema import read_manifest
 
     names: dict[str, str] = {t: f"kgbench tier {t}" for t in TIERS}
-    from pytest_kgbench.core.conditions import SCHEMA_ARMS, arm
-
     names.update({c: f"kgbench condition {c} ({cond.label})"
-                  for c, cond in registered().items()})
-    for cond in list(registered().values()):
+                  for c, cond in registered(registry).items()})
+    for cond in list(registered(registry).values()):
         if cond.mode == "querying":
             names.update({a.id: f"kgbench condition {a.id} ({a.label})"
                           for a in (arm(cond, s) for s in SCHEMA_ARMS) if a.id != cond.id})
     names.update({s: f"kgbench schema arm {s}: {a.what}" for s, a in SCHEMA_ARMS.items()})
-    from pytest_kgbench.core.conditions import by_id
-
     for cid in settings.condition_ids:  # the session's engine arms, and their engines
         if "@" in cid:
-            cond = by_id(cid)
+            cond = by_id(cid, registry)
             names.setdefault(cond.id, f"kgbench condition {cond.id} ({cond.label})")
             names.setdefault(str(cond.engine), f"kgbench engine arm {cond.engine}")
-    names.update({a: f"kgbench agent {a}" for a in current().agents})  # the session's
+    names.update({a: f"kgbench agent {a}" for a in given(registry).agents})
     for name, source in sources(settings).items():
         names.setdefault(name, f"kgbench pack {name}")
         try:
@@ -137,12 +133,14 @@ def not_run(pack: Pack, conds: tuple[Condition, ...]) -> list[str]:
             for why, ids in by_reason.items()]
 
 
-def cases_for(qset: QuestionSet, pack: Pack, settings: Settings) -> Iterator[Case]:
-    """Every item of a question file, in file order (so every xdist worker agrees)."""
+def cases_for(qset: QuestionSet, pack: Pack, settings: Settings,
+              registry: Registry | None = None) -> Iterator[Case]:
+    """Every item of a question file, in file order (so every xdist worker agrees), under
+    the run's conditions as `registry` (the session's) knows them."""
     variants = settings.variants
     if variants == ("all",):
         variants = tuple(pack.variants)
-    conds = pack_conditions(pack, settings.conditions)
+    conds = pack_conditions(pack, settings.conditions(registry))
     for q in qset.questions:
         for variant in variants:
             if not pack.has_variant(variant) or (q.variants and variant not in q.variants):
@@ -245,9 +243,7 @@ def scope_groups(nodeids: Sequence[str], workers: int, *, split: bool = True
     return out
 
 
-def asks_together(settings: Settings) -> bool:
+def asks_together(settings: Settings, registry: Registry | None = None) -> bool:
     """Whether items share together sessions (a replay answers from stored slices, per item)."""
-    from pytest_kgbench.core.registry import current
-
-    agent = current().get("agents", settings.agent, "--agent")
+    agent = given(registry).get("agents", settings.agent, "--agent")
     return settings.ask == "together" and agent.kind != "replay"

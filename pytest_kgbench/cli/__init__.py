@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_kgbench.core.errors import InputError, KgbenchError
+from pytest_kgbench.core.registry import Registry
 
 
 def _pack_args(p: argparse.ArgumentParser) -> None:
@@ -108,14 +109,15 @@ def _runnable_packs(settings: Any) -> list[Any]:
     return out
 
 
-def _questions(pack: Any) -> Any:
+def _questions(pack: Any, registry: Registry) -> Any:
     """Every question of a pack's question files, as one QuestionSet."""
     from pytest_kgbench.core.questions import QuestionSet, load_questions, set_fingerprint
 
     if not pack.question_files:
         raise KgbenchError(f"pack {pack.name} has no question file (questions.yaml beside its "
                            "pack.yaml, or questions/<pack>.yaml in the repository)")
-    sets = [load_questions(path, pack=pack.name, source=pack) for path in pack.question_files]
+    sets = [load_questions(path, pack=pack.name, source=pack, registry=registry)
+            for path in pack.question_files]
     questions = tuple(q for qs in sets for q in qs.questions)
     return QuestionSet(path=str(pack.question_files[0]), questions=questions,
                        sha256=set_fingerprint({q.id: q.sha256 for q in questions}))
@@ -204,7 +206,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         _runnable(settings, settings.pack_names[0])  # one that cannot run here: its one line
     except InputError:
         pass  # a problem of the pack: validate reports it with every other
-    report = validate_pack(settings, settings.pack_names[0], needs=not args.no_needs)
+    report = validate_pack(settings, settings.pack_names[0], needs=not args.no_needs,
+                           registry=args.registry)
     for problem in report.problems:
         print(f"PROBLEM {problem}")
     for note in report.notes:
@@ -230,8 +233,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     )
 
     pack, built, _ = _built(args)
-    qset = _questions(pack)
-    checks = check_questions(list(qset.questions), built, engines=_engines(args))
+    qset = _questions(pack, args.registry)
+    checks = check_questions(list(qset.questions), built, engines=_engines(args),
+                             registry=args.registry)
     bad = 0
     for c in checks:
         status = "ok " if c.ok else "BAD"
@@ -273,25 +277,25 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 
 
 def _runtime(args: argparse.Namespace) -> Any:
-    """A Runtime over the repository at --root, outside pytest (prompt, mcp, estimate)."""
-    from pytest_kgbench.core.registry import current
+    """A Runtime over the repository at --root, outside pytest (prompt, mcp, estimate), with
+    the command's registry."""
     from pytest_kgbench.run.runtime import Runtime
 
     return Runtime(_settings(
         args, variants=(args.variant,), run_id="cli",
         query_timeout=float(getattr(args, "query_timeout", 60)), dataset_seed=args.seed,
-        stats_seed=0, engines=_engines(args)), current())
+        stats_seed=0, engines=_engines(args)), args.registry)
 
 
 def cmd_prompt(args: argparse.Namespace) -> int:
     from pytest_kgbench.core import conditions
     from pytest_kgbench.core.pricing import tokens_of
 
-    qset = _questions(_pack(args))
+    qset = _questions(_pack(args), args.registry)
     question = next((q for q in qset.questions if q.id == args.question), None)
     if question is None and (args.question or args.ask == "apart"):
         raise KgbenchError(f"no question {args.question} in {qset.path}")
-    cond = conditions.by_id(args.condition)
+    cond = conditions.by_id(args.condition, args.registry)
     runtime = _runtime(args)
     built = runtime.built(args.pack, args.variant)
     if args.ask == "together":  # the session of the question's persona (analyst by default)
@@ -343,14 +347,14 @@ def cmd_query(args: argparse.Namespace) -> int:
     try:
         built = runtime.built(args.pack, args.variant)
         if args.condition:
-            cond = conditions.by_id(args.condition)
+            cond = conditions.by_id(args.condition, args.registry)
             if cond.mode != "querying":
                 raise KgbenchError(f"--condition: '{cond.id}' is not a querying condition")
             if args.engine and args.engine != cond.language:
                 raise KgbenchError(f"--engine {args.engine} does not fit --condition {cond.id} "
                                    f"(a {cond.language} store)")
         else:
-            cond = next(c for c in conditions.registered().values()
+            cond = next(c for c in conditions.registered(args.registry).values()
                         if c.mode == "querying" and c.language == (args.engine or "sql")
                         and c.data == "raw" and not c.definitions)
         executor = runtime.executor(built, cond, args.persona)
@@ -358,7 +362,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         worker = getattr(executor, "worker", None)
         out = {"pack": args.pack, "variant": args.variant, "persona": args.persona,
                "condition": cond.id, "language": cond.language,
-               "engine": store_kind(cond.language, runtime.settings.engines_for(cond)).name,
+               "engine": store_kind(cond.language, runtime.settings.engines_for(cond),
+                                    runtime.registry).name,
                "sandbox": getattr(worker, "sandbox", None),
                "result": result.to_dict() if result else None, "shown": text}
         print(json.dumps(out, indent=2, ensure_ascii=False, default=str))
@@ -379,14 +384,15 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     runtime = _runtime(args)
     models = tuple(m.strip() for m in ",".join(args.model).split(",") if m.strip())
     runtime.settings = replace(
-        runtime.settings, agent=default_agent(True), models=models, repeats=args.repeats,
-        condition_ids=tuple(c.id for c in conditions.select(
-            args.condition, conditions.schema_arms(args.schema))))
+        runtime.settings, agent=default_agent(True, args.registry), models=models,
+        repeats=args.repeats, condition_ids=tuple(c.id for c in conditions.select(
+            args.condition, conditions.schema_arms(args.schema), registry=args.registry)))
     cases: list[Case] = []
     for pack in _runnable_packs(runtime.settings):
         for path in pack.question_files:
-            cases += cases_for(load_questions(path, pack=pack.name, source=pack), pack,
-                               runtime.settings)
+            cases += cases_for(load_questions(path, pack=pack.name, source=pack,
+                                              registry=args.registry), pack,
+                               runtime.settings, args.registry)
     estimates = runtime.estimate(cases, together=args.ask == "together")
     runtime.close()
     heading = f"{args.repeats} repeat(s), variant {args.variant}, asked {args.ask}"
@@ -398,11 +404,10 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Every registered piece: the shipped ones and those of installed plugins."""
-    from pytest_kgbench.core.registry import current
     from pytest_kgbench.metrics import ordered
     from pytest_kgbench.packs.locate import open_pack, selected
 
-    reg = current()
+    reg = args.registry
     settings = _settings(args)
     print("packs:")
     for name, source in sorted(selected(settings).items()):
@@ -474,7 +479,8 @@ def cmd_power(args: argparse.Namespace) -> int:
     names = settings.pack_names  # several (--pack a,b): their questions pooled into one set
     if args.condition and len(names) > 1:
         raise KgbenchError("--condition takes one pack: the trap's grades are read per pack")
-    questions = [q for name in names for q in _questions(_runnable(settings, name)).questions
+    questions = [q for name in names
+                 for q in _questions(_runnable(settings, name), args.registry).questions
                  if q.tier == args.tier and (q.variants is None or args.variant in q.variants)]
     if not questions:
         raise KgbenchError(f"pack {args.pack} has no {args.tier} question on {args.variant}")
@@ -514,7 +520,7 @@ def _trap_right(args: argparse.Namespace, questions: list[Any]) -> tuple[list[bo
     out: tuple[list[bool], list[bool]] = ([], [])
     try:
         for side, cid in enumerate(args.condition):
-            cond = conditions.by_id(cid)
+            cond = conditions.by_id(cid, args.registry)
             for q in questions:
                 executor = (runtime.executor(built, cond, q.persona)
                             if cond.mode == "querying" else None)
@@ -557,7 +563,7 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     from pytest_kgbench.core.record import gaps_text
     from pytest_kgbench.run.rescore import rescore
 
-    result = rescore(Path(args.run), force=args.force)
+    result = rescore(Path(args.run), force=args.force, registry=args.registry)
     print(f"rescored {len(result.records)} items; {len(result.moved)} grades moved")
     if result.missing:
         expected = len(result.records) + len(result.missing)
@@ -746,7 +752,6 @@ def _run_commands(sub: Any) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     import signal
 
-    from pytest_kgbench.core.registry import activate, deactivate
     from pytest_kgbench.run.shipped import installed
 
     if argv is None and hasattr(signal, "SIGPIPE"):
@@ -760,17 +765,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra  # build's --PARAM N, the sizes a pack declares (scaled_variant)
     try:
-        registry = installed()  # the pieces installed plugins register, as a run sees them
-    except KgbenchError as exc:
-        print(f"kgbench: {exc}", file=sys.stderr)
-        return 2
-    activate(registry)
-    try:
+        # the pieces installed plugins register, as a run sees them: every command reads them
+        # from here (args.registry), nothing from a global
+        args.registry = installed()
         return int(args.func(args))
     except KgbenchError as exc:
         print(f"kgbench: {exc}", file=sys.stderr)
         return 2
-    finally:
-        deactivate(registry)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from pytest_kgbench.core.errors import InputError
+from pytest_kgbench.core.registry import Registry, given
 
 # the pack artefacts each kind of shown definitions is made from (Pack.has names them)
 SHOWN_FROM: dict[str, tuple[str, ...]] = {
@@ -202,25 +203,24 @@ def normal_id(condition_id: str) -> str:
 """The shipped ladder by id (a session's conditions, plugins' included, are `registered()`)."""
 
 
-def registered() -> dict[str, Condition]:
-    """The session's conditions by id: the ladder plus those plugins add."""
-    from pytest_kgbench.core.registry import current
+def registered(registry: Registry | None = None) -> dict[str, Condition]:
+    """The conditions of `registry` (a session's: the ladder plus those plugins add) by id;
+    the shipped ladder where none is passed."""
+    return given(registry).conditions
 
-    return current().conditions
 
-
-def by_id(condition_id: str) -> Condition:
-    """A condition by its id (case-insensitive), an arm of one included ("D1.tools",
-    "D4@oxigraph")."""
+def by_id(condition_id: str, registry: Registry | None = None) -> Condition:
+    """A condition of `registry` by its id (case-insensitive), an arm of one included
+    ("D1.tools", "D4@oxigraph")."""
     head, at, engine = condition_id.partition("@")
     if at:
-        base = by_id(head)
+        base = by_id(head, registry)
         if base.mode != "querying" or not engine:
             raise InputError("--condition", f"'{condition_id}': {base.id} reads its data: it "
                              "has no engine arms" if engine else
                              f"'{condition_id}' names no engine after '@'")
         return on_engine(base, engine.lower())
-    known = registered()
+    known = registered(registry)
     rung, _, schema = condition_id.partition(".")
     found = known.get(rung) or known.get(rung.upper())
     if found is None:
@@ -235,9 +235,9 @@ def by_id(condition_id: str) -> Condition:
     return cond
 
 
-def groups() -> dict[str, tuple[str, ...]]:
+def groups(registry: Registry | None = None) -> dict[str, tuple[str, ...]]:
     """The names that stand for several conditions: all, reading, querying."""
-    ids = list(registered().values())
+    ids = list(registered(registry).values())
     return {"all": tuple(c.id for c in ids),
             "reading": tuple(c.id for c in ids if c.mode == "reading"),
             "querying": tuple(c.id for c in ids if c.mode == "querying")}
@@ -302,20 +302,21 @@ def ablation_pairs(selected: tuple[str, ...]) -> list[tuple[str, str]]:
 
 
 def select(spec: str | None, schema: tuple[str, ...] = ("prompt",),
-           engines: Mapping[str, tuple[str, ...]] | None = None) -> tuple[Condition, ...]:
+           engines: Mapping[str, tuple[str, ...]] | None = None,
+           registry: Registry | None = None) -> tuple[Condition, ...]:
     """Conditions named by an option value: ids, comma lists, `reading`, `querying`, `all`,
     and arms by id ("D1.tools", "D4@oxigraph"). Each querying condition named by its rung runs
     under every arm of `schema` (--schema), in that order, and on every engine `engines` names
     for its language when it names more than one (language -> engine names). The order is
     kept as given (a group expands in ladder order): the first is the baseline."""
-    known = registered()
-    named = groups()
+    known = registered(registry)
+    named = groups(registry)
     chosen: list[Condition] = []
     for part in (spec or "all").replace(" ", "").split(","):
         if not part:
             continue
         if "." in part or "@" in part:
-            conds = [by_id(normal_id(part))]
+            conds = [by_id(normal_id(part), registry)]
         else:
             ids = named.get(part.lower()) or ((part.upper(),) if part.upper() in known else None)
             if ids is None:

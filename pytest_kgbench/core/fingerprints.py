@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_kgbench.core.registry import current
+from pytest_kgbench.core.registry import Registry, given
 
 PACKAGE = "pytest_kgbench"
 GRADER_ENTRIES = ("scoring.grading", "scoring.answer_key", "metrics", "run.runtime",
@@ -133,12 +133,12 @@ def closure(modules: Iterable[str]) -> set[str]:
     return seen
 
 
-def registered_sources(tables: tuple[str, ...] = ("field_kinds", "metrics", "stores")
-                       ) -> tuple[set[str], set[Path]]:
-    """The registered pieces of `tables` (a grade looks each field kind, metric and engine up
-    by name): the package modules they are defined in, and the files of those defined
+def registered_sources(tables: tuple[str, ...] = ("field_kinds", "metrics", "stores"),
+                       registry: Registry | None = None) -> tuple[set[str], set[Path]]:
+    """The pieces of `tables` in `registry` (a grade looks each field kind, metric and engine
+    up by name): the package modules they are defined in, and the files of those defined
     outside it (a plugin's)."""
-    reg = current()
+    reg = given(registry)
     known = _modules()
     inside: set[str] = set()
     outside: set[Path] = set()
@@ -154,24 +154,25 @@ def registered_sources(tables: tuple[str, ...] = ("field_kinds", "metrics", "sto
     return inside, outside
 
 
-def _closure_files(entries: tuple[str, ...], tables: tuple[str, ...]) -> list[str]:
+def _closure_files(entries: tuple[str, ...], tables: tuple[str, ...],
+                   registry: Registry | None) -> list[str]:
     known = _modules()
-    inside, outside = registered_sources(tables)
+    inside, outside = registered_sources(tables, registry)
     files = {known[m] for m in closure([*(f"{PACKAGE}.{e}" for e in entries), *inside])}
     return sorted(str(f.resolve()) for f in files | outside)
 
 
-def grader_files() -> list[str]:
+def grader_files(registry: Registry | None = None) -> list[str]:
     """The files whose code decides a grade, a metric or a figure of the report: the import
     closure of GRADER_ENTRIES and of the registered field kinds', metrics' and engines'
     modules, and the files of those pieces a plugin registers, sorted."""
-    return _closure_files(GRADER_ENTRIES, ("field_kinds", "metrics", "stores"))
+    return _closure_files(GRADER_ENTRIES, ("field_kinds", "metrics", "stores"), registry)
 
 
-def prompt_files() -> list[str]:
+def prompt_files(registry: Registry | None = None) -> list[str]:
     """The files whose code writes what a model is shown: the closure of PROMPT_ENTRIES and of
     the engines' modules (a querying prompt describes the store as its engine does)."""
-    return _closure_files(PROMPT_ENTRIES, ("stores",))
+    return _closure_files(PROMPT_ENTRIES, ("stores",), registry)
 
 
 def _sha256(paths: list[str] | set[Path]) -> str:
@@ -183,12 +184,14 @@ def _sha256(paths: list[str] | set[Path]) -> str:
     return digest.hexdigest()
 
 
-def grader_sha256() -> str:
+def grader_sha256(registry: Registry | None = None) -> str:
     """SHA-256 of the grader's code (`grader_files`, by name and content), so a report says
     which grader produced it and a rescore whether the grader changed."""
-    return _sha256(grader_files())
+    return _sha256(grader_files(registry))
 
 
-def code_fingerprints() -> dict[str, str]:
-    """What meta.json records of the code that grades and the code that writes prompts."""
-    return {"grader_sha256": grader_sha256(), "prompts_sha256": _sha256(prompt_files())}
+def code_fingerprints(registry: Registry | None = None) -> dict[str, str]:
+    """What meta.json records of the code that grades and the code that writes prompts (the
+    pieces of `registry`, the session's, included)."""
+    return {"grader_sha256": grader_sha256(registry),
+            "prompts_sha256": _sha256(prompt_files(registry))}

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from pytest_kgbench.core.errors import InputError
-from pytest_kgbench.core.registry import current
+from pytest_kgbench.core.registry import Registry, given
 
 
 class QuestionSource(Protocol):
@@ -64,13 +64,14 @@ class FieldKind(ABC):
         raises: any value a model writes is graded."""
 
 
-def field_kind(name: str) -> FieldKind:
-    """The registered field kind `name`."""
+def field_kind(name: str, registry: Registry | None = None) -> FieldKind:
+    """The field kind `name` of `registry` (the shipped kinds where none is passed)."""
+    kinds = given(registry).field_kinds
     try:
-        return cast(FieldKind, current().field_kinds[name])
+        return cast(FieldKind, kinds[name])
     except KeyError:
         raise KeyError(f"unknown field kind '{name}' (known: "
-                       f"{', '.join(sorted(current().field_kinds))})") from None
+                       f"{', '.join(sorted(kinds))})") from None
 
 
 @dataclass(frozen=True)
@@ -84,20 +85,27 @@ class FieldSpec:
     rel_tol: float = 0.005
     abs_tol: float = 0.0
     ordered: bool = False
+    piece: FieldKind | None = field(default=None, compare=False, repr=False)
+    """The kind itself, as the registry the question was read with knows it (None: looked up
+    among the shipped kinds)."""
+
+    def kind_of(self) -> FieldKind:
+        """The field's kind: how it is described and compared."""
+        return self.piece if self.piece is not None else field_kind(self.kind)
 
     @property
     def is_list(self) -> bool:
-        return field_kind(self.kind).is_list
+        return self.kind_of().is_list
 
     @property
     def whole_result(self) -> bool:
         """Whether the field is a query's whole result (a kind with `whole_result`, `rows`):
         every row, every column in query order, whatever the columns are named."""
-        return field_kind(self.kind).whole_result
+        return self.kind_of().whole_result
 
     def describe(self) -> str:
         """How the field is explained to a model (its kind says, scoring/fieldkinds.py)."""
-        what = field_kind(self.kind).describe(self)
+        what = self.kind_of().describe(self)
         if self.ordered:
             what += ", in the order the question asks"
         return what
@@ -168,12 +176,14 @@ def set_fingerprint(question_hashes: Mapping[str, str]) -> str:
 
 def load_questions(path: str | Path, *, pack: str | None = None,
                    source: QuestionSource | None = None,
-                   problems: list[str] | None = None) -> QuestionSet:
+                   problems: list[str] | None = None,
+                   registry: Registry | None = None) -> QuestionSet:
     """Read and validate a question file; raise `InputError` naming file, question, field.
     `pack`: the pack the questions ask about (default: the file's stem, questions/<pack>.yaml).
     `source`: that pack, whose function a `{generate: ...}` file names. With `problems`, the
     problem of each question is appended to it instead (one line each; `kgbench validate`
-    reports every one) and the questions without one are returned."""
+    reports every one) and the questions without one are returned. `registry`: the session's
+    pieces (its field kinds)."""
     import yaml
 
     path = Path(path)
@@ -193,7 +203,7 @@ def load_questions(path: str | Path, *, pack: str | None = None,
     seen: set[str] = set()
     for index, entry in enumerate(data):
         try:
-            question = parse_question(entry, where=where, index=index)
+            question = parse_question(entry, where=where, index=index, registry=registry)
             if pack:
                 question = replace(question, pack_name=pack)
             if question.id in seen:
@@ -244,7 +254,8 @@ def _str_list(entry: Mapping[str, Any], name: str, where: str, qid: str) -> tupl
     return tuple(str(v) for v in value)
 
 
-def _parse_fields(entry: Mapping[str, Any], where: str, qid: str) -> tuple[FieldSpec, ...]:
+def _parse_fields(entry: Mapping[str, Any], where: str, qid: str,
+                  kinds: Mapping[str, FieldKind]) -> tuple[FieldSpec, ...]:
     answer = entry.get("answer") or {}
     if not isinstance(answer, dict):
         raise InputError(where, "must map field names to {kind: ...}", question=qid,
@@ -260,8 +271,7 @@ def _parse_fields(entry: Mapping[str, Any], where: str, qid: str) -> tuple[Field
         if not isinstance(spec, dict):
             raise InputError(where, "must be {kind: ...}", question=qid, field=fname)
         kind = spec.get("kind")
-        kinds = current().field_kinds
-        if kind not in kinds:
+        if not isinstance(kind, str) or kind not in kinds:
             raise InputError(where, f"kind must be one of {', '.join(kinds)}, "
                              f"got {kind!r}", question=qid, field=f"{fname}.kind")
         unknown = set(spec) - {"kind", "entity", "count_of", "tolerance", "ordered"}
@@ -274,7 +284,7 @@ def _parse_fields(entry: Mapping[str, Any], where: str, qid: str) -> tuple[Field
         specs.append(FieldSpec(
             name=str(name), kind=kind, entity=spec.get("entity"), count_of=spec.get("count_of"),
             rel_tol=float(tol.get("rel", 0.005)), abs_tol=float(tol.get("abs", 0.0)),
-            ordered=bool(spec.get("ordered", False)),
+            ordered=bool(spec.get("ordered", False)), piece=kinds[kind],
         ))
     names = {s.name for s in specs}
     for s in specs:
@@ -284,7 +294,8 @@ def _parse_fields(entry: Mapping[str, Any], where: str, qid: str) -> tuple[Field
     return tuple(specs)
 
 
-def parse_question(entry: Any, *, where: str, index: int) -> Question:
+def parse_question(entry: Any, *, where: str, index: int,
+                   registry: Registry | None = None) -> Question:
     """Validate one YAML entry into a `Question` (each check in the order a reader of the
     file would make it: who the question is, what it expects, its references, its scope)."""
     qid = _question_id(entry, where, index)
@@ -296,7 +307,7 @@ def parse_question(entry: Any, *, where: str, index: int) -> Question:
     if expect not in EXPECTS:
         raise InputError(where, f"must be one of {', '.join(EXPECTS)}", question=qid,
                          field="expect")
-    fields = _parse_fields(entry, where, qid)
+    fields = _parse_fields(entry, where, qid, given(registry).field_kinds)
     if expect == "answer" and not fields:
         raise InputError(where, "a question expecting an answer needs answer fields",
                          question=qid, field="answer")

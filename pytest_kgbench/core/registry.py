@@ -14,10 +14,11 @@ modules) first, then every other plugin's, in the order pluggy registered them. 
 not an instance (for agents, a subclass) of its table's base class, or a name given twice, is
 an `InputError` naming both sources.
 
-The plugin builds the session's registry at configure time, keeps it in `config.stash` and
-`activate`s it for the pure modules that look a piece up by name (`current()`); the `kgbench`
-command does the same for its run; anywhere else (a script) `current()` is the shipped pieces,
-a factory the package's root hands in (`outside_a_session`). Pure module: no pytest.
+The plugin builds the session's registry at configure time and keeps it in `config.stash`; a
+`kgbench` command builds its own; each passes it to what looks a piece up by name. Nothing is
+made current: a caller that passes no registry (a script, a notebook, a test of one module)
+gets `default()`, the shipped pieces, made once, from a factory the package's root hands in
+(`outside_a_session`). Pure module: no pytest.
 """
 
 from __future__ import annotations
@@ -100,32 +101,27 @@ class Registry:
         return pieces[name]
 
 
-_CURRENT: list[Registry] = []
 _OUTSIDE: list[Callable[[], Registry]] = []
+_MADE: list[Registry] = []
 
 
 def outside_a_session(factory: Callable[[], Registry]) -> None:
-    """What `current()` gives where nothing is active (a script, a notebook): the package's
-    root sets it to the shipped pieces (`run.shipped.shipped`)."""
+    """What `default()` gives: the package's root sets it to the shipped pieces
+    (`run.shipped.shipped`)."""
     _OUTSIDE[:] = [factory]
+    _MADE.clear()
 
 
-def current() -> Registry:
-    """The active registry: the session's (the plugin activates it at configure time) or a
-    `kgbench` command's; outside both, the shipped pieces (made once)."""
-    if not _CURRENT:
+def default() -> Registry:
+    """The shipped pieces, made once: the registry of a caller that passes none. Never a
+    session's: a session's pieces reach a function only as its `registry` argument."""
+    if not _MADE:
         if not _OUTSIDE:  # pragma: no cover - the package's root always sets it
-            raise RuntimeError("no kgbench registry is active")
-        _CURRENT.append(_OUTSIDE[0]())
-    return _CURRENT[-1]
+            raise RuntimeError("no kgbench registry: pass one")
+        _MADE.append(_OUTSIDE[0]())
+    return _MADE[0]
 
 
-def activate(registry: Registry) -> None:
-    """Make `registry` the current one (the plugin does this at configure time)."""
-    _CURRENT.append(registry)
-
-
-def deactivate(registry: Registry) -> None:
-    """Undo `activate` (at unconfigure), so an inline pytester run leaves nothing behind."""
-    if registry in _CURRENT:
-        _CURRENT.remove(registry)
+def given(registry: Registry | None) -> Registry:
+    """`registry`, or the shipped pieces where the caller passed none."""
+    return default() if registry is None else registry

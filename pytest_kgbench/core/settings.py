@@ -15,12 +15,11 @@ import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pytest_kgbench.core.conditions import Condition, by_id
 from pytest_kgbench.core.errors import InputError
-
-if TYPE_CHECKING:
-    from pytest_kgbench.core.conditions import Condition
+from pytest_kgbench.core.registry import Registry, given
 
 # Model aliases and list prices (dollars per million tokens), overridable in pyproject.toml:
 #   [tool.kgbench.models]   sonnet = "claude-..."
@@ -322,11 +321,10 @@ class Settings:
     rpm: float | None = None       # --rpm: requests per minute, the whole run
     tpm: float | None = None       # --tpm: tokens per minute, the whole run
 
-    @property
-    def conditions(self) -> tuple[Any, ...]:
-        from pytest_kgbench.core.conditions import by_id
-
-        return tuple(by_id(i) for i in self.condition_ids)
+    def conditions(self, registry: Registry | None = None) -> tuple[Condition, ...]:
+        """The run's conditions, read from `registry` (the session's; the shipped ladder where
+        none is passed)."""
+        return tuple(by_id(i, registry) for i in self.condition_ids)
 
     @property
     def run_dir(self) -> Path:
@@ -534,7 +532,8 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def resume_differences(meta: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+def resume_differences(meta: Mapping[str, Any], settings: Settings,
+                       registry: Registry | None = None) -> dict[str, Any]:
     """What the resumed session would ask differently from the stored run (meta.json): each
     as {"stored": ..., "now": ...}, named as the command line names it. A setting the stored
     run did not record is not compared."""
@@ -549,7 +548,7 @@ def resume_differences(meta: Mapping[str, Any], settings: Settings) -> dict[str,
             out[label] = {"stored": old, "now": new}
     from pytest_kgbench.core.fingerprints import code_fingerprints
 
-    now = code_fingerprints()
+    now = code_fingerprints(registry)
     for key, label in CODE_CHECKED:
         old = meta.get(key)
         if old and old != now[key]:
@@ -557,13 +556,13 @@ def resume_differences(meta: Mapping[str, Any], settings: Settings) -> dict[str,
     return out
 
 
-def check_resume(folder: Path, settings: Settings) -> None:
+def check_resume(folder: Path, settings: Settings, registry: Registry | None = None) -> None:
     """Refuse to resume a run under other settings than it was asked with (one line naming
     what differs), unless --force-resume."""
     meta = stored_meta(folder)
     if settings.force_resume or not meta:
         return
-    differs = resume_differences(meta, settings)
+    differs = resume_differences(meta, settings, registry)
     if differs:
         what = "; ".join(f"{label} was {_shown(v['stored'])}, now {_shown(v['now'])}"
                          for label, v in differs.items())
@@ -578,20 +577,16 @@ def _shown(value: Any) -> str:
     return "none" if value is None else str(value)
 
 
-def replays(agent: str) -> bool:
+def replays(agent: str, registry: Registry | None = None) -> bool:
     """Whether the agent answers from a stored run (its settings are then the run's)."""
-    from pytest_kgbench.core.registry import current
-
-    cls = current().agents.get(agent)
+    cls = given(registry).agents.get(agent)
     return cls is not None and cls.kind == "replay"
 
 
-def default_agent(models_named: bool) -> str:
+def default_agent(models_named: bool, registry: Registry | None = None) -> str:
     """The agent of a run that names none: the registered agent that is the default with
     models named (`default_with_models`), or without (`default_without_models`)."""
-    from pytest_kgbench.core.registry import current
-
-    for name, cls in current().agents.items():
+    for name, cls in given(registry).agents.items():
         if cls.default_with_models if models_named else cls.default_without_models:
             return name
     raise InputError("--agent", "no agent is registered as the default: name one")

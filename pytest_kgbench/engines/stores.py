@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from pytest_kgbench.core.errors import InputError
-from pytest_kgbench.core.registry import Registry, current
+from pytest_kgbench.core.registry import Registry, given
 from pytest_kgbench.engines.guard import Guard
 
 if TYPE_CHECKING:
@@ -117,39 +117,45 @@ def guard_for(built: Built, persona: str) -> Guard:
                  personal_predicates=frozenset(p.predicate for p in props), properties=props)
 
 
-def store_kind(language: str, engines: Mapping[str, str] | None = None) -> StoreKind:
-    """The engine a language runs on: the one `engines` names, else the language's default."""
-    return find_kind(current(), language, (engines or {}).get(language))
+def store_kind(language: str, engines: Mapping[str, str] | None = None,
+               registry: Registry | None = None) -> StoreKind:
+    """The engine a language runs on: the one `engines` names, else the language's default,
+    among the store kinds of `registry` (the session's; the shipped ones where none is
+    passed)."""
+    return find_kind(given(registry), language, (engines or {}).get(language))
 
 
-def engine_labels(engines: Mapping[str, str] | None = None) -> dict[str, str]:
+def engine_labels(engines: Mapping[str, str] | None = None,
+                  registry: Registry | None = None) -> dict[str, str]:
     """language -> the engine its queries run on, as a run folder and its report name it: the
     kind's `label` where it has one (a redacted display form: a server's URL, a DSN without
     its password), else its name."""
     out = {}
-    for language in languages(current()):
-        out[language] = store_kind(language, engines).label
+    for language in languages(given(registry)):
+        out[language] = store_kind(language, engines, registry).label
     return out
 
 
 def open_store(built: Built, where: Any, persona: str, *,
-               engines: Mapping[str, str] | None = None, timeout: float = 60.0) -> Executor:
+               engines: Mapping[str, str] | None = None, timeout: float = 60.0,
+               registry: Registry | None = None) -> Executor:
     """The store `where` (a condition, or a reference query's name) queries for `persona`,
     opened on the persona's view of the variant (withheld data absent)."""
     target = target_of(where)
-    kind = store_kind(target.language, engines)
+    kind = store_kind(target.language, engines, registry)
     return kind.open(built, target.data, guard_for(built, persona), ontology=target.ontology,
                      timeout=timeout)
 
 
 def store_from_context(context: str, language: str, guard: Guard,
-                       engines: Mapping[str, str] | None = None) -> Executor:
+                       engines: Mapping[str, str] | None = None,
+                       registry: Registry | None = None) -> Executor:
     """A store over the data a reading prompt shows (the reading gold agent's), on the named
     engine when it can build one, else on the language's default engine."""
-    kind = store_kind(language, engines)
+    kind = store_kind(language, engines, registry)
     store = kind.from_context(context, guard)
     if store is None:
-        store = store_kind(language).from_context(context, guard)
+        store = store_kind(language, None, registry).from_context(context, guard)
     if store is None:
         from pytest_kgbench.core.errors import HarnessBroken
 
@@ -158,8 +164,10 @@ def store_from_context(context: str, language: str, guard: Guard,
 
 
 def refusal(built: Built, where: Any, persona: str, statement: str,
-            engines: Mapping[str, str] | None = None) -> str | None:
+            engines: Mapping[str, str] | None = None,
+            registry: Registry | None = None) -> str | None:
     """Why the persona's guard refuses `statement` on the store `where` would open, without
     opening it."""
     target = target_of(where)
-    return store_kind(target.language, engines).classify(guard_for(built, persona), statement)
+    kind = store_kind(target.language, engines, registry)
+    return kind.classify(guard_for(built, persona), statement)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_kgbench.core.registry import Registry, current
+from pytest_kgbench.core.registry import Registry, given
 
 if TYPE_CHECKING:
     from pytest_kgbench.core.conditions import Condition
@@ -137,8 +137,9 @@ class RateMetric(Metric):
 
 
 def ordered(registry: Registry | None = None) -> list[Metric]:
-    """The registered metrics (of `registry`, or the active one), in their columns' order."""
-    metrics = cast("list[Metric]", list((registry or current()).metrics.values()))
+    """The metrics of `registry` (the shipped ones where none is passed), in their columns'
+    order."""
+    metrics = cast("list[Metric]", list(given(registry).metrics.values()))
     return sorted(metrics, key=lambda m: (m.order, m.name))
 
 

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from pytest_kgbench.core.errors import InputError, KgbenchError
-from pytest_kgbench.core.registry import activate, deactivate
 from pytest_kgbench.core.settings import Settings, check_fresh_run, stored_meta
 from pytest_kgbench.plugin import keys
 from pytest_kgbench.plugin.options import add_options, settings_from_config
@@ -66,7 +65,6 @@ def pytest_configure(config: pytest.Config) -> None:
         registry = fill(config.pluginmanager)
     except InputError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    activate(registry)
     config.stash[keys.REGISTRY] = registry
     notes: list[str] = []
     selection: dict[str, Any] = {}
@@ -78,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
             _apply_selection(config, json.loads(chosen), tuple(SELECTION))
     else:
         try:
-            settings = settings_from_config(config)
+            settings = settings_from_config(config, registry)
             _point_at_packs(config, settings)
             selection, differs = _resume_selection(config, settings)
             collects = _collects_questions(config, settings)
@@ -93,11 +91,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[keys.SETTINGS] = settings
     from pytest_kgbench.asking.cases import marker_lines
 
-    for line in marker_lines(settings):
+    for line in marker_lines(settings, registry):
         config.addinivalue_line("markers", line)
     if not _is_worker(config) and not config.option.collectonly and \
             _collects_questions(config, settings):
-        store = RunStore(settings)
+        store = RunStore(settings, registry)
         store.meta["not_run"] = notes
         store.meta["selection"] = selection
         if differs and store.meta.get("resumes"):
@@ -127,9 +125,6 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     prebuilt = config.stash.get(keys.PREBUILT, None)
     if prebuilt is not None:  # no item asked for the session's runtime
         prebuilt.close()
-    registry = config.stash.get(keys.REGISTRY, None)
-    if registry is not None:
-        deactivate(registry)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -243,10 +238,11 @@ def _schedule_by_context(config: pytest.Config, settings: Settings) -> None:
     given = getattr(config.known_args_namespace, "dist", "no")  # before -n made it "load"
     if dist in ("no", "loadgroup"):
         return
-    if dist == "load" and (given in (None, "no") or asks_together(settings)):
+    together = asks_together(settings, config.stash[keys.REGISTRY])
+    if dist == "load" and (given in (None, "no") or together):
         config.option.dist = "loadgroup"
         return
-    if not asks_together(settings):
+    if not together:
         return
     raise pytest.UsageError(f"--ask together shares one model session among its items, which "
                             f"needs --dist loadgroup (or plain -n), not --dist {dist}")
@@ -340,7 +336,7 @@ class XdistHooks:
 
         from pytest_kgbench.asking.cases import asks_together, context_scope, scope_groups
 
-        split = not asks_together(config.stash[keys.SETTINGS])
+        split = not asks_together(config.stash[keys.SETTINGS], config.stash[keys.REGISTRY])
 
         class ContextScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist: untyped
             scopes: dict[str, str] | None = None
@@ -396,7 +392,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=list(gone.values()))
         items[:] = [i for i in items if id(i) not in gone]
     order_by_context(items)
-    if asks_together(settings):
+    if asks_together(settings, config.stash[keys.REGISTRY]):
         assign_sessions(items)
 
 
@@ -459,7 +455,7 @@ def _estimate(config: pytest.Config, runtime: Any, cases: list[Any]) -> None:
     from pytest_kgbench.core.pricing import estimate_lines
 
     settings: Settings = config.stash[keys.SETTINGS]
-    estimates = runtime.estimate(cases, together=asks_together(settings))
+    estimates = runtime.estimate(cases, together=asks_together(settings, runtime.registry))
     heading = f"{len(cases)} selected item(s), asked {settings.ask}"
     config.stash[keys.ESTIMATE] = estimate_lines(
         estimates, settings.aliases, settings.prices, heading=heading)

@@ -124,7 +124,8 @@ def upcoming(item: pytest.Item, n: int) -> list[Case]:
 
             scopes = session.stash[keys.SCOPES] = scope_groups(
                 [x.nodeid for x in session.items], int(workerinput.get("workercount") or 1),
-                split=not asks_together(item.config.stash[keys.SETTINGS]))
+                split=not asks_together(item.config.stash[keys.SETTINGS],
+                                        item.config.stash[keys.REGISTRY]))
     scope = scopes.get(item.nodeid, context_scope(item.nodeid)) if worker else None
     out: list[Case] = []
     for nxt in session.items[index + 1:]:
@@ -282,7 +283,8 @@ def questions_of(config: pytest.Config, path: Path, name: str, pack: Pack) -> Qu
     read = config.stash.setdefault(keys.QUESTION_SETS, {})
     key = (str(path), name)
     if key not in read:
-        read[key] = load_questions(path, pack=name, source=pack)
+        read[key] = load_questions(path, pack=name, source=pack,
+                                   registry=config.stash[keys.REGISTRY])
     return read[key]
 
 
@@ -308,7 +310,7 @@ def preflight(config: pytest.Config, settings: Settings, paths: Sequence[Path]) 
     runnable = 0
     for source in sources:
         pack = open_pack(settings, source.name)
-        notes += not_run(pack, settings.conditions)
+        notes += not_run(pack, settings.conditions(config.stash[keys.REGISTRY]))
         if pack.unavailable:
             continue
         runnable += 1
@@ -327,7 +329,8 @@ class QuestionFile(pytest.File):
 
     def collect(self) -> Iterator[pytest.Item]:
         settings: Settings = self.config.stash[keys.SETTINGS]
-        agent = agent_class(settings.agent, self.config.stash[keys.REGISTRY])
+        registry = self.config.stash[keys.REGISTRY]
+        agent = agent_class(settings.agent, registry)
         source = source_of_file(settings, self.path)
         name = source.name if source else self.path.stem
         if settings.pack_names and name not in settings.pack_names:
@@ -340,7 +343,7 @@ class QuestionFile(pytest.File):
             check_collected(qset, pack, settings)
         except InputError as exc:
             raise self.CollectError(str(exc)) from exc
-        for case in cases_for(qset, pack, settings):
+        for case in cases_for(qset, pack, settings, registry):
             item = QuestionItem.from_parent(self, name=case.name, callobj=_run_item)
             item.extra_keyword_matches.update(case.keywords)
             for marker in case.markers:

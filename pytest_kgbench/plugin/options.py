@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pytest_kgbench.core.registry import Registry
 from pytest_kgbench.core.settings import OPTIONS, PATHS, Settings
 from pytest_kgbench.run.config import build_settings
 
@@ -33,10 +34,11 @@ def project_root(config: pytest.Config) -> Path:
     return Path(config.inipath).parent if config.inipath else Path(config.rootpath)
 
 
-def settings_from_config(config: pytest.Config) -> Settings:
+def settings_from_config(config: pytest.Config, registry: Registry) -> Settings:
     """The session's settings from the command line over the ini values (InputError when an
-    option's value is bad)."""
+    option's value is bad), its agents and conditions named from `registry`."""
     cli: dict[str, Any] = {o.ini: config.getoption(o.ini, default=None) for o in OPTIONS}
     ini: dict[str, Any] = {o.ini: config.getini(o.ini) for o in OPTIONS}
     paths = {name: str(config.getini(name)) for name, _, _ in PATHS}
-    return build_settings(cli, ini, root=project_root(config), paths=paths)
+    return build_settings(cli, ini, root=project_root(config), paths=paths,
+                          registry=registry)

@@ -38,6 +38,7 @@ from pytest_kgbench.core.record import (
     scan_answers,
     unreadable_text,
 )
+from pytest_kgbench.core.registry import Registry
 from pytest_kgbench.core.settings import Settings, resume_differences, stored_meta
 from pytest_kgbench.engines.stores import engine_labels
 
@@ -81,11 +82,12 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
-def resumed_meta(old: dict[str, Any], settings: Settings, started: str) -> dict[str, Any]:
+def resumed_meta(old: dict[str, Any], settings: Settings, started: str,
+                 registry: Registry | None = None) -> dict[str, Any]:
     """What a resumed run's meta.json keeps of the run it continues: when it began, the
     settings it was first asked under, and one entry per resume saying what differed (only
     with --force-resume can anything differ) and which items were asked again."""
-    differs = resume_differences(old, settings)
+    differs = resume_differences(old, settings, registry)
     return {"started": old.get("started") or started,
             "first_settings": old.get("first_settings") or old.get("settings"),
             "resumes": [*(old.get("resumes") or []),
@@ -96,8 +98,9 @@ def resumed_meta(old: dict[str, Any], settings: Settings, started: str) -> dict[
 class RunStore:
     """Controller-side writer of one run folder; built from logreports only."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, registry: Registry | None = None) -> None:
         self.settings = settings
+        self.registry = registry
         self.dir = settings.run_dir
         self.answers_path = self.dir / "answers.jsonl"
         # --concurrency > 1 banks many items a second: the line is still written whole the
@@ -131,16 +134,16 @@ class RunStore:
             "settings": settings.to_dict(), **git_commit(settings.rootdir),
             "packages": package_versions(), "models": list(settings.models),
             "agent": settings.agent, "effort": settings.effort,
-            "engines": engine_labels(settings.engines),
+            "engines": engine_labels(settings.engines, registry),
             # the engine arms (D4@oxigraph): language -> engine name -> how the run names it
-            "engine_arms": {lang: {name: engine_labels({lang: value})[lang]
+            "engine_arms": {lang: {name: engine_labels({lang: value}, registry)[lang]
                                    for name, value in arms.items()}
                             for lang, arms in settings.engine_arms.items()},
-            **code_fingerprints(), "grader_files": grader_files(),
+            **code_fingerprints(registry), "grader_files": grader_files(registry),
         }
         self.stored_expected: list[str] | None = None
         if settings.resume and old:
-            self.meta.update(resumed_meta(old, settings, self.started))
+            self.meta.update(resumed_meta(old, settings, self.started, registry))
             if isinstance(old.get("expected"), list):
                 self.stored_expected = [str(n) for n in old["expected"]]
             if isinstance(old.get("selection"), dict):
@@ -304,7 +307,8 @@ class RunStore:
         # the model clients the items went through, with their versions (SDK, Claude Code)
         self.meta["clients"] = sorted({str(r["sent"]["client"]) for r in records
                                        if (r.get("sent") or {}).get("client")})
-        report = build_report(records, self.settings, missing=missing, meta=self.meta)
+        report = build_report(records, self.settings, missing=missing, meta=self.meta,
+                              registry=self.registry)
         report["halted"] = self.halted
         report["interrupted"] = self.interrupted
         self.meta["interrupted"] = self.interrupted
@@ -313,7 +317,7 @@ class RunStore:
         self._write_json("questions.json", questions_json(records))
         self._write_json("grades.json", grades_json(records))
         self._write_json("report.json", report)
-        write_atomic(self.dir / "report.md", render_markdown(report))
+        write_atomic(self.dir / "report.md", render_markdown(report, self.registry))
         from pytest_kgbench.analysis.html_report import render_html
 
         write_atomic(self.dir / "report.html", render_html(report, records))

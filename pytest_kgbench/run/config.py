@@ -64,11 +64,13 @@ ini value or default."""
 
 
 def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path,
-                   paths: Mapping[str, str], now: dt.datetime | None = None) -> Settings:
+                   paths: Mapping[str, str], now: dt.datetime | None = None,
+                   registry: Registry | None = None) -> Settings:
     """Settings from the command line's values (`cli`, None where not given), the ini file's
     (`ini`, with every default) and, for --resume or a replay, the stored run's; each value is
     parsed and range-checked here, naming its option. One part per concern: who answers, the
-    run's plan, the model's settings, the limits, the engines, the folders."""
+    run's plan, the model's settings, the limits, the engines, the folders. `registry`: the
+    session's pieces (agents and conditions are named from it)."""
     table = read_tool_config(root)
 
     def given(name: str, stored_value: Any = None) -> Any:
@@ -81,7 +83,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
     reports = paths["kgbench_reports"]
     resume = given("kgbench_resume")
     folder, stored = _resumed(root, reports, resume)
-    agent, models, replay_run, stored = _who_answers(given, stored, root, reports)
+    agent, models, replay_run, stored = _who_answers(given, stored, root, reports, registry)
     engines, engine_arms = _engines(cli, ini, stored)
     run_id = resume or given("kgbench_run_id") or fresh_run_id(
         root / reports, (now or dt.datetime.now()).strftime("%Y%m%d-%H%M%S") + f"-{agent}")
@@ -96,7 +98,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
         agent=agent, models=models, run_id=str(run_id), resume=bool(resume),
         replay_run=str(replay_run) if replay_run else None, provider=provider,
         engines=engines, engine_arms=engine_arms,
-        **_plan(given, stored, engine_arms, root, reports),
+        **_plan(given, stored, engine_arms, root, reports, registry),
         **_model_settings(given, stored),
         **_limits(given, stored),
         **_folders(root, paths),
@@ -107,7 +109,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
                         given("kgbench_external_data", stored.get("external_dir"))),
     )
     if folder is not None:
-        check_resume(folder, settings)
+        check_resume(folder, settings, registry)
     return settings
 
 
@@ -122,15 +124,15 @@ def _resumed(root: Path, reports: str, resume: Any) -> tuple[Path | None, dict[s
     return folder, stored_settings(folder)
 
 
-def _who_answers(given: Given, stored: dict[str, Any], root: Path, reports: str
-                 ) -> tuple[str, tuple[str, ...], Any, dict[str, Any]]:
+def _who_answers(given: Given, stored: dict[str, Any], root: Path, reports: str,
+                 registry: Registry | None) -> tuple[str, tuple[str, ...], Any, dict[str, Any]]:
     """(the agent, the models, the run a replay answers from, the stored settings: a replay's
     are the run's it replays)."""
     models = words(given("kgbench_model"))
     agent = str(given("kgbench_agent", stored.get("agent")) or
-                default_agent(bool(models))).strip()
+                default_agent(bool(models), registry)).strip()
     replay_run = given("kgbench_replay_run", stored.get("replay_run"))
-    if not stored and replay_run and replays(agent):
+    if not stored and replay_run and replays(agent, registry):
         stored = stored_settings(find_run(root, reports, str(replay_run)), "--replay-run")
     if not models:
         models = tuple(stored.get("models") or ()) or (agent,)
@@ -159,7 +161,7 @@ def _engines(cli: Mapping[str, Any], ini: Mapping[str, Any], stored: Mapping[str
 
 
 def _plan(given: Given, stored: Mapping[str, Any], engine_arms: Mapping[str, Mapping[str, str]],
-          root: Path, reports: str) -> dict[str, Any]:
+          root: Path, reports: str, registry: Registry | None) -> dict[str, Any]:
     """What the run asks: conditions and their arms, variants, repeats, how items are asked,
     which items (a sample, a rerun), the seeds, and how the report compares."""
     from pytest_kgbench.core.conditions import schema_arms, select
@@ -174,7 +176,7 @@ def _plan(given: Given, stored: Mapping[str, Any], engine_arms: Mapping[str, Map
     return dict(
         condition_ids=tuple(c.id for c in select(
             given("kgbench_condition", ",".join(stored.get("condition_ids") or ())), schema,
-            {lang: tuple(arms) for lang, arms in engine_arms.items()})),
+            {lang: tuple(arms) for lang, arms in engine_arms.items()}, registry)),
         schema=schema,
         variants=words(given("kgbench_variant", ",".join(stored.get("variants") or ())))
         or ("base",),

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_kgbench.core.errors import InputError, KgbenchError
+from pytest_kgbench.core.registry import Registry, given
 
 # what an imported query may give back before the challenge metric reads it: every row (the
 # record keeps the capped result a model would have seen, as a model's run does)
@@ -147,7 +148,7 @@ def get_format(name: str) -> Format:
 # --- running the predictions ---------------------------------------------------------------
 
 def full_executor(built: Any, cond: Any, persona: str, engines: Mapping[str, str],
-                  timeout: float) -> Any:
+                  timeout: float, registry: Registry | None = None) -> Any:
     """The store of `cond` as a model's query meets it (same executor class, files, guard and
     engine), with the row cap lifted so a whole result set comes back for the challenge's
     metric."""
@@ -156,7 +157,7 @@ def full_executor(built: Any, cond: Any, persona: str, engines: Mapping[str, str
     from pytest_kgbench.engines.stores import guard_for, open_store, store_kind
 
     full = replace(CAPS, rows=FULL_ROWS, result_chars=1 << 40, count_rows=FULL_ROWS)
-    kind = store_kind(cond.language, engines)
+    kind = store_kind(cond.language, engines, registry)
     guard = guard_for(built, persona)
     if isinstance(kind, GraphStore):
         files = built.files(guard.view)
@@ -168,7 +169,8 @@ def full_executor(built: Any, cond: Any, persona: str, engines: Mapping[str, str
         return SparqlExecutor.over(kind.plugin, load, guard, timeout=timeout,
                                    parsers=kind.parsers, caps=full,
                                    prefixes=turtle_prefixes(files.prefixes))
-    executor = open_store(built, cond, persona, engines=engines, timeout=timeout)
+    executor = open_store(built, cond, persona, engines=engines, timeout=timeout,
+                          registry=registry)
     executor.caps = full  # type: ignore[attr-defined]  # in-process engines: caps per query
     return executor
 
@@ -220,29 +222,32 @@ class Imported:
 def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
                model: str | None = None, results: Path | None = None,
                truth: Path | None = None, questions_file: Path | None = None,
-               variant: str = "base", persona: str = "analyst") -> Imported:
-    """Import `path` as run `settings.run_id` of the one pack `settings` selects."""
+               variant: str = "base", persona: str = "analyst",
+               registry: Registry | None = None) -> Imported:
+    """Import `path` as run `settings.run_id` of the one pack `settings` selects, with the
+    pieces of `registry` (the command's; the shipped ones where none is passed)."""
     from pytest_kgbench.core import conditions
-    from pytest_kgbench.core.registry import current
     from pytest_kgbench.run.runtime import Runtime
+
+    registry = given(registry)
 
     if not settings.pack_names or len(settings.pack_names) != 1:
         raise InputError("--pack", "name exactly one pack to import into")
     pack_name = settings.pack_names[0]
-    cond = conditions.by_id(condition)
+    cond = conditions.by_id(condition, registry)
     if cond.mode != "querying" or cond.language != fmt.language:
         raise InputError("--condition", f"{cond.id} is not a querying {fmt.language} condition "
                          f"(the {fmt.name} format's statements are {fmt.language})")
-    runtime = Runtime(settings, current())
+    runtime = Runtime(settings, registry)
     try:
         pack = runtime.pack(pack_name)
         if pack.unavailable:
             raise KgbenchError(f"pack {pack.name} cannot run here: {pack.unavailable}")
-        questions = _pack_questions(pack)
+        questions = _pack_questions(pack, registry)
         preds = fmt.read(path, questions, pack.name)
         built = runtime.built(pack_name, variant)
         executor = full_executor(built, cond, persona, settings.engines,
-                                 settings.query_timeout)
+                                 settings.query_timeout, registry)
         run = _Importing(fmt, pack.name, cond.id, model or f"{fmt.name}:{path.parent.name}",
                          variant, {q.id: q for q in questions}, with_truth=truth is None)
         try:
@@ -300,12 +305,13 @@ class _Importing:
             "answer": answer_of(pred, result, self.questions[pred.question])})
 
 
-def _pack_questions(pack: Any) -> list[Any]:
+def _pack_questions(pack: Any, registry: Registry) -> list[Any]:
     from pytest_kgbench.core.questions import load_questions
 
     out: list[Any] = []
     for path in pack.question_files:
-        out += list(load_questions(path, pack=pack.name, source=pack).questions)
+        out += list(load_questions(path, pack=pack.name, source=pack,
+                                   registry=registry).questions)
     return out
 
 
@@ -445,13 +451,13 @@ def cmd_import(args: Any) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise InputError(str(path), "no such predictions file")
-    def given(name: str) -> Path | None:
+    def named(name: str) -> Path | None:
         value = getattr(args, name)
         return Path(value) if value else None
 
     out = import_run(settings, fmt, path, condition=args.condition, model=args.model,
-                     results=given("results"), truth=given("truth"),
-                     questions_file=given("questions_file"))
+                     results=named("results"), truth=named("truth"),
+                     questions_file=named("questions_file"), registry=args.registry)
     print(f"imported {path} as {out.run_dir} (grading exited {out.pytest_exit})")
     if out.failed:
         print(f"{len(out.failed)} queries failed or were refused on the executor:")

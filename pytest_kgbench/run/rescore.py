@@ -24,6 +24,7 @@ from pytest_kgbench.core.conditions import by_id
 from pytest_kgbench.core.errors import KgbenchError
 from pytest_kgbench.core.questions import TIERS, Question, load_questions
 from pytest_kgbench.core.record import BankedRecord, grades_json, latest, read_answers, run_gaps
+from pytest_kgbench.core.registry import Registry, given
 from pytest_kgbench.core.settings import Settings, stored_meta, stored_settings
 from pytest_kgbench.scoring.answers import Answer
 
@@ -70,7 +71,8 @@ def stored_missing(run_dir: Path, meta: dict[str, Any],
              "so what it did not bank is unknown"}]
 
 
-def _questions(settings: Settings, records: list[BankedRecord]) -> dict[tuple[str, str], Question]:
+def _questions(settings: Settings, records: list[BankedRecord], registry: Registry
+               ) -> dict[tuple[str, str], Question]:
     out: dict[tuple[str, str], Question] = {}
     from pytest_kgbench.packs.locate import open_pack, question_file
 
@@ -79,30 +81,35 @@ def _questions(settings: Settings, records: list[BankedRecord]) -> dict[tuple[st
         if path is None:
             raise KgbenchError(f"question file {name} of pack {pack} not found under "
                                f"{settings.rootdir} (a folder pack: pass it with --pack)")
-        for q in load_questions(path, pack=pack, source=open_pack(settings, pack)).questions:
+        for q in load_questions(path, pack=pack, source=open_pack(settings, pack),
+                                registry=registry).questions:
             out[(q.pack, q.id)] = q
     return out
 
 
-def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False) -> Rescored:
+def rescore(run_dir: Path, *, stamp: str | None = None, force: bool = False,
+            registry: Registry | None = None) -> Rescored:
     """Regrade every banked item of a run; write grades-<stamp>.json and report-<stamp>.*.
     Refuses (KgbenchError naming the variants) when today's data differs from the run's,
-    unless `force`."""
+    unless `force`. `registry`: the pieces to grade with (the command's: the shipped ones and
+    installed plugins'; the shipped ones where none is passed)."""
     from pytest_kgbench.analysis.report import build_report
     from pytest_kgbench.core.fingerprints import grader_sha256
 
     meta = stored_meta(run_dir, "rescore")
     settings = Settings.from_dict(stored_settings(run_dir, "rescore"))
     records = _banked(run_dir)
-    done = _regrade_all(run_dir, settings, records, force)
+    registry = given(registry)
+    done = _regrade_all(run_dir, settings, records, force, registry)
     stamp = stamp or dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    meta = dict(meta, rescored=stamp, grader_sha256=grader_sha256())
+    meta = dict(meta, rescored=stamp, grader_sha256=grader_sha256(registry))
     missing = stored_missing(run_dir, meta, records)
-    report = build_report(done.records, settings, missing=missing, meta=meta)
+    report = build_report(done.records, settings, missing=missing, meta=meta,
+                          registry=registry)
     report["rescored"] = {"stamp": stamp, "moved": [list(m) for m in done.moved],
                           "questions_changed_since_run": sorted(done.changed),
                           "data_changed_since_run": done.data}
-    paths = _write_rescore(run_dir, stamp, done, report)
+    paths = _write_rescore(run_dir, stamp, done, report, registry)
     return Rescored(done.records, done.moved, sorted(done.changed), paths, done.data, missing)
 
 
@@ -152,7 +159,7 @@ class _Regrader:
         if key not in self.stores:
             self.stores[key] = store_from_context(
                 ctx_file.read_text(encoding="utf-8"), cond.language,
-                guard_for(built, q.persona), self.settings.engines)
+                guard_for(built, q.persona), self.settings.engines, self.runtime.registry)
         return self.stores[key]
 
     def regrade(self, rec: BankedRecord) -> None:
@@ -168,7 +175,7 @@ class _Regrader:
                                f"{rec['question_file']}")
         if q.sha256 != rec["question_sha256"]:
             self.done.changed.add(q.id)
-        cond = by_id(rec["condition"])
+        cond = by_id(rec["condition"], self.runtime.registry)
         runtime = self.runtime
         built = runtime.built(rec["pack"], rec["variant"])
         answer = Answer.from_dict(rec["answer"])
@@ -190,14 +197,13 @@ class _Regrader:
 
 
 def _regrade_all(run_dir: Path, settings: Settings, records: list[BankedRecord],
-                 force: bool) -> _Regrading:
+                 force: bool, registry: Registry) -> _Regrading:
     """Every record regraded on today's stores; refused when today's data is not the run's,
     unless `force`."""
-    from pytest_kgbench.core.registry import current
     from pytest_kgbench.run.runtime import Runtime
 
-    questions = _questions(settings, records)
-    runtime = Runtime(settings, current())
+    questions = _questions(settings, records, registry)
+    runtime = Runtime(settings, registry)
     regrader = _Regrader(run_dir, settings, runtime, questions)
     try:
         data = changed_data(records, runtime)
@@ -216,7 +222,7 @@ def _regrade_all(run_dir: Path, settings: Settings, records: list[BankedRecord],
 
 
 def _write_rescore(run_dir: Path, stamp: str, done: _Regrading,
-                   report: dict[str, Any]) -> list[Path]:
+                   report: dict[str, Any], registry: Registry) -> list[Path]:
     """The rescore's grades, report.json and report.md, written beside the run's (never over
     a file): their paths."""
     from pytest_kgbench.analysis.report import render_markdown
@@ -228,7 +234,7 @@ def _write_rescore(run_dir: Path, stamp: str, done: _Regrading,
             raise KgbenchError(f"{path} exists: a rescore never writes over earlier grades")
     paths[0].write_text(json.dumps(grades_json(done.records), indent=2) + "\n", encoding="utf-8")
     paths[1].write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    md = render_markdown(report) + _rescore_sections(run_dir, report, done)
+    md = render_markdown(report, registry) + _rescore_sections(run_dir, report, done)
     paths[2].write_text(md, encoding="utf-8")
     return paths
 

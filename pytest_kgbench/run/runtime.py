@@ -131,7 +131,8 @@ class Runtime:
                engines.get(cond.language))
         if key not in self._executors:
             self._executors[key] = open_store(built, cond, persona, engines=engines,
-                                              timeout=self.settings.query_timeout)
+                                              timeout=self.settings.query_timeout,
+                                              registry=self.registry)
         return self._executors[key]
 
     def prompt(self, cond: Condition, built: Built, question: Question,
@@ -160,7 +161,7 @@ class Runtime:
         from pytest_kgbench.asking.prompts import contrast_problem
         from pytest_kgbench.core.conditions import DESIGN_PAIRS, arm, registered
 
-        known = registered()
+        known = registered(self.registry)
         rung = cond.base_id
         for a, b in DESIGN_PAIRS:
             if rung not in (a, b):
@@ -197,6 +198,7 @@ class Runtime:
         if key not in self._agents:
             settings = replace(self.settings, base_url=url) if url else self.settings
             agent = agent_class(name, self.registry)(settings)
+            agent.registry = self.registry  # the session's pieces (a plugin's engine, say)
             agent.keep_pace(self.pace)  # a model agent's requests keep to the process's pace
             if self.inflight is not None:
                 self.inflight.abort_hooks.append(agent.abort)
@@ -452,7 +454,7 @@ class Runtime:
         if not statement:
             return False
         refused = refusal(built, cond, q.persona, statement,
-                          self.settings.engines_for(cond))
+                          self.settings.engines_for(cond), self.registry)
         return bool(refused and "personal data" in refused)
 
     def metrics(self, q: Question, cond: Condition, built: Built, answer: Answer,

@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.core.questions import Question
+from pytest_kgbench.core.registry import Registry, given
 from pytest_kgbench.engines import Executor
 from pytest_kgbench.engines.stores import open_store
 from pytest_kgbench.packs.build import Built
@@ -45,10 +46,12 @@ class Stores:
     """One store per reference kind and persona over a built variant, opened on first use."""
 
     def __init__(self, built: Built, timeout: float = 60.0,
-                 engines: Mapping[str, str] | None = None) -> None:
+                 engines: Mapping[str, str] | None = None,
+                 registry: Registry | None = None) -> None:
         self.built = built
         self.timeout = timeout
         self.engines = dict(engines or {})
+        self.registry = registry
         self._open: dict[tuple[str, str], Executor] = {}
 
     def get(self, reference: str, persona: str) -> Executor:
@@ -56,7 +59,7 @@ class Stores:
         key = (reference, persona)
         if key not in self._open:
             self._open[key] = open_store(self.built, reference, persona, engines=self.engines,
-                                         timeout=self.timeout)
+                                         timeout=self.timeout, registry=self.registry)
         return self._open[key]
 
     def close(self) -> None:
@@ -126,10 +129,12 @@ def check_question(question: Question, built: Built, stores: Stores) -> Question
 
 
 def check_questions(questions: list[Question], built: Built, *, timeout: float = 60.0,
-                    engines: Mapping[str, str] | None = None) -> list[QuestionCheck]:
+                    engines: Mapping[str, str] | None = None,
+                    registry: Registry | None = None) -> list[QuestionCheck]:
     """Check every question that runs on this variant (on the `engines` named per language,
-    else each language's default); a question marked `skip` is not checked (it has no key)."""
-    stores = Stores(built, timeout, engines)
+    else each language's default, among `registry`'s engines); a question marked `skip` is not
+    checked (it has no key)."""
+    stores = Stores(built, timeout, engines, registry)
     try:
         return [check_question(q, built, stores) for q in questions
                 if (q.variants is None or built.variant in q.variants) and not q.skip]
@@ -364,42 +369,47 @@ def _said(exc: Exception) -> str:
     return " ".join(text.split())
 
 
-def validate_pack(settings: Any, name: str, *, needs: bool = True) -> PackReport:
+def validate_pack(settings: Any, name: str, *, needs: bool = True,
+                  registry: Registry | None = None) -> PackReport:
     """Check a pack end to end: its manifest and files, its questions, each variant's build,
     every key against the gold queries and traps, every need against the pack's evidence, and
-    the artefacts of every condition it supports."""
+    the artefacts of every condition it supports (the conditions and field kinds of
+    `registry`, the command's; the shipped ones where none is passed)."""
     from pytest_kgbench.asking.cases import not_run
     from pytest_kgbench.core.conditions import registered
     from pytest_kgbench.core.errors import KgbenchError
     from pytest_kgbench.packs.locate import open_pack
+
+    registry = given(registry)
 
     report = PackReport(name)
     try:
         pack = open_pack(settings, name)
     except KgbenchError as exc:  # the manifest's problem; the questions are still read
         report.problems.append(str(exc))
-        _read_unopened_questions(settings, name, report)
+        _read_unopened_questions(settings, name, report, registry)
         return report
     if pack.unavailable:
         report.problems.append(f"pack {name} cannot be checked here: {pack.unavailable}")
         return report
     where = str(pack.dir / "pack.yaml")
     report.problems += _missing_files(pack, where)
-    questions = _read_questions(pack, report)
+    questions = _read_questions(pack, report, registry)
     report.problems += _question_problems(pack, questions, where)
     # every problem in one pass: the variants are built and the sound questions checked even
     # when others have problems (a question whose persona is unknown cannot be asked)
     questions = [q for q in questions if q.persona in pack.personas]
     builts = _build_variants(settings, pack, report)
     for built in builts:
-        _check_variant(settings, questions, built, report)
-    report.notes += not_run(pack, tuple(registered().values()))
+        _check_variant(settings, questions, built, report, registry)
+    report.notes += not_run(pack, tuple(registered(registry).values()))
     if needs and builts and not report.problems:
         _check_pack_needs(questions, builts, where, report)
     return report
 
 
-def _read_unopened_questions(settings: Any, name: str, report: PackReport) -> None:
+def _read_unopened_questions(settings: Any, name: str, report: PackReport,
+                             registry: Registry) -> None:
     """Read the question files of a pack whose manifest would not open, for their problems."""
     from pytest_kgbench.core.errors import KgbenchError
     from pytest_kgbench.core.questions import load_questions
@@ -408,7 +418,7 @@ def _read_unopened_questions(settings: Any, name: str, report: PackReport) -> No
     source = sources(settings).get(name)
     for path in source.question_files if source else ():
         try:
-            load_questions(path, pack=name, problems=report.problems)
+            load_questions(path, pack=name, problems=report.problems, registry=registry)
         except KgbenchError as exc:
             report.problems.append(str(exc))
 
@@ -427,7 +437,7 @@ def _missing_files(pack: Any, where: str) -> list[str]:
     return problems
 
 
-def _read_questions(pack: Any, report: PackReport) -> list[Question]:
+def _read_questions(pack: Any, report: PackReport, registry: Registry) -> list[Question]:
     """Every question of the pack's question files (their problems, and a missing file, noted
     in `report`)."""
     from pytest_kgbench.core.errors import KgbenchError
@@ -439,7 +449,7 @@ def _read_questions(pack: Any, report: PackReport) -> list[Question]:
     for path in pack.question_files:
         try:
             questions += load_questions(path, pack=report.pack, source=pack,
-                                        problems=report.problems).questions
+                                        problems=report.problems, registry=registry).questions
         except KgbenchError as exc:
             report.problems.append(str(exc))
     return questions
@@ -475,7 +485,7 @@ def _build_variants(settings: Any, pack: Any, report: PackReport) -> list[Built]
 
 
 def _check_variant(settings: Any, questions: list[Question], built: Built,
-                   report: PackReport) -> None:
+                   report: PackReport, registry: Registry) -> None:
     """Note in `report` the question checks on one variant and the artefacts of every condition
     the pack supports there."""
     from pytest_kgbench.asking.cases import pack_conditions
@@ -485,7 +495,7 @@ def _check_variant(settings: Any, questions: list[Question], built: Built,
 
     name = report.pack
     try:
-        checks = check_questions(questions, built, engines=settings.engines)
+        checks = check_questions(questions, built, engines=settings.engines, registry=registry)
     except Exception as exc:  # noqa: BLE001 - a problem of the pack, named, never a traceback
         report.problems.append(f"{name}/{built.variant}: {_said(exc)}")
         return
@@ -494,7 +504,7 @@ def _check_variant(settings: Any, questions: list[Question], built: Built,
         report.checked += 1
         report.problems += [f"{files[c.question]}: question {c.question} ({built.variant}): "
                             f"{p}" for p in c.problems]
-    conds = tuple(registered().values())
+    conds = tuple(registered(registry).values())
     for cond in pack_conditions(built.pack, conds):
         try:
             artefact_texts(built, cond)
@@ -533,7 +543,8 @@ Turtle (RDF_CONDITIONS) may be, unless the pack says why its data need more (`pr
 RDF_CONDITIONS = ("R2", "R6")
 
 
-def reading_sizes(questions: list[Question], built: Built) -> dict[str, float]:
+def reading_sizes(questions: list[Question], built: Built,
+                  registry: Registry | None = None) -> dict[str, float]:
     """Each reading condition's median prompt size in characters over the questions it asks on
     this variant (the pack's reading conditions; a prompt per question, its data block built
     once per persona)."""
@@ -544,7 +555,7 @@ def reading_sizes(questions: list[Question], built: Built) -> dict[str, float]:
     from pytest_kgbench.core.conditions import registered
 
     out: dict[str, float] = {}
-    conds = [c for c in pack_conditions(built.pack, tuple(registered().values()))
+    conds = [c for c in pack_conditions(built.pack, tuple(registered(registry).values()))
              if c.mode == "reading"]
     for cond in conds:
         heads: dict[str, Prompt] = {}

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pytest_kgbench.core.questions import RESERVED_FIELDS, FieldSpec, Question, field_kind
+from pytest_kgbench.core.questions import RESERVED_FIELDS, FieldSpec, Question
 from pytest_kgbench.engines import QueryResult
 from pytest_kgbench.scoring.answers import Answer
 from pytest_kgbench.scoring.fieldkinds import f1, norm_number, norm_rating  # noqa: F401 - re-exported
@@ -52,7 +52,7 @@ def grade_field(spec: FieldSpec, expected: Any, got: Any,
     """One field, compared with the key by its kind (scoring/fieldkinds.py, or a plugin's). A kind
     that raises on a value grades it wrong: any value a model writes gets a grade."""
     try:
-        ok, score = field_kind(spec.kind).compare(spec, expected, got, aliases)
+        ok, score = spec.kind_of().compare(spec, expected, got, aliases)
     except (ValueError, TypeError, ArithmeticError, RecursionError, KeyError, IndexError):
         ok, score = False, None
     return FieldGrade(spec.name, expected, got, bool(ok), score)

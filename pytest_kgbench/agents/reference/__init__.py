@@ -63,7 +63,7 @@ class ReferenceAgent(BaseAgent):
         cache_key = (task.prompt.context_sha256 + task.guard.persona, lang)
         if cache_key not in self._stores:
             self._stores[cache_key] = store_from_context(task.prompt.context, lang, task.guard,
-                                                         self.settings.engines)
+                                                         self.settings.engines, self.registry)
         return self._stores[cache_key]
 
     def ask(self, task: Task) -> Answer:

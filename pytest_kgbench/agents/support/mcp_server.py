@@ -97,7 +97,7 @@ def serve(*, runtime: Any, pack: str, variant: str, condition: str, persona: str
     from pytest_kgbench.core.conditions import SCHEMA_ARMS, by_id
     from pytest_kgbench.core.errors import InputError
 
-    cond = by_id(condition)
+    cond = by_id(condition, runtime.registry)
     if cond.mode != "querying":
         raise InputError("--condition", f"'{condition}' is not a querying condition")
     built = runtime.built(pack, variant)
