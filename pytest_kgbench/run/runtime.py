@@ -19,7 +19,7 @@ from pytest_kgbench.core.conditions import Condition
 from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, KgbenchError, TransientModelError
 from pytest_kgbench.core.questions import KEY_QUERIES, Question
 from pytest_kgbench.core.record import ItemRecord
-from pytest_kgbench.core.registry import Registry
+from pytest_kgbench.core.registry import Registry, given
 from pytest_kgbench.core.settings import Settings
 from pytest_kgbench.engines import Executor
 from pytest_kgbench.engines.stores import guard_for, open_store, refusal
@@ -70,11 +70,7 @@ class Runtime:
 
     def __init__(self, settings: Settings, registry: Registry | None = None) -> None:
         self.settings = settings
-        if registry is None:  # a script's runtime: the shipped pieces
-            from pytest_kgbench.run.shipped import shipped
-
-            registry = shipped()
-        self.registry = registry
+        self.registry = given(registry)  # a script's runtime: the shipped pieces
         self._packs: dict[str, Pack] = {}
         self._built: dict[tuple[str, str], Built] = {}
         self._executors: dict[tuple[Any, ...], Executor] = {}
