@@ -155,5 +155,5 @@ trap, the synthetic simulator); replay: a stored run's answers, asked again."""
 
 
 def agent_class(name: str, registry: Registry | None = None) -> type[BaseAgent]:
-    """The registered agent class `name` (of `registry`; the shipped agents where none is passed)."""
+    """The agent class `name` of `registry` (the shipped agents where none is passed)."""
     return cast("type[BaseAgent]", given(registry).get("agents", name, "--agent"))

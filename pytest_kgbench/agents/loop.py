@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_kgbench.agents.support import faults
 from pytest_kgbench.agents.support.cache import Gate, abort_connections, track_connections
@@ -81,6 +81,14 @@ class Dialect(ABC):
     """What a provider tells the loop. The agent class implements it; `run_loop` does the
     rest. `gate` is the agent's `cache.Gate` (its clock, the response cache, the cap); the
     agent's `__init__` calls `connect`."""
+
+    # what every agent answering through this loop is (BaseAgent's declarations): a model;
+    # a together session answered in one conversation; `ask` safe on several threads (one
+    # client, shared); its answers to "why" questions read by the judge
+    kind: ClassVar[str] = "model"
+    asks_together: ClassVar[bool] = True
+    threadsafe: ClassVar[bool] = True
+    judged: ClassVar[bool] = True
 
     gate: Gate
     _client: Any

@@ -232,13 +232,9 @@ def _usage(response: Any) -> dict[str, int]:
 
 
 class AnthropicAgent(Dialect, Batching, BaseAgent):
-    name = "anthropic"
-    kind = "model"
-    asks_together = True  # answers a together session in one conversation
-    judged = True
+    name = "anthropic"  # a model, threadsafe, a together session in one conversation (Dialect)
     default_with_models = True
     batches = True  # --batch: the Message Batches API (agents/support/batch.py)
-    threadsafe = True  # --concurrency may answer several items at once (one client, shared)
     completes = True  # the judge may ask through it (`complete`)
 
     def __init__(self, settings: Settings) -> None:

@@ -235,11 +235,7 @@ def served(response: Any, attempts: int, hit: bool = False) -> dict[str, Any]:
 
 
 class GeminiAgent(Dialect, BaseAgent):
-    name = "gemini"
-    kind = "model"
-    asks_together = True  # answers a together session in one conversation
-    judged = True
-    threadsafe = True  # --concurrency may answer several items at once (one client, shared)
+    name = "gemini"  # a model, threadsafe, a together session in one conversation (Dialect)
     completes = True  # the judge may ask through it (`complete`)
 
     def __init__(self, settings: Settings) -> None:

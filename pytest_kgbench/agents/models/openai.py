@@ -217,12 +217,8 @@ def _arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
 
 
 class OpenAIAgent(Dialect, Batching, BaseAgent):
-    name = "openai"
-    kind = "model"
-    asks_together = True  # answers a together session in one conversation
-    judged = True
+    name = "openai"  # a model, threadsafe, a together session in one conversation (Dialect)
     batches = True  # --batch: OpenAI's Batch API (agents/support/batch.py)
-    threadsafe = True  # --concurrency may answer several items at once (one client, shared)
     completes = True  # the judge may ask through it (`complete`)
 
     def __init__(self, settings: Settings) -> None:
