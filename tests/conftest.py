@@ -351,6 +351,39 @@ def gemini_api(monkeypatch):
         yield server
 
 
+@pytest.fixture
+def backend(request, monkeypatch, tmp_path):
+    """One model backend against its fake API on 127.0.0.1, named by the test's parameter
+    (indirect): (its name, the fake, the command line that asks through it, the fake's module
+    of steps). The same check run on every backend it fits (test_faults, test_model_apis)."""
+    import fake_api
+    import fake_gemini
+    import fake_openai
+
+    name = request.param
+    if name == "gemini":
+        for variable in GEMINI_ENV:
+            monkeypatch.delenv(variable, raising=False)
+        with fake_gemini.FakeGeminiAPI() as server:
+            monkeypatch.setenv("GEMINI_API_KEY", "gm-test-not-a-secret")
+            yield name, server, ["--agent", "gemini", "--base-url", server.url, "--model",
+                                 "gemini-test-1"], fake_gemini
+    elif name == "openai":
+        with fake_openai.FakeChatAPI() as server:
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
+            yield name, server, ["--agent", "openai", "--base-url", server.url, "--model",
+                                 "gpt-test-1"], fake_openai
+    elif name == "anthropic":
+        with fake_api.FakeMessagesAPI() as server:
+            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
+            yield name, server, ["--model", "sonnet"], fake_api
+    else:
+        said = "Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
+        with cli_session(monkeypatch, tmp_path, lambda body: fake_api.text(said)) as server:
+            yield name, server, ["--agent", "claude-cli", "--model", "sonnet"], fake_api
+
+
 @pytest.fixture(scope="session")
 def pg_server():
     """A throwaway PostgreSQL server (tests/pg_server.py) for the session, stopped at its end;

@@ -20,7 +20,7 @@ from fake_api import (
     truncated,
 )
 
-from conftest import cli_session, only_run, run_records, wait_until
+from conftest import only_run, run_records, wait_until
 
 A_PLUS = "Caldera is rated A+.\n```json\n{\"rating\": \"A+\"}\n```"
 
@@ -240,39 +240,6 @@ def test_an_argument_the_sdk_does_not_take_halts_rather_than_failing_each_item()
                                             retryable=lambda exc: True,
                                             classify=lambda exc: exc),
                            attempts=3, model="m", temperature=0.2)
-
-
-@pytest.fixture
-def backend(request, monkeypatch, tmp_path):
-    """One model backend against its fake API on 127.0.0.1: (its name, the fake, the command
-    line that asks through it, the fake's module of steps)."""
-    import fake_api
-    import fake_gemini
-    import fake_openai
-
-    from conftest import GEMINI_ENV
-
-    name = request.param
-    if name == "gemini":
-        for variable in GEMINI_ENV:
-            monkeypatch.delenv(variable, raising=False)
-        with fake_gemini.FakeGeminiAPI() as server:
-            monkeypatch.setenv("GEMINI_API_KEY", "gm-test-not-a-secret")
-            yield name, server, ["--agent", "gemini", "--base-url", server.url, "--model",
-                                 "gemini-test-1"], fake_gemini
-    elif name == "openai":
-        with fake_openai.FakeChatAPI() as server:
-            monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-secret")
-            yield name, server, ["--agent", "openai", "--base-url", server.url, "--model",
-                                 "gpt-test-1"], fake_openai
-    elif name == "anthropic":
-        with fake_api.FakeMessagesAPI() as server:
-            monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
-            monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
-            yield name, server, ["--model", "sonnet"], fake_api
-    else:
-        with cli_session(monkeypatch, tmp_path, lambda body: fake_api.text(A_PLUS)) as server:
-            yield name, server, ["--agent", "claude-cli", "--model", "sonnet"], fake_api
 
 
 @pytest.mark.parametrize("backend", ["anthropic", "openai", "gemini", "claude-cli"],

@@ -10,20 +10,16 @@ import pytest
 from fake_openai import (
     LOCAL_TOO_LONG,
     local_too_long,
-    malformed,
-    no_choices,
     rate_limited,
     stall,
     status,
     text,
-    too_long,
     tool_call,
     trickle,
-    truncated,
     unauthorized,
 )
 
-from conftest import credit_question, only_run, run_records, transient_never_graded, wait_until
+from conftest import credit_question, only_run, run_records, wait_until
 
 A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
 
@@ -204,17 +200,6 @@ def test_an_exhausted_quota_halts_rather_than_retrying(project, chat_api) -> Non
     assert len(chat_api.requests) == 1
 
 
-def test_a_prompt_past_the_context_is_skipped_with_the_reason(project, chat_api) -> None:
-    chat_api.push(too_long(), text(A_PLUS))
-    p = project()
-    result = ask(p, chat_api, "--condition", "R1", "-k", "Q01 or Q03")
-    result.assert_outcomes(passed=1, skipped=1)
-    assert len(chat_api.requests) == 2  # not retried; the run went on
-    report = json.loads((only_run(p) / "report.json").read_text())
-    (skipped,) = report["skipped"]
-    assert "maximum context length is 128000 tokens" in skipped["reason"]
-
-
 @pytest.mark.parametrize("server", sorted(LOCAL_TOO_LONG))
 def test_a_local_servers_too_long_is_skipped_as_the_providers_is(project, chat_api,
                                                                  server) -> None:
@@ -262,61 +247,6 @@ def test_a_reply_that_trickles_is_cut_at_the_item_deadline(project, chat_api) ->
         chat_api.trickles
 
 
-def test_an_answer_cut_at_the_limit_is_truncated(project, chat_api) -> None:
-    chat_api.push(truncated())
-    p = project()
-    ask(p, chat_api, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
-    rec = run_records(p)[0]
-    assert rec["status"] == "truncated" and rec["letter"] == "M"
-
-
-@pytest.mark.parametrize("broken", [malformed, no_choices])
-def test_a_broken_body_is_transient_and_never_graded(project, chat_api, broken) -> None:
-    chat_api.push(broken(), broken(), broken())
-    transient_never_graded(project(), "--agent", "openai", "--base-url", chat_api.url,
-                           "--model", "gpt-test-1")
-
-
-def test_no_key_and_no_base_url_is_a_usage_error(project, chat_api, monkeypatch) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY")
-    p = project()
-    result = p.runpytest("questions", "--agent", "openai", "--model", "gpt-test-1",
-                         "--condition", "R1", "-k", "Q01")
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "no OPENAI_API_KEY in the environment and no --base-url" in result.stderr.str()
-    assert chat_api.requests == []
-
-
-def test_a_local_server_needs_no_key_and_its_cost_is_unknown(project, chat_api,
-                                                             monkeypatch) -> None:
-    monkeypatch.delenv("OPENAI_API_KEY")
-    chat_api.push(text(A_PLUS))
-    p = project()
-    result = ask(p, chat_api, "--condition", "R1", "-k", "Q01")
-    result.assert_outcomes(passed=1)
-    assert chat_api.requests[0]["headers"]["authorization"] == "Bearer no-key"
-    report = json.loads((only_run(p) / "report.json").read_text())
-    (arm,) = report["conditions"].values()
-    assert arm["tokens"]["input"] == 100 and arm["cost_usd"] is None  # unknown, not $0
-    result.stdout.fnmatch_lines(["*cost unknown for gpt-test-1 (no price in the settings)*"])
-    assert "$0.0000" not in result.stdout.str()
-
-
-PRICED = '[tool.kgbench.prices."gpt-test-1"]\ninput = 1.0\noutput = 10.0\ncache_read = 0.5\n'
-
-
-def test_a_priced_model_is_costed_from_its_tokens(project, chat_api) -> None:
-    chat_api.push(text(A_PLUS, prompt_tokens=1_000_000, completion_tokens=100_000,
-                       cached_tokens=400_000))
-    p = project()
-    (p.path / "pyproject.toml").write_text(PRICED)
-    ask(p, chat_api, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
-    report = json.loads((only_run(p) / "report.json").read_text())
-    (arm,) = report["conditions"].values()
-    # 600k plain input at $1, 400k cached at $0.5, 100k output at $10 (per million)
-    assert arm["cost_usd"]["billed"] == pytest.approx(0.6 + 0.2 + 1.0)
-
-
 def test_chat_tools_translate_every_tool_spec() -> None:
     from pytest_kgbench.agents.models.openai import chat_tools
     from pytest_kgbench.asking.tools import TOOLS
@@ -327,15 +257,3 @@ def test_chat_tools_translate_every_tool_spec() -> None:
     assert [t["function"]["parameters"] for t in out] == [t["input_schema"] for t in TOOLS]
 
 
-def test_asked_together_one_conversation_answers_every_item(project, chat_api) -> None:
-    chat_api.push(text("credit-Q01: A+ from the countries table.\n"
-                       "```json\n{\"credit-Q01\": {\"rating\": \"A+\"}}\n```"))
-    p = project()
-    ask(p, chat_api, "--condition", "R1", "-k", "Q01 or Q03", "--ask", "together"
-        ).assert_outcomes(passed=2)
-    assert len(chat_api.requests) == 1
-    records = {r["question"]: r for r in run_records(p)}
-    assert set(records) == {"credit-Q01", "credit-Q03"}
-    assert records["credit-Q01"]["answer"]["block"] == {"rating": "A+"}
-    assert records["credit-Q03"]["status"] == "skipped"  # left out of the block: a miss
-    assert chat_api.requests[0]["body"]["max_tokens"] == 4096

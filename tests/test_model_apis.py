@@ -1,0 +1,150 @@
+"""The same checks on every provider that answers through the tool loop against its own fake
+API on 127.0.0.1 (the `backend` fixture): a prompt past the context window, an answer cut at the
+output limit, a broken body, a missing key, a local server that needs none, the cost of priced
+and unpriced models, a together session. What only one provider has (its wire format, its
+errors' wording) stays in its own file (test_openai, test_gemini)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import fake_gemini
+import pytest
+
+from conftest import only_run, run_records, transient_never_graded
+
+A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
+APIS = ["openai", "gemini"]
+
+
+def without_base_url(args: list[str]) -> list[str]:
+    at = args.index("--base-url")
+    return args[:at] + args[at + 2:]
+
+
+def ask(p: Any, backend: tuple[Any, ...], *args: str) -> Any:
+    return p.runpytest("questions", *backend[2], *args)
+
+
+KEY: dict[str, str] = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
+NO_KEY: dict[str, str] = {
+    "openai": "no OPENAI_API_KEY in the environment and no --base-url",
+    "gemini": "no GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment and no --base-url"}
+KEY_SENT: dict[str, Callable[[dict[str, Any]], str | None]] = {
+    "openai": lambda r: r["headers"]["authorization"].removeprefix("Bearer "),
+    "gemini": fake_gemini.key_sent}
+TOO_LONG: dict[str, str] = {  # what the provider's error said, kept in the reason
+    "openai": "maximum context length is 128000 tokens",
+    "gemini": "exceeds the maximum number of tokens allowed (1048576)"}
+STOP: dict[str, str] = {"openai": "length", "gemini": "MAX_TOKENS"}
+MAX_TOKENS_SENT: dict[str, Callable[[dict[str, Any]], int]] = {
+    "openai": lambda body: body["max_tokens"],
+    "gemini": lambda body: body["generationConfig"]["maxOutputTokens"]}
+BROKEN = [("openai", "malformed"), ("openai", "no_choices"), ("gemini", "malformed"),
+          ("gemini", "cut"), ("gemini", "no_candidates")]
+# (the price table, the usage the fake reports, what it bills): 600k plain input at $1 and
+# 400k cached at the cache-read price; the output (gemini's thoughts included) at $10/million
+PRICED: dict[str, tuple[str, dict[str, int], float]] = {
+    "openai": ('[tool.kgbench.prices."gpt-test-1"]\ninput = 1.0\noutput = 10.0\n'
+               'cache_read = 0.5\n',
+               {"prompt_tokens": 1_000_000, "completion_tokens": 100_000,
+                "cached_tokens": 400_000}, 0.6 + 0.2 + 1.0),
+    "gemini": ('[tool.kgbench.prices."gemini-test-1"]\ninput = 1.0\noutput = 10.0\n'
+               'cache_read = 0.25\n',
+               {"prompt_tokens": 1_000_000, "completion_tokens": 60_000,
+                "cached_tokens": 400_000, "thoughts_tokens": 40_000}, 0.6 + 0.1 + 1.0)}
+
+
+@pytest.mark.parametrize("backend", APIS, indirect=True)
+def test_a_prompt_past_the_context_is_skipped_with_the_reason(project, backend) -> None:
+    name, server, _, steps = backend
+    server.push(steps.too_long(), steps.text(A_PLUS))
+    p = project()
+    result = ask(p, backend, "--condition", "R1", "-k", "Q01 or Q03")
+    result.assert_outcomes(passed=1, skipped=1)
+    assert len(server.requests) == 2  # not retried; the run went on
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (skipped,) = report["skipped"]
+    assert skipped["reason"].startswith("the prompt is longer than the model accepts (400)")
+    assert TOO_LONG[name] in skipped["reason"]
+
+
+@pytest.mark.parametrize("backend", APIS, indirect=True)
+def test_an_answer_cut_at_the_limit_is_truncated(project, backend) -> None:
+    name, server, _, steps = backend
+    server.push(steps.truncated())
+    p = project()
+    ask(p, backend, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
+    rec = run_records(p)[0]
+    assert (rec["status"], rec["letter"]) == ("truncated", "M")
+    assert rec["sent"]["calls"][0]["stop_reason"] == STOP[name]
+
+
+@pytest.mark.parametrize("backend, broken", BROKEN, indirect=["backend"])
+def test_a_broken_body_is_transient_and_never_graded(project, backend, broken) -> None:
+    _, server, args, steps = backend
+    step = getattr(steps, broken)
+    server.push(step(), step(), step())
+    transient_never_graded(project(), *args)
+
+
+@pytest.mark.parametrize("backend", APIS, indirect=True)
+def test_no_key_and_no_base_url_is_a_usage_error(project, backend, monkeypatch) -> None:
+    name, server, args, _ = backend
+    monkeypatch.delenv(KEY[name])
+    p = project()
+    asked = ["questions", *without_base_url(args), "--condition", "R1", "-k", "Q01"]
+    result = p.runpytest(*asked)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert NO_KEY[name] in result.stderr.str()
+    assert server.requests == []
+    assert p.runpytest(*asked, "--collect-only").ret == 0  # nothing asked: no key needed
+
+
+@pytest.mark.parametrize("backend", APIS, indirect=True)
+def test_a_local_server_needs_no_key_and_its_cost_is_unknown(project, backend,
+                                                             monkeypatch) -> None:
+    name, server, args, steps = backend
+    monkeypatch.delenv(KEY[name])
+    server.push(steps.text(A_PLUS))
+    p = project()
+    result = ask(p, backend, "--condition", "R1", "-k", "Q01")
+    result.assert_outcomes(passed=1)
+    assert KEY_SENT[name](server.requests[0]) == "no-key"
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (arm,) = report["conditions"].values()
+    assert arm["tokens"]["input"] == 100 and arm["cost_usd"] is None  # unknown, not $0
+    model = args[args.index("--model") + 1]
+    result.stdout.fnmatch_lines([f"*cost unknown for {model} (no price in the settings)*"])
+    assert "$0.0000" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("backend", APIS, indirect=True)
+def test_a_priced_model_is_costed_from_its_tokens(project, backend) -> None:
+    name, server, _, steps = backend
+    table, usage, billed = PRICED[name]
+    server.push(steps.text(A_PLUS, **usage))
+    p = project()
+    (p.path / "pyproject.toml").write_text(table)
+    ask(p, backend, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
+    report = json.loads((only_run(p) / "report.json").read_text())
+    (arm,) = report["conditions"].values()
+    assert arm["cost_usd"]["billed"] == pytest.approx(billed)
+
+
+@pytest.mark.parametrize("backend", APIS, indirect=True)
+def test_asked_together_one_conversation_answers_every_item(project, backend) -> None:
+    name, server, _, steps = backend
+    server.push(steps.text("credit-Q01: A+ from the countries table.\n"
+                           "```json\n{\"credit-Q01\": {\"rating\": \"A+\"}}\n```"))
+    p = project()
+    ask(p, backend, "--condition", "R1", "-k", "Q01 or Q03", "--ask", "together"
+        ).assert_outcomes(passed=2)
+    assert len(server.requests) == 1
+    records = {r["question"]: r for r in run_records(p)}
+    assert set(records) == {"credit-Q01", "credit-Q03"}
+    assert records["credit-Q01"]["answer"]["block"] == {"rating": "A+"}
+    assert records["credit-Q03"]["status"] == "skipped"  # left out of the block: a miss
+    assert MAX_TOKENS_SENT[name](server.requests[0]["body"]) == 4096
