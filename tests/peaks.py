@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 
 def vm_hwm(pid: int) -> int | None:
@@ -57,17 +57,43 @@ def tree(root: int) -> list[int]:
     return out
 
 
-class PeakRss:
+W = TypeVar("W", bound="_Watcher")
+
+
+class _Watcher:
+    """A thread that watches while a `with` block runs: `_watch` until the block ends."""
+
+    name = "watcher"
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True, name=self.name)
+
+    def _watch(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self: W) -> W:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class PeakRss(_Watcher):
     """`with PeakRss(lambda: [pid, ...]) as peak:` — `peak.peaks` maps each process seen to its
     peak resident bytes, `peak.most` is the largest. `pids` is asked at each poll (a worker
     replaced, a process tree that grows)."""
+
+    name = "peak-rss"
 
     def __init__(self, pids: Callable[[], Iterable[int | None]], every: float = 0.02) -> None:
         self.pids = pids
         self.every = every
         self.peaks: dict[int, int] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True, name="peak-rss")
+        super().__init__()
 
     def _poll(self) -> None:
         for pid in self.pids():
@@ -87,13 +113,11 @@ class PeakRss:
 
     def __enter__(self) -> PeakRss:
         self._poll()
-        self._thread.start()
-        return self
+        return super().__enter__()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._stop.set()
-        self._thread.join()
+        super().__exit__(kind, exc, tb)
         self._poll()
 
 
@@ -110,7 +134,7 @@ def watched_run(store: Any, statement: str) -> tuple[Any, float, PeakRss, float]
     return result, spent, peak, late.seconds
 
 
-class Lateness:
+class Lateness(_Watcher):
     """`with Lateness(after=s) as late:` — how long the machine kept this process waiting once
     `s` seconds had passed: a thread asks to sleep `every` seconds at a time and adds up how
     much later than asked it woke (`late.seconds`). A bound on a call's wall past its deadline
@@ -118,12 +142,13 @@ class Lateness:
     load: on an idle machine it is a few milliseconds; with the CPUs taken it grows by what the
     scheduler held back, which also held back the deadline's own timer thread."""
 
+    name = "lateness"
+
     def __init__(self, after: float = 0.0, every: float = 0.01) -> None:
         self.after = after
         self.every = every
         self.seconds = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True, name="lateness")
+        super().__init__()
 
     def _watch(self) -> None:
         start = time.monotonic()
@@ -134,11 +159,3 @@ class Lateness:
             if woke - start >= self.after:
                 self.seconds += max(0.0, woke - asked - self.every)
 
-    def __enter__(self) -> Lateness:
-        self._thread.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self._stop.set()
-        self._thread.join()

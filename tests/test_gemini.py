@@ -169,25 +169,6 @@ def test_a_failure_that_persists_is_transient_rerun_and_graded_once(project, gem
     assert len(gemini_api.requests) == 4 and len(run_records(p)) == 1
 
 
-def test_a_500_mid_loop_reruns_the_item_replaying_its_answered_rounds(project,
-                                                                      gemini_api) -> None:
-    """The rerun replays the answered round from the response cache (marked, not counted),
-    and the reply it replays goes back with its thought signature as it came."""
-    q = credit_question("credit-Q01")
-    gemini_api.push(function_call("list_tables", None, signature=SIGNATURE),
-                    internal(), internal(), internal(),
-                    function_call("run_query", {"query": q.gold["sql"]}), text(A_PLUS))
-    p = project()
-    outcomes = ask(p, gemini_api, "--condition", "D1", "-k", "Q01").parseoutcomes()
-    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
-    assert len(gemini_api.requests) == 6  # 1 answered, 3 failed, then only 2 more
-    (rec,) = run_records(p)
-    assert [c.get("cache_hit", False) for c in rec["sent"]["calls"]] == [True, False, False]
-    assert rec["answer"]["tokens"]["input"] == 100 + 100  # the replayed round is not spend
-    replayed = gemini_api.requests[4]["body"]["contents"][1]["parts"][0]
-    assert replayed["thoughtSignature"] == SIGNATURE
-
-
 def test_a_rejected_key_halts_the_run_and_keeps_what_was_banked(project, gemini_api) -> None:
     gemini_api.push(text(A_PLUS), bad_key())
     p = project()

@@ -13,10 +13,11 @@ from typing import Any
 import fake_gemini
 import pytest
 
-from conftest import only_run, run_records, transient_never_graded
+from conftest import credit_question, only_run, run_records, transient_never_graded
 
 A_PLUS = "```json\n{\"rating\": \"A+\"}\n```"
 APIS = ["openai", "gemini"]
+SIGNATURE = "c2lnbmVkIGJ5IHRoZSBtb2RlbA=="  # a Gemini thought signature (base64)
 
 
 def without_base_url(args: list[str]) -> list[str]:
@@ -148,3 +149,38 @@ def test_asked_together_one_conversation_answers_every_item(project, backend) ->
     assert records["credit-Q01"]["answer"]["block"] == {"rating": "A+"}
     assert records["credit-Q03"]["status"] == "skipped"  # left out of the block: a miss
     assert MAX_TOKENS_SENT[name](server.requests[0]["body"]) == 4096
+
+
+# a tool call in each wire format (gemini's first carries a thought signature to echo back)
+CALL: dict[str, Callable[..., Any]] = {
+    "openai": lambda steps, name, args, first: steps.tool_call(name, args or {}),
+    "gemini": lambda steps, name, args, first: steps.function_call(
+        name, args, signature=SIGNATURE if first else None)}
+SERVER_ERRORS: dict[str, Callable[[Any], list[Any]]] = {
+    "openai": lambda steps: [steps.status(500), steps.status(502), steps.status(503)],
+    "gemini": lambda steps: [steps.internal(), steps.internal(), steps.internal()]}
+
+
+@pytest.mark.parametrize("backend", APIS, indirect=True)
+def test_a_500_mid_loop_reruns_the_item_paying_only_for_what_was_not_answered(
+        project, backend) -> None:
+    """The rerun of an item a 500 broke mid-loop replays its answered rounds from the
+    response cache (marked, not counted) and asks only the rest; the reply it replays goes back
+    as it came (on Gemini, with its thought signature)."""
+    name, server, _, steps = backend
+    q = credit_question("credit-Q01")
+    server.push(CALL[name](steps, "list_tables", None, True), *SERVER_ERRORS[name](steps),
+                CALL[name](steps, "run_query", {"query": q.gold["sql"]}, False),
+                steps.text(A_PLUS))
+    p = project()
+    outcomes = ask(p, backend, "--condition", "D1", "-k", "Q01").parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
+    assert len(server.requests) == 6  # 1 answered, 3 failed, then only 2 more
+    (rec,) = run_records(p)
+    assert [c["name"] for c in rec["answer"]["tool_calls"]] == ["list_tables", "run_query"]
+    assert [c.get("cache_hit", False) for c in rec["sent"]["calls"]] == [True, False, False]
+    assert rec["sent"]["response_cache"] == {"hits": 1, "misses": 2}
+    assert rec["answer"]["tokens"]["input"] == 100 + 100  # the replayed round is not spend
+    if name == "gemini":  # the replayed reply, in the request after it, as it came
+        replayed = server.requests[4]["body"]["contents"][1]["parts"][0]
+        assert replayed["thoughtSignature"] == SIGNATURE

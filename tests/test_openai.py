@@ -139,24 +139,6 @@ def test_a_429_that_persists_is_transient_rerun_and_graded_once(project, chat_ap
     assert len(chat_api.requests) == 4 and len(run_records(p)) == 1
 
 
-def test_a_500_mid_run_reruns_the_item_paying_only_for_what_was_not_answered(
-        project, chat_api) -> None:
-    """The rerun of an item a 500 broke mid-loop replays its answered rounds from the
-    response cache (marked, not counted) and asks only the rest."""
-    q = credit_question("credit-Q01")
-    chat_api.push(tool_call("list_tables", {}), status(500), status(502), status(503),
-                  tool_call("run_query", {"query": q.gold["sql"]}), text(A_PLUS))
-    p = project()
-    outcomes = ask(p, chat_api, "--condition", "D1", "-k", "Q01").parseoutcomes()
-    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
-    assert len(chat_api.requests) == 6  # 1 answered, 3 failed, then only 2 more
-    (rec,) = run_records(p)
-    assert [c["name"] for c in rec["answer"]["tool_calls"]] == ["list_tables", "run_query"]
-    assert [c.get("cache_hit", False) for c in rec["sent"]["calls"]] == [True, False, False]
-    assert rec["sent"]["response_cache"] == {"hits": 1, "misses": 2}
-    assert rec["answer"]["tokens"]["input"] == 100 + 100  # the replayed round is not spend
-
-
 def test_a_500_mid_run_without_the_cache_banks_only_the_rerun(project, chat_api) -> None:
     q = credit_question("credit-Q01")
     chat_api.push(tool_call("list_tables", {}), status(500), status(502), status(503),
