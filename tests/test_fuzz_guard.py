@@ -27,6 +27,7 @@ import os
 import re
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -242,8 +243,13 @@ SQL_BLOWUPS = [
 
 @st.composite
 def sql_statements(draw: Any) -> str:
+    # one value in 120 draws a blow-up, 10 an engine attack, 24 a whole-row reference, the
+    # rest a composed query. Hypothesis draws the ends of a range far more often than its
+    # middle (0 about one draw in five): the blow-ups, each costing up to SQL_TIMEOUT, take a
+    # value from the middle, and 0 goes to the engine attacks (every blow-up is also an
+    # explicit example on every SQL engine, `every_engine_attack`)
     which = draw(st.integers(0, 119))
-    if which == 0:
+    if which == 60:
         return draw(st.sampled_from(SQL_BLOWUPS))
     if which < 10:
         return draw(st.sampled_from(SQL_ENGINE_ATTACKS))
@@ -346,8 +352,9 @@ class Harness:
         if worker is not None:
             worker.ready()  # a worker replaced after a kill loads first: not the query's time
         pid = worker.pid if worker is not None else None
-        with PeakRss(lambda: [worker.pid if worker is not None else None]) as peak, \
-                Lateness(after=self.executor.timeout) as late:
+        # a store in this process has no worker whose memory to watch
+        watch = PeakRss(lambda: [worker.pid]) if worker is not None else nullcontext(None)
+        with watch as peak, Lateness(after=self.executor.timeout) as late:
             started = time.monotonic()
             text, result = call_tool(self.executor, "run_query", {"query": query})
             spent = time.monotonic() - started
@@ -356,7 +363,7 @@ class Harness:
         # (a CI run with two CPU-bound processes beside it saw 8.2 s for a 5 s deadline)
         assert spent <= self.executor.timeout + self.slack + late.seconds, (query, spent,
                                                                            late.seconds)
-        assert peak.most <= WORKER_MEMORY, (query, peak.peaks)
+        assert peak is None or peak.most <= WORKER_MEMORY, (query, peak.peaks)
         record = json.dumps(Answer(text=text, queries=[result]).to_dict(), ensure_ascii=False)
         blob = text + record + log_line("run_query", {"query": query}, text, result)
         blob = blob.replace(query, "§").casefold()
@@ -371,7 +378,7 @@ class Harness:
         # never does
         settled = time.monotonic() + 10.0
         while threading.active_count() > self.threads and time.monotonic() < settled:
-            time.sleep(0.05)
+            time.sleep(0.005)
         assert threading.active_count() <= self.threads, (query, [
             t.name for t in threading.enumerate()])
         self.threads = threading.active_count()
