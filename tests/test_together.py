@@ -240,14 +240,20 @@ def _executor(built):
 # --- end to end -------------------------------------------------------------------------------
 
 def test_gold_asked_together_still_answers_every_item(project, credit_questions) -> None:
+    """Every condition of the ladder asked together, on a seeded sample of three questions of
+    each tier (--sample: every tier's expectations, answer, abstain and block, in each
+    session; the whole question set apart is the must-pass gold run's)."""
     from pytest_kgbench.core.conditions import LADDER
 
     p = project()
-    result = p.runpytest("questions", "--agent", "gold", "--ask", "together")
-    base = [q for q in credit_questions.questions if not q.variants or "base" in q.variants]
-    asked = {c.id: [q for q in base if c.mode in q.modes] for c in LADDER}
-    result.assert_outcomes(passed=sum(len(qs) for qs in asked.values()))
+    result = p.runpytest("questions", "--agent", "gold", "--ask", "together", "--sample", "3")
     records = run_records(p)
+    base = [q for q in credit_questions.questions if not q.variants or "base" in q.variants]
+    tiers = {q.tier for q in base}
+    sampled = [q for q in base if q.id in {r["question"] for r in records}]
+    assert len(sampled) == 3 * len(tiers) and {q.tier for q in sampled} == tiers
+    asked = {c.id: [q for q in sampled if c.mode in q.modes] for c in LADDER}
+    result.assert_outcomes(passed=sum(len(qs) for qs in asked.values()))
     assert {r["ask"] for r in records} == {"together"} and \
         {r["grade"] for r in records} == {"correct"}
     sessions = {r["answer"]["session"]["id"] for r in records}
