@@ -1,4 +1,4 @@
-"""What each shipped pack declares to the pack contract (tests/test_pack_contract.py) in code,
+"""What each shipped pack declares to the pack contract (tests/packs/test_pack_contract.py) in code,
 because its pack.yaml has no field for it yet: the facts its definitions derive, read twice (from
 the executed tables and from the graph after the SHACL rules), and how often its generator plants
 each trap in base's raw tables. Also the check-digit rules of the identifier schemes the packs

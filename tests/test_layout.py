@@ -1,7 +1,8 @@
-"""The package's floor plan: every module in a sub-package named for its layer, the layer
-table of docs/extending.md rendered from the import contract in pyproject.toml (so the two
-cannot disagree), no import up the layers even among type-only imports beyond the ones listed
-here with their reason, and the 0.x module paths still importable for one release.
+"""The package's floor plan: every module in a sub-package named for its layer (and its tests
+in a folder of the same name), the layer table of docs/extending.md rendered from the import
+contract in pyproject.toml (so the two cannot disagree), no import up the layers even among
+type-only imports beyond the ones listed here with their reason, and the 0.x module paths still
+importable for one release.
 
 `python tests/test_layout.py` rewrites the table in docs/extending.md from the contract."""
 
@@ -64,6 +65,24 @@ def test_every_module_is_in_a_sub_package_of_the_contract() -> None:
     assert subs == named, "a sub-package outside the layers contract, or one it names missing"
     loose = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert loose == ["__init__.py", "_moved.py"]
+
+
+# the tests of the repository as a whole (its floor plan, its docs' commands, its benchmarks),
+# which belong to no one layer; every other test sits in the folder of the layer it tests
+ROOT_TESTS = {"test_layout.py", "test_docs_commands.py", "test_benchmarks_engines.py"}
+
+
+def test_the_tests_mirror_the_layout() -> None:
+    tests = REPO / "tests"
+    folders = {p.name for p in tests.iterdir()
+               if p.is_dir() and p.name not in ("data", "__pycache__")}
+    named = {sub for layer in layers() for sub in layer}
+    assert folders <= named, f"test folders no layer is named for: {sorted(folders - named)}"
+    assert {p.name for p in tests.glob("test_*.py")} == ROOT_TESTS
+    assert all(list((tests / folder).glob("test_*.py")) for folder in folders)
+    # pytest imports each test file by its name alone (no __init__.py): no two may share one
+    names = [p.name for p in tests.rglob("test_*.py")]
+    assert len(names) == len(set(names))
 
 
 # Type-only imports that still go up the layers, each with why. None is left: each Protocol the

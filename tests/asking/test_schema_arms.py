@@ -20,7 +20,7 @@ from pytest_kgbench.core.conditions import ablation_pairs, arm, by_id, schema_ar
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.engines.stores import open_store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # words of credit's store description that no question, instruction or title holds
 SQL_DESCRIPTION = ("rating_actions", "legal_name", "issuer_id", "country_code VARCHAR",
                    "(157 rows)")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXTERNAL = Path(os.environ["KGBENCH_EXTERNAL"]) if os.environ.get("KGBENCH_EXTERNAL") else None
 if EXTERNAL is None or not (EXTERNAL / "cwd-benchmark-data" / "ACME_Insurance").is_dir():
     pytest.skip("the ACME data is external: set KGBENCH_EXTERNAL to the folder holding a clone "

@@ -26,7 +26,7 @@ from conftest import cli_session, credit_on_base, has_result, only_run, run_reco
 from pytest_kgbench.agents.models.claude_cli import MCP_TOOLS, ClaudeCliAgent, find_claude
 from pytest_kgbench.core.errors import HarnessBroken, TransientModelError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _BINARY = find_claude(str(REPO))
 CLI_VERSION = (subprocess.run([_BINARY, "--version"], capture_output=True, text=True,
                               timeout=60).stdout.split()[0] if _BINARY else "")

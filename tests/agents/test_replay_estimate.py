@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import credit_on_base
 from pytest_kgbench.core.pricing import Estimate, dollars, usage_of
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_replay_regrades_a_stored_run_without_any_model(project) -> None:

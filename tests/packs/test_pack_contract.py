@@ -9,7 +9,7 @@ rules, executed tables and rules deriving the same facts, the derived graph conf
 
 The packs are those under datasets/ whose data is in the repository. The conformance packs
 (cwd-acme, ck25) read published data from the external folder and are held to the published
-references by their own tests (tests/test_cwd_acme.py, tests/test_ck25.py): they have no
+references by their own tests (tests/packs/test_cwd_acme.py, tests/packs/test_ck25.py): they have no
 generator, hand keys, traps or ladder artefacts, so nearly every check here would skip on them.
 
 A check that needs an artefact (a neutral ontology, axioms, rules, executed tables, a generator)
@@ -46,7 +46,7 @@ from pytest_kgbench.packs.build import build_variant
 from pytest_kgbench.packs.schema import find_pack, read_tables
 from pytest_kgbench.run.validate import check_questions
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 # --- what each pack declares here, because pack.yaml has no field for it yet ------------------
@@ -202,7 +202,7 @@ def _needs(pack, *artefacts: str) -> None:
 def _declared(pack) -> Declared:
     if pack.name not in DECLARED:
         pytest.fail(f"pack {pack.name} has the artefact this check reads, but no entry in "
-                    "DECLARED (tests/test_pack_contract.py): declare what it needs there")
+                    "DECLARED (tests/packs/test_pack_contract.py): declare what it needs there")
     return DECLARED[pack.name]
 
 

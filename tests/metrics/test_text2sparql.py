@@ -17,7 +17,7 @@ from pytest_kgbench.engines import QueryResult
 from pytest_kgbench.metrics import text2sparql as t2s
 from pytest_kgbench.run.importers import FORMATS, SqlLines, Text2Sparql, register, split_qname
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXTERNAL = Path(os.environ["KGBENCH_EXTERNAL"]) if os.environ.get("KGBENCH_EXTERNAL") else None
 RESULTS = EXTERNAL / "text2sparql25-results" if EXTERNAL else None
 needs_results = pytest.mark.skipif(

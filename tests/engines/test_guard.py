@@ -290,7 +290,7 @@ def _reference_sql(pack_name: str) -> list[tuple[str, str]]:
     from pytest_kgbench.core.questions import load_questions
     from pytest_kgbench.packs.schema import find_pack
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     external = os.environ.get("KGBENCH_EXTERNAL")
     pack = find_pack(pack_name, repo / "datasets", repo / "ontology",
                      external=Path(external) if external else None)
@@ -390,7 +390,7 @@ def test_docs_list_every_function_each_engine_offers() -> None:
 
     from pytest_kgbench.engines import guard
 
-    text = (Path(__file__).resolve().parents[1] / "docs" / "safety.md").read_text("utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "safety.md").read_text("utf-8")
     sections = {
         "Both engines": guard.SQL_COMMON, "DuckDB also": guard.DUCKDB_ONLY,
         "PostgreSQL also": guard.POSTGRES_ONLY}

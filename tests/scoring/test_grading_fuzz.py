@@ -20,7 +20,8 @@ from pytest_kgbench.scoring.answers import Answer, extract_block
 from pytest_kgbench.scoring.fieldkinds import FIELD_KINDS
 from pytest_kgbench.scoring.grading import SCORES, grade
 
-DATA = yaml.safe_load((Path(__file__).parent / "data" / "answer_fuzz.yaml").read_text("utf-8"))
+DATA = yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "answer_fuzz.yaml"
+                       ).read_text("utf-8"))
 CASES = DATA["cases"]
 LETTER = {"correct": "C", "partial": "P", "wrong": "W"}
 ALIASES = {kind: {normalise_id(a): str(canonical) for canonical, aliases in table.items()

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_kgbench.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

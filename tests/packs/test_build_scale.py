@@ -22,7 +22,7 @@ from pytest_kgbench.packs.rdf.ontology import derive_file, run_rules, to_sorted_
 from pytest_kgbench.packs.schema import TableSpec, write_csv
 from pytest_kgbench.packs.tables import create_database
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("pack,variant", [("credit", "base"), ("credit", "chains"),

@@ -146,7 +146,7 @@ def self_citation_project(project, api):
         "A5720102936 and A4483374961 share an ORCID, so it is a self-citation.\n"
         "```json\n{\"counts\": \"no\", \"shared_person\": \"A5720102936\"}\n```")
     p = project()
-    research = Path(__file__).resolve().parents[1] / "questions" / "research.yaml"
+    research = Path(__file__).resolve().parents[2] / "questions" / "research.yaml"
     (p.path / "questions" / "research.yaml").write_text(research.read_text())
     return p
 

@@ -118,8 +118,9 @@ WORKERS = re.compile(r" · gw0 (?P<gw0>\d+) \(\S+ ago\), gw1 (?P<gw1>\d+) \(\S+ 
 
 def test_the_run_writes_the_line_between_its_results_and_not_under_q(project) -> None:
     p = project()
-    args = ("questions", "--agent", "gold", "--condition", "D1,R1", "--progress", "0.001",
-            "-p", "no:randomly")
+    # the first two tiers' items (about 40): a line each millisecond is many lines already
+    args = ("questions", "--agent", "gold", "--condition", "D1,R1", "-k", "L1 or L2",
+            "--progress", "0.001", "-p", "no:randomly")
     loud = p.runpytest_subprocess(*args)
     assert loud.ret == 0
     lines = [x for x in loud.stdout.lines if LINE.match(x)]

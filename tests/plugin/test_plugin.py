@@ -28,7 +28,7 @@ def report_of(p: pytest.Pytester) -> dict:
 def _questions() -> list:
     from pytest_kgbench.core.questions import load_questions
 
-    questions = load_questions(Path(__file__).resolve().parents[1] / "questions" /
+    questions = load_questions(Path(__file__).resolve().parents[2] / "questions" /
                                "credit.yaml").questions
     return [q for q in questions if q.variants is None or "base" in q.variants]
 
@@ -159,7 +159,7 @@ def test_trap_run_records_wrong_answers_as_passed_items(project) -> None:
 
 
 def test_a_gold_item_that_is_not_correct_fails_and_is_still_banked(project) -> None:
-    text = (Path(__file__).resolve().parents[1] / "questions" / "credit.yaml").read_text()
+    text = (Path(__file__).resolve().parents[2] / "questions" / "credit.yaml").read_text()
     broken = text.replace("sql: SELECT count(*) AS count FROM countries",
                           "sql: SELECT count(*) - 1 AS count FROM countries")
     p = project(broken)
@@ -174,7 +174,7 @@ def test_a_gold_item_that_is_not_correct_fails_and_is_still_banked(project) -> N
 def test_a_broken_question_file_is_one_line_and_no_run_folder(project) -> None:
     """Refused before anything is made: one line naming the file, question and field, exit 4
     (pytest's usage error), and no run folder for `kgbench runs` to list as complete 0/0."""
-    text = (Path(__file__).resolve().parents[1] / "questions" / "credit.yaml").read_text()
+    text = (Path(__file__).resolve().parents[2] / "questions" / "credit.yaml").read_text()
     p = project(text.replace("tier: L2", "tier: L7", 1))
     result = p.runpytest("questions")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

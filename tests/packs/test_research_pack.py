@@ -3,7 +3,7 @@ traps, the evidence each gold query shows, the cast named the same way at every 
 variants' sizes and the Work clause planted on every variant and seed. That every question
 checks out (on base and large, at any seed), that the generator is deterministic and plants every
 trap family several times, ORCID check characters, and the data's agreement across CSV, Markdown
-and RDF are the pack contract's (tests/test_pack_contract.py)."""
+and RDF are the pack contract's (tests/packs/test_pack_contract.py)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import rdflib
 from pytest_kgbench.packs.build import build_variant
 from pytest_kgbench.packs.rdf.ontology import rule_plan, run_rules, to_sorted_ntriples
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("pack,variant", [("credit", "base"), ("credit", "chains"),

@@ -29,7 +29,7 @@ from pytest_kgbench.engines import QueryResult
 from pytest_kgbench.scoring.answers import Answer, extract_block
 from pytest_kgbench.scoring.grading import grade
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 IDS = ("credit-Q01", "credit-Q03", "credit-Q04")
 
 

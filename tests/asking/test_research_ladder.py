@@ -3,7 +3,7 @@ definitions do (credit split, personal data left alone, the shapes biting before
 condition's prompt reading as it should, and the graph store's prefixes. The decoy, the neutral
 wording (R5 and R7 differ in one slanted sentence), axioms and rules without prose, the executed
 tables and the SHACL-derived graph agreeing on every variant, and the derived graph conforming to
-the shapes are the pack contract's (tests/test_pack_contract.py)."""
+the shapes are the pack contract's (tests/packs/test_pack_contract.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pytest_kgbench.asking.prompts import build_prompt
 from pytest_kgbench.core import conditions
 from pytest_kgbench.packs.build import build_variant
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ONTOLOGY = REPO / "ontology" / "research"
 
 
@@ -25,8 +25,8 @@ def test_research_gets_every_condition_of_the_ladder(research_pack) -> None:
 
 def test_the_slant_has_questions_to_bite_on(research_questions) -> None:
     """The neutral ontology differs in the one slanted sentence (the pack contract,
-    tests/test_pack_contract.py); the contrast has questions to bite on: the standalone preprints
-    the slant invites dropping, each saying why R7 is the test."""
+    tests/packs/test_pack_contract.py); the contrast has questions to bite on: the standalone
+    preprints the slant invites dropping, each saying why R7 is the test."""
     family = [q for q in research_questions.questions
               if q.family == "standalone-preprint-dropped"]
     assert len(family) >= 3 and all("R7" in (q.why or "") for q in family)
@@ -36,7 +36,7 @@ def test_the_slant_has_questions_to_bite_on(research_questions) -> None:
 
 def test_the_definitions_merge_and_drop_on_every_variant(research_pack, kg_cache) -> None:
     """What the definitions do, so that the pack contract's agreement of the executed tables and
-    the SHACL rules (tests/test_pack_contract.py) is not agreement on nothing."""
+    the SHACL rules (tests/packs/test_pack_contract.py) is not agreement on nothing."""
     from pack_declared import research_facts_from_tables
 
     for variant in research_pack.variants:

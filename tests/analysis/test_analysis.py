@@ -27,7 +27,7 @@ def synthetic_run(tmp_path_factory, kg_cache):
     import sys
 
     root = tmp_path_factory.mktemp("synthetic")
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     (root / "questions").mkdir()
     shutil.copy(repo / "questions" / "credit.yaml", root / "questions" / "credit.yaml")
     (root / "pytest.ini").write_text(
@@ -231,7 +231,7 @@ def test_power_pools_the_questions_of_several_packs(capsys) -> None:
 
     from pytest_kgbench.cli import main
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     common = ["--tier", "L3", "--effect", "0.15", "--simulations", "200", "--root", str(repo),
               "--datasets", str(repo / "datasets"), "--ontology", str(repo / "ontology")]
     counts = {}

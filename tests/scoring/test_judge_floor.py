@@ -39,7 +39,7 @@ def test_the_judge_asks_the_api_and_the_report_summarises_two_passes(monkeypatch
                  text('```json\n{"points": [true, true, true]}\n```'))
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-        agent = AnthropicAgent(Settings.at(Path(__file__).resolve().parents[1]))
+        agent = AnthropicAgent(Settings.at(Path(__file__).resolve().parents[2]))
         assert agent.completes
         first, used = ask_judge(agent.complete, "m", "Why?", "Because.", ["a", "b", "c"])
         second, _ = ask_judge(agent.complete, "m", "Why?", "Because.", ["a", "b", "c"])
@@ -111,7 +111,7 @@ def test_why_questions_are_judged_twice_through_a_model_run(project, monkeypatch
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-a-secret")
         p = project()
-        research = Path(__file__).resolve().parents[1] / "questions" / "research.yaml"
+        research = Path(__file__).resolve().parents[2] / "questions" / "research.yaml"
         (p.path / "questions" / "research.yaml").write_text(research.read_text())
         result = p.runpytest("questions/research.yaml", "--model", "sonnet", "--condition",
                              "R1", "--ask", ask, "-k", "Q30 or Q33")

@@ -11,7 +11,7 @@ from fake_api import malformed, stall, status, text, tool_use
 
 from conftest import credit_question, only_run, run_records
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 

@@ -1,7 +1,7 @@
 """The ladder on credit, what is credit's own: each condition's prompt reading as it should, and R7
 collected only for a pack with a neutral ontology. The decoy, the neutral wording, axioms and
 rules, the executed tables against the SHACL-derived graph are the pack contract's
-(tests/test_pack_contract.py)."""
+(tests/packs/test_pack_contract.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from pytest_kgbench.asking.prompts import build_prompt
 from pytest_kgbench.core import conditions
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ONTOLOGY = REPO / "ontology" / "credit"
 
 
@@ -20,8 +20,9 @@ def _prompt(built, cid: str, question):
 
 
 def test_prompts_of_r5_r7_r8_r9_r10_read_as_a_person_expects(credit_base, credit_questions) -> None:
-    """R5 against R7 is the pack contract's (tests/test_pack_contract.py: the whole slanted and
-    neutral sentences); here also no shorter piece of the other wording is left in either."""
+    """R5 against R7 is the pack contract's (tests/packs/test_pack_contract.py: the whole
+    slanted and neutral sentences); here also no shorter piece of the other wording is left in
+    either."""
     q = next(q for q in credit_questions.questions if q.id == "credit-Q32")
     r5, r7, r8, r9, r10 = (_prompt(credit_base, c, q) for c in ("R5", "R7", "R8", "R9", "R10"))
     definition = "Issuer records that share an LEI are one issuer"

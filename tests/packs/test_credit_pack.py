@@ -2,7 +2,7 @@
 chains eight levels deep), and both SPARQL engines agree on every reference query. That every
 question checks out (on every variant, at any seed), that the generator is deterministic and
 plants every trap, and the data's agreement across CSV, Markdown and RDF are the pack contract's
-(tests/test_pack_contract.py)."""
+(tests/packs/test_pack_contract.py)."""
 
 from __future__ import annotations
 

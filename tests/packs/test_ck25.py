@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXTERNAL = Path(os.environ["KGBENCH_EXTERNAL"]) if os.environ.get("KGBENCH_EXTERNAL") else None
 if EXTERNAL is None or not (EXTERNAL / "ck25-dataset" / "questions.yml").is_file() or not (
         EXTERNAL / "text2sparql25-results" / "ck25_true_result_set.json").is_file():
