@@ -183,9 +183,16 @@ def credit_question(qid: str):
 
 
 @pytest.fixture(scope="session")
-def kg_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One build cache for the whole test session (variants are built once)."""
-    return tmp_path_factory.mktemp("kgbench-cache")
+def kg_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """One build cache for the whole test session, shared by its xdist workers: a variant is
+    built once, by the first worker to need it (build_variant builds under a file lock, so a
+    second worker waits for it and reads it back)."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":  # each worker's basetemp is a folder of the session's own
+        root = root.parent
+    cache = root / "kgbench-cache"
+    cache.mkdir(exist_ok=True)
+    return cache
 
 
 @pytest.fixture(scope="session")

@@ -346,7 +346,8 @@ def test_an_unknown_ask_mode_is_a_usage_error(project) -> None:
     result.stderr.fnmatch_lines(["*--ask*'sometimes' is neither 'apart' nor 'together'*"])
 
 
-def test_kgbench_mcp_together_takes_the_question_of_each_query(credit_base, kg_cache) -> None:
+def test_kgbench_mcp_together_takes_the_question_of_each_query(credit_base, kg_cache,
+                                                                tmp_path) -> None:
     """The stdio MCP server, as the CLI starts it: run_query requires and banks the question."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
@@ -364,7 +365,7 @@ def test_kgbench_mcp_together_takes_the_question_of_each_query(credit_base, kg_c
                     "query": "SELECT count(*) AS n FROM countries", "question": "credit-Q03"})
                 return tools["run_query"].input_schema, out.content[0].text
 
-    log = kg_cache / "mcp-together.jsonl"
+    log = tmp_path / "mcp-together.jsonl"
     log.unlink(missing_ok=True)
     schema, shown = anyio.run(main)
     assert set(schema["required"]) == {"query", "question"}
