@@ -184,3 +184,21 @@ def test_a_500_mid_loop_reruns_the_item_paying_only_for_what_was_not_answered(
     if name == "gemini":  # the replayed reply, in the request after it, as it came
         replayed = server.requests[4]["body"]["contents"][1]["parts"][0]
         assert replayed["thoughtSignature"] == SIGNATURE
+
+
+PERSISTING = [("openai", "rate_limited"), ("gemini", "rate_limited"), ("gemini", "unavailable"),
+              ("gemini", "internal")]
+
+
+@pytest.mark.parametrize("backend, failing", PERSISTING, indirect=["backend"])
+def test_a_failure_that_persists_is_transient_rerun_and_graded_once(project, backend,
+                                                                    failing) -> None:
+    """Retried within the item, then rerun whole; never a halt (Gemini's 429 quota message
+    names billing, which for another provider means an account that cannot pay)."""
+    _, server, _, steps = backend
+    step = getattr(steps, failing)
+    server.push(step(), step(), step(), steps.text(A_PLUS))
+    p = project()
+    outcomes = ask(p, backend, "--condition", "R1", "-k", "Q01").parseoutcomes()
+    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
+    assert len(server.requests) == 4 and len(run_records(p)) == 1

@@ -131,14 +131,6 @@ def test_429_is_retried_after_the_retry_after_it_says(project, chat_api) -> None
     assert run_records(p)[0]["sent"]["calls"][0]["attempts"] == 2
 
 
-def test_a_429_that_persists_is_transient_rerun_and_graded_once(project, chat_api) -> None:
-    chat_api.push(rate_limited(), rate_limited(), rate_limited(), text(A_PLUS))
-    p = project()
-    outcomes = ask(p, chat_api, "--condition", "R1", "-k", "Q01").parseoutcomes()
-    assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
-    assert len(chat_api.requests) == 4 and len(run_records(p)) == 1
-
-
 def test_a_500_mid_run_without_the_cache_banks_only_the_rerun(project, chat_api) -> None:
     q = credit_question("credit-Q01")
     chat_api.push(tool_call("list_tables", {}), status(500), status(502), status(503),
