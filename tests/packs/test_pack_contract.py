@@ -225,7 +225,7 @@ def test_every_pack_is_under_the_contract_or_has_conformance_tests_of_its_own() 
     assert set(DECLARED) <= set(SHIPPED), "an entry of DECLARED names no shipped pack"
     for folder in (REPO / "datasets").iterdir():
         if (folder / "pack.yaml").is_file() and folder.name not in SHIPPED:
-            own = REPO / "tests" / f"test_{folder.name.replace('-', '_')}.py"
+            own = REPO / "tests" / "packs" / f"test_{folder.name.replace('-', '_')}.py"
             assert own.is_file(), f"pack {folder.name} is neither here nor tested in {own.name}"
 
 
