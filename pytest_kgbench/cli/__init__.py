@@ -255,7 +255,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     cache = Path(args.cache or Path(args.root) / ".kgbench-cache")
     builts = [build_variant(pack, v, cache, seed=args.seed) for v in pack.variants]
     needs = check_needs(list(qset.questions), builts, every=True)
-    sizes = check_prompt_sizes(list(qset.questions), builts)
+    sizes = check_prompt_sizes(list(qset.questions), builts, args.registry)
     per_id = {b.variant: per_id_prefixes(b) for b in builts}
     lines, failed = check_lines(pack, needs, sizes, per_id)
     print("\n".join(lines))

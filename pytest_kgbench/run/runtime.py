@@ -410,7 +410,7 @@ class Runtime:
             return agent
         from pytest_kgbench.core.settings import default_agent
 
-        return self.agent(default_agent(True))
+        return self.agent(default_agent(True, self.registry))
 
     def judge(self, q: Question, text: str, agent: BaseAgent) -> dict[str, Any]:
         """Two passes of the judge model over a "why" answer's checklist. The judge retries

@@ -610,16 +610,18 @@ def prompt_bound(manifest: Mapping[str, Any], where: str) -> tuple[float, str | 
     return float(bound), why.strip()
 
 
-def check_prompt_sizes(questions: list[Question], builts: list[Built]) -> list[SizeCheck]:
-    """Every reading condition's median prompt on every variant, with its ratio to R1's; the
-    Turtle conditions (RDF_CONDITIONS) bounded by `prompt_bound`."""
+def check_prompt_sizes(questions: list[Question], builts: list[Built],
+                       registry: Registry | None = None) -> list[SizeCheck]:
+    """Every reading condition's median prompt on every variant (the conditions of `registry`,
+    the command's), with its ratio to R1's; the Turtle conditions (RDF_CONDITIONS) bounded by
+    `prompt_bound`."""
     if not builts:
         return []
     pack = builts[0].pack
     bound, why = prompt_bound(pack.manifest, str(pack.dir / "pack.yaml"))
     out = []
     for built in builts:
-        sizes = reading_sizes(questions, built)
+        sizes = reading_sizes(questions, built, registry)
         r1 = sizes.get("R1")
         for cond, chars in sizes.items():
             rdf = cond in RDF_CONDITIONS
