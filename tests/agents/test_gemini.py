@@ -19,7 +19,6 @@ from fake_gemini import (
     key_sent,
     malformed_call,
     not_found,
-    rate_limited,
     route,
     stall,
     text,
@@ -142,17 +141,6 @@ def test_an_effort_gemini_does_not_take_is_refused_before_the_run(project, gemin
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--effort max: the gemini agent sends it as thinkingLevel" in result.stderr.str()
     assert gemini_api.requests == []
-
-
-@pytest.mark.parametrize("limited", [rate_limited("1s"), rate_limited(None, retry_after="1")],
-                         ids=["retry-info", "retry-after"])
-def test_429_is_retried_after_the_delay_it_asks(project, gemini_api, limited) -> None:
-    gemini_api.push(limited, text(A_PLUS))
-    p = project()
-    ask(p, gemini_api, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
-    assert len(gemini_api.requests) == 2
-    assert gemini_api.requests[1]["t"] - gemini_api.requests[0]["t"] >= 0.95
-    assert run_records(p)[0]["sent"]["calls"][0]["attempts"] == 2
 
 
 def test_a_rejected_key_halts_the_run_and_keeps_what_was_banked(project, gemini_api) -> None:

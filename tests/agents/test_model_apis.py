@@ -202,3 +202,25 @@ def test_a_failure_that_persists_is_transient_rerun_and_graded_once(project, bac
     outcomes = ask(p, backend, "--condition", "R1", "-k", "Q01").parseoutcomes()
     assert outcomes.get("passed") == 1 and outcomes.get("rerun") == 1, outcomes
     assert len(server.requests) == 4 and len(run_records(p)) == 1
+
+
+# a 429 that says how long to wait, in each provider's words (Gemini: its RetryInfo, or the
+# Retry-After header)
+LIMITED: dict[str, Callable[[Any], Any]] = {
+    "openai": lambda steps: steps.rate_limited(retry_after="1"),
+    "gemini-retry-info": lambda steps: steps.rate_limited("1s"),
+    "gemini-retry-after": lambda steps: steps.rate_limited(None, retry_after="1")}
+
+
+@pytest.mark.parametrize("backend, limited", [("openai", "openai"),
+                                              ("gemini", "gemini-retry-info"),
+                                              ("gemini", "gemini-retry-after")],
+                         indirect=["backend"])
+def test_429_is_retried_after_the_delay_it_asks(project, backend, limited) -> None:
+    _, server, _, steps = backend
+    server.push(LIMITED[limited](steps), steps.text(A_PLUS))
+    p = project()
+    ask(p, backend, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
+    assert len(server.requests) == 2
+    assert server.requests[1]["t"] - server.requests[0]["t"] >= 0.95
+    assert run_records(p)[0]["sent"]["calls"][0]["attempts"] == 2
