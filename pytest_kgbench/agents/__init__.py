@@ -148,6 +148,10 @@ class BaseAgent(ABC):
         """Make the agent's requests keep to the process's pace (--rpm, --tpm, the 429 pause,
         the stop of a halting run): a model agent's gate takes it (support/cache.py)."""
 
+    def close(self) -> None:  # noqa: B027 - an optional capability: nothing held by default
+        """Release what the agent opened for itself (the reference agents' stores rebuilt
+        from a prompt's text, with their worker processes and temporary files)."""
+
 
 AGENT_KINDS = ("model", "reference", "replay")
 """model: a model wrote the answer; reference: the question's own queries answered (gold,

@@ -217,6 +217,8 @@ def _regrade_all(run_dir: Path, settings: Settings, records: list[BankedRecord],
         for rec in records:
             regrader.regrade(rec)
     finally:
+        for store in regrader.stores.values():
+            store.close()
         runtime.close()
     return regrader.done
 

@@ -234,6 +234,9 @@ class Runtime:
         from pytest_kgbench.scoring.answer_key import close_key_stores
 
         self.stop()
+        for agent in self._agents.values():
+            agent.close()
+        self._agents.clear()
         for ex in self._executors.values():
             ex.close()
         self._executors.clear()

@@ -128,6 +128,26 @@ def test_gold_run_scores_every_item_correct_and_writes_the_run_folder(project) -
         assert int(row.split(" | ")[-1].rstrip(" |").replace(",", "")) > 100  # prompt tokens
 
 
+def test_a_session_leaves_no_store_of_its_own_behind(project, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gold agent answers a Turtle reading item on a store rebuilt from the prompt's text,
+    loaded from temporary files: the session's end closes it, its files removed (they were
+    left in the temporary folder, one set per context, by every such run and rescore)."""
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    p = project()
+    p.runpytest("questions", "--condition", "R2", "-k", "Q01 or Q06").assert_outcomes(passed=2)
+    assert report_of(p)["conditions"]["R2"]["accuracy"] == 1.0
+    assert sorted(f.name for f in temp.iterdir()) == []
+    from pytest_kgbench.cli import main
+
+    assert main(["rescore", str(run_dir(p))]) == 0  # rebuilds the store from the stored prompt
+    assert sorted(f.name for f in temp.iterdir()) == []
+
+
 def test_reading_prompts_withhold_personal_data(project) -> None:
     p = project()
     p.runpytest("questions", "--condition", "R1", "-k", "Q30")

@@ -34,6 +34,11 @@ class ReferenceAgent(BaseAgent):
         super().__init__(settings)
         self._stores: dict[tuple[str, str], Any] = {}
 
+    def close(self) -> None:
+        for store in self._stores.values():
+            store.close()
+        self._stores.clear()
+
     def statement(self, task: Task) -> str | None:
         return self.statement_for(task)[0]
 
