@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import fake_gemini
@@ -29,33 +30,73 @@ def ask(p: Any, backend: tuple[Any, ...], *args: str) -> Any:
     return p.runpytest("questions", *backend[2], *args)
 
 
-KEY: dict[str, str] = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
-NO_KEY: dict[str, str] = {
-    "openai": "no OPENAI_API_KEY in the environment and no --base-url",
-    "gemini": "no GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment and no --base-url"}
-KEY_SENT: dict[str, Callable[[dict[str, Any]], str | None]] = {
-    "openai": lambda r: r["headers"]["authorization"].removeprefix("Bearer "),
-    "gemini": fake_gemini.key_sent}
-TOO_LONG: dict[str, str] = {  # what the provider's error said, kept in the reason
-    "openai": "maximum context length is 128000 tokens",
-    "gemini": "exceeds the maximum number of tokens allowed (1048576)"}
-STOP: dict[str, str] = {"openai": "length", "gemini": "MAX_TOKENS"}
-MAX_TOKENS_SENT: dict[str, Callable[[dict[str, Any]], int]] = {
-    "openai": lambda body: body["max_tokens"],
-    "gemini": lambda body: body["generationConfig"]["maxOutputTokens"]}
-BROKEN = [("openai", "malformed"), ("openai", "no_choices"), ("gemini", "malformed"),
-          ("gemini", "cut"), ("gemini", "no_candidates")]
-# (the price table, the usage the fake reports, what it bills): 600k plain input at $1 and
-# 400k cached at the cache-read price; the output (gemini's thoughts included) at $10/million
-PRICED: dict[str, tuple[str, dict[str, int], float]] = {
-    "openai": ('[tool.kgbench.prices."gpt-test-1"]\ninput = 1.0\noutput = 10.0\n'
-               'cache_read = 0.5\n',
-               {"prompt_tokens": 1_000_000, "completion_tokens": 100_000,
-                "cached_tokens": 400_000}, 0.6 + 0.2 + 1.0),
-    "gemini": ('[tool.kgbench.prices."gemini-test-1"]\ninput = 1.0\noutput = 10.0\n'
-               'cache_read = 0.25\n',
-               {"prompt_tokens": 1_000_000, "completion_tokens": 60_000,
-                "cached_tokens": 400_000, "thoughts_tokens": 40_000}, 0.6 + 0.1 + 1.0)}
+@dataclass(frozen=True)
+class Wire:
+    """What one provider's checks need of its wire format and wording: one record per
+    provider, so a third is one more entry in WIRES."""
+
+    key: str                                         # the environment variable of its key
+    no_key: str                                      # the usage error without key or URL
+    key_sent: Callable[[dict[str, Any]], str | None]  # the key a request carried
+    too_long: str            # what its error said of a prompt past the window (in the reason)
+    stop: str                # its stop reason for an answer cut at the output limit
+    max_tokens_sent: Callable[[dict[str, Any]], int]  # the output limit a request asked for
+    # (the price table, the usage the fake reports, what it bills)
+    priced: tuple[str, dict[str, int], float]
+    call: Callable[..., Any]                         # one tool call in its wire format
+    server_errors: Callable[[Any], list[Any]]        # three 5xx in its words
+    broken: tuple[str, ...]                          # its fake's broken-body modes
+    persisting: tuple[str, ...]                      # its failures that persist (4xx/5xx)
+    limited: dict[str, Callable[[Any], Any]]         # a 429 that says how long to wait
+
+
+# the prices: 600k plain input at $1 and 400k cached at the cache-read price; the output
+# (gemini's thoughts included) at $10/million
+WIRES: dict[str, Wire] = {
+    "openai": Wire(
+        key="OPENAI_API_KEY",
+        no_key="no OPENAI_API_KEY in the environment and no --base-url",
+        key_sent=lambda r: r["headers"]["authorization"].removeprefix("Bearer "),
+        too_long="maximum context length is 128000 tokens",
+        stop="length",
+        max_tokens_sent=lambda body: body["max_tokens"],
+        priced=('[tool.kgbench.prices."gpt-test-1"]\ninput = 1.0\noutput = 10.0\n'
+                'cache_read = 0.5\n',
+                {"prompt_tokens": 1_000_000, "completion_tokens": 100_000,
+                 "cached_tokens": 400_000}, 0.6 + 0.2 + 1.0),
+        call=lambda steps, name, args, first: steps.tool_call(name, args or {}),
+        server_errors=lambda steps: [steps.status(500), steps.status(502), steps.status(503)],
+        broken=("malformed", "no_choices"),
+        persisting=("rate_limited",),
+        limited={"openai": lambda steps: steps.rate_limited(retry_after="1")}),
+    "gemini": Wire(
+        key="GEMINI_API_KEY",
+        no_key="no GEMINI_API_KEY (or GOOGLE_API_KEY) in the environment and no --base-url",
+        key_sent=fake_gemini.key_sent,
+        too_long="exceeds the maximum number of tokens allowed (1048576)",
+        stop="MAX_TOKENS",
+        max_tokens_sent=lambda body: body["generationConfig"]["maxOutputTokens"],
+        priced=('[tool.kgbench.prices."gemini-test-1"]\ninput = 1.0\noutput = 10.0\n'
+                'cache_read = 0.25\n',
+                {"prompt_tokens": 1_000_000, "completion_tokens": 60_000,
+                 "cached_tokens": 400_000, "thoughts_tokens": 40_000}, 0.6 + 0.1 + 1.0),
+        # its first call carries a thought signature to echo back
+        call=lambda steps, name, args, first: steps.function_call(
+            name, args, signature=SIGNATURE if first else None),
+        server_errors=lambda steps: [steps.internal(), steps.internal(), steps.internal()],
+        broken=("malformed", "cut", "no_candidates"),
+        persisting=("rate_limited", "unavailable", "internal"),
+        # its RetryInfo, or the Retry-After header
+        limited={"gemini-retry-info": lambda steps: steps.rate_limited("1s"),
+                 "gemini-retry-after": lambda steps: steps.rate_limited(None,
+                                                                         retry_after="1")}),
+}
+assert list(WIRES) == APIS
+
+
+def each(what: Callable[[Wire], Any]) -> list[tuple[str, str]]:
+    """(provider, mode) for each mode `what` names of each provider."""
+    return [(name, mode) for name, wire in WIRES.items() for mode in what(wire)]
 
 
 @pytest.mark.parametrize("backend", APIS, indirect=True)
@@ -69,7 +110,7 @@ def test_a_prompt_past_the_context_is_skipped_with_the_reason(project, backend) 
     report = json.loads((only_run(p) / "report.json").read_text())
     (skipped,) = report["skipped"]
     assert skipped["reason"].startswith("the prompt is longer than the model accepts (400)")
-    assert TOO_LONG[name] in skipped["reason"]
+    assert WIRES[name].too_long in skipped["reason"]
 
 
 @pytest.mark.parametrize("backend", APIS, indirect=True)
@@ -80,10 +121,10 @@ def test_an_answer_cut_at_the_limit_is_truncated(project, backend) -> None:
     ask(p, backend, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
     rec = run_records(p)[0]
     assert (rec["status"], rec["letter"]) == ("truncated", "M")
-    assert rec["sent"]["calls"][0]["stop_reason"] == STOP[name]
+    assert rec["sent"]["calls"][0]["stop_reason"] == WIRES[name].stop
 
 
-@pytest.mark.parametrize("backend, broken", BROKEN, indirect=["backend"])
+@pytest.mark.parametrize("backend, broken", each(lambda w: w.broken), indirect=["backend"])
 def test_a_broken_body_is_transient_and_never_graded(project, backend, broken) -> None:
     _, server, args, steps = backend
     step = getattr(steps, broken)
@@ -94,12 +135,12 @@ def test_a_broken_body_is_transient_and_never_graded(project, backend, broken) -
 @pytest.mark.parametrize("backend", APIS, indirect=True)
 def test_no_key_and_no_base_url_is_a_usage_error(project, backend, monkeypatch) -> None:
     name, server, args, _ = backend
-    monkeypatch.delenv(KEY[name])
+    monkeypatch.delenv(WIRES[name].key)
     p = project()
     asked = ["questions", *without_base_url(args), "--condition", "R1", "-k", "Q01"]
     result = p.runpytest(*asked)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert NO_KEY[name] in result.stderr.str()
+    assert WIRES[name].no_key in result.stderr.str()
     assert server.requests == []
     assert p.runpytest(*asked, "--collect-only").ret == 0  # nothing asked: no key needed
 
@@ -108,12 +149,12 @@ def test_no_key_and_no_base_url_is_a_usage_error(project, backend, monkeypatch) 
 def test_a_local_server_needs_no_key_and_its_cost_is_unknown(project, backend,
                                                              monkeypatch) -> None:
     name, server, args, steps = backend
-    monkeypatch.delenv(KEY[name])
+    monkeypatch.delenv(WIRES[name].key)
     server.push(steps.text(A_PLUS))
     p = project()
     result = ask(p, backend, "--condition", "R1", "-k", "Q01")
     result.assert_outcomes(passed=1)
-    assert KEY_SENT[name](server.requests[0]) == "no-key"
+    assert WIRES[name].key_sent(server.requests[0]) == "no-key"
     report = json.loads((only_run(p) / "report.json").read_text())
     (arm,) = report["conditions"].values()
     assert arm["tokens"]["input"] == 100 and arm["cost_usd"] is None  # unknown, not $0
@@ -125,7 +166,7 @@ def test_a_local_server_needs_no_key_and_its_cost_is_unknown(project, backend,
 @pytest.mark.parametrize("backend", APIS, indirect=True)
 def test_a_priced_model_is_costed_from_its_tokens(project, backend) -> None:
     name, server, _, steps = backend
-    table, usage, billed = PRICED[name]
+    table, usage, billed = WIRES[name].priced
     server.push(steps.text(A_PLUS, **usage))
     p = project()
     (p.path / "pyproject.toml").write_text(table)
@@ -148,17 +189,7 @@ def test_asked_together_one_conversation_answers_every_item(project, backend) ->
     assert set(records) == {"credit-Q01", "credit-Q03"}
     assert records["credit-Q01"]["answer"]["block"] == {"rating": "A+"}
     assert records["credit-Q03"]["status"] == "skipped"  # left out of the block: a miss
-    assert MAX_TOKENS_SENT[name](server.requests[0]["body"]) == 4096
-
-
-# a tool call in each wire format (gemini's first carries a thought signature to echo back)
-CALL: dict[str, Callable[..., Any]] = {
-    "openai": lambda steps, name, args, first: steps.tool_call(name, args or {}),
-    "gemini": lambda steps, name, args, first: steps.function_call(
-        name, args, signature=SIGNATURE if first else None)}
-SERVER_ERRORS: dict[str, Callable[[Any], list[Any]]] = {
-    "openai": lambda steps: [steps.status(500), steps.status(502), steps.status(503)],
-    "gemini": lambda steps: [steps.internal(), steps.internal(), steps.internal()]}
+    assert WIRES[name].max_tokens_sent(server.requests[0]["body"]) == 4096
 
 
 @pytest.mark.parametrize("backend", APIS, indirect=True)
@@ -168,9 +199,9 @@ def test_a_500_mid_loop_reruns_the_item_paying_only_for_what_was_not_answered(
     response cache (marked, not counted) and asks only the rest; the reply it replays goes back
     as it came (on Gemini, with its thought signature)."""
     name, server, _, steps = backend
-    q = credit_question("credit-Q01")
-    server.push(CALL[name](steps, "list_tables", None, True), *SERVER_ERRORS[name](steps),
-                CALL[name](steps, "run_query", {"query": q.gold["sql"]}, False),
+    q, wire = credit_question("credit-Q01"), WIRES[name]
+    server.push(wire.call(steps, "list_tables", None, True), *wire.server_errors(steps),
+                wire.call(steps, "run_query", {"query": q.gold["sql"]}, False),
                 steps.text(A_PLUS))
     p = project()
     outcomes = ask(p, backend, "--condition", "D1", "-k", "Q01").parseoutcomes()
@@ -186,11 +217,8 @@ def test_a_500_mid_loop_reruns_the_item_paying_only_for_what_was_not_answered(
         assert replayed["thoughtSignature"] == SIGNATURE
 
 
-PERSISTING = [("openai", "rate_limited"), ("gemini", "rate_limited"), ("gemini", "unavailable"),
-              ("gemini", "internal")]
-
-
-@pytest.mark.parametrize("backend, failing", PERSISTING, indirect=["backend"])
+@pytest.mark.parametrize("backend, failing", each(lambda w: w.persisting),
+                         indirect=["backend"])
 def test_a_failure_that_persists_is_transient_rerun_and_graded_once(project, backend,
                                                                     failing) -> None:
     """Retried within the item, then rerun whole; never a halt (Gemini's 429 quota message
@@ -204,21 +232,10 @@ def test_a_failure_that_persists_is_transient_rerun_and_graded_once(project, bac
     assert len(server.requests) == 4 and len(run_records(p)) == 1
 
 
-# a 429 that says how long to wait, in each provider's words (Gemini: its RetryInfo, or the
-# Retry-After header)
-LIMITED: dict[str, Callable[[Any], Any]] = {
-    "openai": lambda steps: steps.rate_limited(retry_after="1"),
-    "gemini-retry-info": lambda steps: steps.rate_limited("1s"),
-    "gemini-retry-after": lambda steps: steps.rate_limited(None, retry_after="1")}
-
-
-@pytest.mark.parametrize("backend, limited", [("openai", "openai"),
-                                              ("gemini", "gemini-retry-info"),
-                                              ("gemini", "gemini-retry-after")],
-                         indirect=["backend"])
+@pytest.mark.parametrize("backend, limited", each(lambda w: w.limited), indirect=["backend"])
 def test_429_is_retried_after_the_delay_it_asks(project, backend, limited) -> None:
-    _, server, _, steps = backend
-    server.push(LIMITED[limited](steps), steps.text(A_PLUS))
+    name, server, _, steps = backend
+    server.push(WIRES[name].limited[limited](steps), steps.text(A_PLUS))
     p = project()
     ask(p, backend, "--condition", "R1", "-k", "Q01").assert_outcomes(passed=1)
     assert len(server.requests) == 2
