@@ -7,7 +7,7 @@ import datetime as dt
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pytest_kgbench.scoring.answer_key import compute_key
@@ -21,6 +21,7 @@ from pytest_kgbench.scoring.fieldkinds import (
     norm_quantity,
     norm_rating,
     norm_string,
+    norm_text,
     norm_yesno,
 )
 from pytest_kgbench.scoring.grading import grade
@@ -137,13 +138,16 @@ def test_a_yes_or_no_with_its_full_stop_is_read(word, case, end):
 @PROPERTY
 @given(word=st.sampled_from(["yes", "no"]), rest=st.text(min_size=1, max_size=30),
        mark=st.sampled_from([", ", ": ", " - ", "; "]))
+@example(word="yes", rest="\u20100", mark=", ")  # a Unicode hyphen: a dash, as "-" is
+@example(word="no", rest="\uff0c it is not", mark=", ")  # a full-width comma
 def test_a_yes_or_no_with_more_words_is_read_as_itself_or_not_at_all(word, rest, mark):
     """Words after a yes or no are its reason at most: never read as the other answer, and
-    not read at all without a comma, colon or dash ("yes and no")."""
+    not read at all without a comma, colon or dash ("yes and no") in any spelling the grader
+    reads as one (norm_text: "\u2010" is "-", "\uff0c" is ",")."""
     if re.fullmatch(r"[\s.!]*", rest):
         return  # only a full stop or spaces: read (the property above)
     assert norm_yesno(f"{word}{mark}{rest}") in (None, word == "yes")
-    if not re.match(r"[\s,;:.!-]", rest):
+    if not re.match(r"[\s,;:.!-]", norm_text(rest)):
         assert norm_yesno(f"{word} {rest}") is None
 
 
