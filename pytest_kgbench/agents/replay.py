@@ -26,12 +26,12 @@ if TYPE_CHECKING:
 
 
 def replay_path(settings: Settings) -> Path:
-    run = settings.replay_run
+    run = settings.plan.replay_run
     if not run:
         raise InputError("--replay-run", "the replay agent needs the run to replay")
     path = Path(run)
     if not path.is_dir():
-        path = Path(settings.reports_dir) / run
+        path = Path(settings.paths.reports_dir) / run
     if not (path / "answers.jsonl").is_file():
         raise InputError("--replay-run", f"{path} holds no answers.jsonl")
     return path

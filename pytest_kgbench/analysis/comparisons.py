@@ -159,11 +159,11 @@ def model_pairs(records: Sequence[ItemRecord], settings: Settings
     """With --compare-models: (condition, first model, other model) for each condition run
     and each model after the first (the order --model named them in, aliases or ids)."""
     run = {r["model"] for r in records}
-    named = [m for m in dict.fromkeys(settings.models) if m in run]
+    named = [m for m in dict.fromkeys(settings.plan.models) if m in run]
     models = named + sorted(run - set(named))
-    if not settings.compare_models or len(models) < 2:
+    if not settings.plan.compare_models or len(models) < 2:
         return []
-    present = [c for c in settings.condition_ids if any(r["condition"] == c for r in records)]
+    present = [c for c in settings.plan.condition_ids if any(r["condition"] == c for r in records)]
     return [(cond, models[0], other) for cond in present for other in models[1:]]
 
 
@@ -188,15 +188,15 @@ def build_comparisons(records: Sequence[ItemRecord], settings: Settings, multi_m
         if not (set(sa) & set(sb)) and not (refused and (sa or lost["a"]) and
                                             (sb or lost["b"])):
             return
-        c = stats.compare(sa, sb, a=label_a, b=label_b, tier=tier, seed=settings.stats_seed)
+        c = stats.compare(sa, sb, a=label_a, b=label_b, tier=tier, seed=settings.plan.stats_seed)
         family.append(dataclasses.replace(c, mcnemar_p=None) if refused else c)
 
     every = [*records, *skipped]
     for cond, model_a, model_b in model_pairs(every, settings):
         for tier in TIERS:
             add(cond, model_a, cond, model_b, tier, f"{cond}/{model_a}", f"{cond}/{model_b}")
-    present = [c for c in settings.condition_ids if any(r["condition"] == c for r in every)]
-    if not settings.ablation or len(present) < 2:
+    present = [c for c in settings.plan.condition_ids if any(r["condition"] == c for r in every)]
+    if not settings.plan.ablation or len(present) < 2:
         return stats.holm_adjust(family)
     for model in sorted({r["model"] for r in every}):
         suffix = f"/{model}" if multi_model else ""

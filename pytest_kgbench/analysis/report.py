@@ -127,7 +127,7 @@ def arm_cost(records: Sequence[ItemRecord], settings: Settings) -> dict[str, Any
     if not any(tokens.values()):
         return {}
     model_id = settings.model_id(records[0]["model"])
-    price = settings.prices.get(model_id)
+    price = settings.model.prices.get(model_id)
     batched = [r for r in records if (r.get("sent") or {}).get("batch")]
     if not batched:
         return {"tokens": tokens, "cost_usd": dollars(tokens, price), "model_id": model_id}
@@ -213,7 +213,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         rows = arms[arm]
         conditions[arm] = {"condition": rows[0]["condition"], "label": rows[0]["condition_label"],
                            "model": rows[0]["model"],
-                           **arm_summary(rows, settings.stats_seed, registry),
+                           **arm_summary(rows, settings.plan.stats_seed, registry),
                            "prompt_ratio_r1": ratios[arm],
                            **arm_cost(rows, settings),
                            "cache_read_share": cache_read_share(rows)}
@@ -227,7 +227,8 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         not_measured.append("SIMULATED ANSWERS: the synthetic agent drew gold or trap answers "
                             "at set probabilities; no model was asked")
     return {
-        "run_id": settings.run_id, "started": meta.get("started"), "finished": meta.get("finished"),
+        "run_id": settings.plan.run_id, "started": meta.get("started"),
+        "finished": meta.get("finished"),
         "settings": settings.to_dict(), "commit": meta.get("commit"),
         "engines": dict(meta.get("engines") or {}),
         "engine_arms": dict(meta.get("engine_arms") or {}),
@@ -239,7 +240,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
         "items": [{f: rec.get(f) for f in ITEM_FIELDS} for rec in records],
         "conditions": conditions,
         "comparisons": comparisons,
-        "statistics": {"seed": settings.stats_seed, "bootstrap": "percentile, over questions",
+        "statistics": {"seed": settings.plan.stats_seed, "bootstrap": "percentile, over questions",
                        "resamples": 9999, "confidence": 0.95,
                        "all_equal": "every value v of n the same: [v - u(v - lo), v + u(hi - "
                                     "v)], u the Wilson upper bound of 0 in n, [lo, hi] the "
@@ -249,7 +250,7 @@ def build_report(records: Sequence[BankedRecord], settings: Settings, *,
                        "family": "Holm across every comparison of the run"},
         "synthetic": synthetic,
         "judge": summarise_judge(records),
-        "settings_floor": settings.floor,
+        "settings_floor": settings.plan.floor,
         "not_measured": not_measured,
     }
 

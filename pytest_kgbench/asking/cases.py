@@ -80,7 +80,7 @@ def marker_lines(settings: Settings, registry: Registry | None = None) -> list[s
             names.update({a.id: f"kgbench condition {a.id} ({a.label})"
                           for a in (arm(cond, s) for s in SCHEMA_ARMS) if a.id != cond.id})
     names.update({s: f"kgbench schema arm {s}: {a.what}" for s, a in SCHEMA_ARMS.items()})
-    for cid in settings.condition_ids:  # the session's engine arms, and their engines
+    for cid in settings.plan.condition_ids:  # the session's engine arms, and their engines
         if "@" in cid:
             cond = by_id(cid, registry)
             names.setdefault(cond.id, f"kgbench condition {cond.id} ({cond.label})")
@@ -137,7 +137,7 @@ def cases_for(qset: QuestionSet, pack: Pack, settings: Settings,
               registry: Registry | None = None) -> Iterator[Case]:
     """Every item of a question file, in file order (so every xdist worker agrees), under
     the run's conditions as `registry` (the session's) knows them."""
-    variants = settings.variants
+    variants = settings.plan.variants
     if variants == ("all",):
         variants = tuple(pack.variants)
     conds = pack_conditions(pack, settings.conditions(registry))
@@ -148,8 +148,8 @@ def cases_for(qset: QuestionSet, pack: Pack, settings: Settings,
             for cond in conds:
                 if cond.mode not in q.modes:
                     continue
-                for model in settings.models:
-                    for repeat in range(1, settings.repeats + 1):
+                for model in settings.plan.models:
+                    for repeat in range(1, settings.plan.repeats + 1):
                         yield Case(q, cond, variant, model, settings.agent_for(model), repeat)
 
 
@@ -165,7 +165,7 @@ def built_by(nodeids: Iterable[str], settings: Settings) -> set[tuple[str, str]]
     for nodeid in nodeids:
         path, _, name = nodeid.partition("::")
         if path not in packs:
-            source = source_of_file(settings, Path(settings.rootdir, path))
+            source = source_of_file(settings, Path(settings.paths.rootdir, path))
             packs[path] = source.name if source else None
         pack = packs[path]
         if pack is None or not name.endswith("]") or "[" not in name:
@@ -174,7 +174,7 @@ def built_by(nodeids: Iterable[str], settings: Settings) -> set[tuple[str, str]]
             try:
                 opened = open_pack(settings, pack)
                 variants[pack] = tuple(opened.variants) + tuple(  # and the sizes it scales
-                    v for v in settings.variants
+                    v for v in settings.plan.variants
                     if v not in opened.variants and v != "all" and opened.has_variant(v))
             except Exception:  # noqa: BLE001 - the items report a pack that cannot open
                 variants[pack] = None
@@ -245,5 +245,5 @@ def scope_groups(nodeids: Sequence[str], workers: int, *, split: bool = True
 
 def asks_together(settings: Settings, registry: Registry | None = None) -> bool:
     """Whether items share together sessions (a replay answers from stored slices, per item)."""
-    agent = given(registry).get("agents", settings.agent, "--agent")
-    return settings.ask == "together" and agent.kind != "replay"
+    agent = given(registry).get("agents", settings.plan.agent, "--agent")
+    return settings.plan.ask == "together" and agent.kind != "replay"

@@ -29,9 +29,12 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.core.errors import Cancelled
+
+if TYPE_CHECKING:
+    from pytest_kgbench.core.settings import Settings
 
 CHARS_PER_TOKEN = 4
 RATE_LIMITED = (429, 529)  # statuses that slow the bucket for every thread
@@ -61,9 +64,8 @@ class Pace:
         self.requests = 0  # requests let through (for tests and the benchmark)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> Pace:
-        return cls(getattr(settings, "rpm", None), getattr(settings, "tpm", None),
-                   workers=worker_count())
+    def from_settings(cls, settings: Settings) -> Pace:
+        return cls(settings.limits.rpm, settings.limits.tpm, workers=worker_count())
 
     # --- the item's clock ----------------------------------------------------------------------
 

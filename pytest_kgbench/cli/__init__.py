@@ -72,7 +72,7 @@ def _settings(args: argparse.Namespace, **values: Any) -> Any:
 def _pack(args: argparse.Namespace) -> Any:
     """The pack a command names (--pack), able to run here."""
     settings = _settings(args)
-    return _runnable(settings, settings.pack_names[0])
+    return _runnable(settings, settings.plan.pack_names[0])
 
 
 def _runnable(settings: Any, name: str) -> Any:
@@ -203,10 +203,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     settings = _settings(args, engines=_engines(args))
     try:
-        _runnable(settings, settings.pack_names[0])  # one that cannot run here: its one line
+        _runnable(settings, settings.plan.pack_names[0])  # one that cannot run here: its one line
     except InputError:
         pass  # a problem of the pack: validate reports it with every other
-    report = validate_pack(settings, settings.pack_names[0], needs=not args.no_needs,
+    report = validate_pack(settings, settings.plan.pack_names[0], needs=not args.no_needs,
                            registry=args.registry)
     for problem in report.problems:
         print(f"PROBLEM {problem}")
@@ -373,8 +373,6 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from pytest_kgbench.asking.cases import Case, cases_for
     from pytest_kgbench.core import conditions
     from pytest_kgbench.core.pricing import estimate_lines
@@ -383,8 +381,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
     runtime = _runtime(args)
     models = tuple(m.strip() for m in ",".join(args.model).split(",") if m.strip())
-    runtime.settings = replace(
-        runtime.settings, agent=default_agent(True, args.registry), models=models,
+    runtime.settings = runtime.settings.but(
+        agent=default_agent(True, args.registry), models=models,
         repeats=args.repeats, condition_ids=tuple(c.id for c in conditions.select(
             args.condition, conditions.schema_arms(args.schema), registry=args.registry)))
     cases: list[Case] = []
@@ -397,7 +395,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     runtime.close()
     heading = f"{args.repeats} repeat(s), variant {args.variant}, asked {args.ask}"
     settings = runtime.settings
-    print("\n".join(estimate_lines(estimates, settings.aliases, settings.prices,
+    print("\n".join(estimate_lines(estimates, settings.model.aliases, settings.model.prices,
                                    heading=heading)))
     return 0
 
@@ -476,7 +474,7 @@ def cmd_power(args: argparse.Namespace) -> int:
     from pytest_kgbench.analysis.power import simulate
 
     settings = _settings(args)
-    names = settings.pack_names  # several (--pack a,b): their questions pooled into one set
+    names = settings.plan.pack_names  # several (--pack a,b): their questions pooled into one set
     if args.condition and len(names) > 1:
         raise KgbenchError("--condition takes one pack: the trap's grades are read per pack")
     questions = [q for name in names

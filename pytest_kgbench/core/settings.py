@@ -255,44 +255,38 @@ PATHS: tuple[tuple[str, str, str], ...] = (
 
 
 @dataclass(frozen=True)
-class Settings:
-    """Everything a session needs to know, as builtin values (sent to workers as JSON)."""
+class RunPlan:
+    """What the run asks: the conditions, who answers, the packs, variants, questions and
+    repeats, how they are asked and compared."""
 
     condition_ids: tuple[str, ...]
     agent: str
     models: tuple[str, ...]
-    rootdir: str
-    datasets_dir: str
-    ontology_dir: str
-    reports_dir: str
-    cache_dir: str
-    question_dirs: tuple[str, ...] = ("questions",)
-    repeats: int = 1
-    variants: tuple[str, ...] = ("base",)
     run_id: str = "run"
-    query_timeout: float = 60.0
-    max_rounds: int = 8
-    strict: bool = False
     resume: bool = False
     force_resume: bool = False
-    ablation: bool = False
-    compare_models: bool = False  # pair the first model against each other, per condition
-    dataset_seed: int | None = None
-    stats_seed: int = 20261129
-    engines: Mapping[str, str] = field(default_factory=dict)  # language -> engine name
-    # language -> engine name -> its value, when an option names several (the engine arms:
-    # "D4@oxigraph"); `engines` holds the first, the engine of the references and the keys
-    engine_arms: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    item_timeout: float = 600.0
-    effort: str | None = None
-    max_tokens: int = 4096
-    model_reruns: int = 2
     replay_run: str | None = None
-    judge_model: str = "sonnet"
+    repeats: int = 1
+    variants: tuple[str, ...] = ("base",)
+    pack_names: tuple[str, ...] = ()  # the packs --pack selects (none: every pack found)
+    sample: int | None = None  # --sample: questions per pack and tier
+    rerun: tuple[str, ...] | None = None  # --kgbench-rerun: the node ids to ask again
     ask: str = "apart"
     floor: bool = False
     schema: tuple[str, ...] = ("prompt",)  # --schema: the arms of the querying conditions
     synthetic: str | None = None
+    strict: bool = False
+    ablation: bool = False
+    compare_models: bool = False  # pair the first model against each other, per condition
+    dataset_seed: int | None = None
+    stats_seed: int = 20261129
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """How a model is asked: its ids, endpoints, prices and windows, its sampling and output
+    limit, the provider, the response cache, the batch API and the judge."""
+
     aliases: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_ALIASES))
     model_agents: Mapping[str, str] = field(default_factory=dict)  # alias -> its agent
     model_urls: Mapping[str, str] = field(default_factory=dict)    # alias -> its endpoint
@@ -300,86 +294,166 @@ class Settings:
         default_factory=lambda: {k: dict(v) for k, v in DEFAULT_PRICES.items()})
     windows: Mapping[str, int] = field(default_factory=dict)  # model id -> context tokens
     cache_minimums: Mapping[str, int] = field(default_factory=dict)  # model id -> tokens
-    packs: Mapping[str, str] = field(default_factory=dict)  # folder packs: name -> folder
-    pack_names: tuple[str, ...] = ()  # the packs --pack selects (none: every pack found)
-    sample: int | None = None  # --sample: questions per pack and tier
-    rerun: tuple[str, ...] | None = None  # --kgbench-rerun: the node ids to ask again
-    external_dir: str | None = None   # where packs' external data lives
     base_url: str | None = None  # --base-url: the endpoint of --agent openai (or gemini)
+    provider: str = "anthropic"  # --provider: anthropic, bedrock or vertex (anthropic agent)
+    effort: str | None = None
     temperature: float | None = None
     top_p: float | None = None
+    max_tokens: int = 4096
+    judge_model: str = "sonnet"
+    response_cache: bool = True  # --no-cache turns it off
+    batch: bool = False          # --batch: single-turn requests through the batch API
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How long, how much and how fast: the deadlines, rounds, reruns, the spending cap, and
+    the pace (none of the last changes what an item is asked: not in a request's cache key,
+    the report's fingerprint or what --resume compares)."""
+
+    query_timeout: float = 60.0
+    item_timeout: float = 600.0
+    max_rounds: int = 8
+    model_reruns: int = 2
     max_cost: float | None = None  # --max-cost: dollars at list prices the run may spend
-    progress: float = 30.0  # --progress: seconds between the live lines (0: none)
-    response_cache: bool = True    # --no-cache turns it off
-    responses_dir: str = ""        # where the response cache lives ("" : nowhere, no cache)
-    batch: bool = False            # --batch: single-turn requests through the batch API
-    batch_poll: float = 30.0       # --batch-poll: seconds between two looks at a batch
-    provider: str = "anthropic"    # --provider: anthropic, bedrock or vertex (anthropic agent)
-    # how fast, not what: none of these changes what an item is asked (not in a request's
-    # cache key, the report's fingerprint or what --resume compares)
     concurrency: int = 1           # --concurrency: model requests in flight per process
     rpm: float | None = None       # --rpm: requests per minute, the whole run
     tpm: float | None = None       # --tpm: tokens per minute, the whole run
+    batch_poll: float = 30.0       # --batch-poll: seconds between two looks at a batch
+    progress: float = 30.0         # --progress: seconds between the live lines (0: none)
+
+
+@dataclass(frozen=True)
+class Engines:
+    """The engine of each query language, and the engine arms an option names."""
+
+    engines: Mapping[str, str] = field(default_factory=dict)  # language -> engine name
+    # language -> engine name -> its value, when an option names several (the engine arms:
+    # "D4@oxigraph"); `engines` holds the first, the engine of the references and the keys
+    engine_arms: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where things are: the project, the packs and their data, the questions, the run
+    folders and the caches."""
+
+    rootdir: str
+    datasets_dir: str
+    ontology_dir: str
+    reports_dir: str
+    cache_dir: str
+    question_dirs: tuple[str, ...] = ("questions",)
+    responses_dir: str = ""        # where the response cache lives ("" : nowhere, no cache)
+    packs: Mapping[str, str] = field(default_factory=dict)  # folder packs: name -> folder
+    external_dir: str | None = None   # where packs' external data lives
+
+
+GROUPS: dict[str, type] = {"plan": RunPlan, "model": ModelConfig, "limits": Limits,
+                           "stores": Engines, "paths": Paths}
+GROUP_OF: dict[str, str] = {f.name: group for group, kind in GROUPS.items()
+                            for f in fields(kind)}
+"""Each setting's name (as meta.json, the command line's dest and Settings.flat name it) ->
+the part of Settings that holds it."""
+_TUPLES = ("condition_ids", "models", "variants", "question_dirs", "pack_names", "rerun",
+           "schema")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a session needs to know, by concern, as builtin values (sent to workers as
+    JSON). Stored flat (`to_dict`, meta.json), one name per setting (`GROUP_OF`)."""
+
+    plan: RunPlan
+    paths: Paths
+    model: ModelConfig = field(default_factory=ModelConfig)
+    limits: Limits = field(default_factory=Limits)
+    stores: Engines = field(default_factory=Engines)
+
+    @classmethod
+    def flat(cls, **values: Any) -> Settings:
+        """Settings from flat names (`GROUP_OF`), as meta.json and the options name them."""
+        unknown = sorted(set(values) - set(GROUP_OF))
+        if unknown:
+            raise TypeError(f"no such setting: {', '.join(unknown)}")
+        parts: dict[str, dict[str, Any]] = {group: {} for group in GROUPS}
+        for name, value in values.items():
+            parts[GROUP_OF[name]][name] = value
+        return cls(**{group: GROUPS[group](**part) for group, part in parts.items()})
+
+    def but(self, **values: Any) -> Settings:
+        """These settings with the flat-named `values` changed."""
+        return Settings.flat(**{**self._flat(), **values})
+
+    def get(self, name: str) -> Any:
+        """One setting by its flat name."""
+        return getattr(getattr(self, GROUP_OF[name]), name)
+
+    def _flat(self) -> dict[str, Any]:
+        return {f.name: getattr(getattr(self, group), f.name)
+                for group, kind in GROUPS.items() for f in fields(kind)}
 
     def conditions(self, registry: Registry | None = None) -> tuple[Condition, ...]:
         """The run's conditions, read from `registry` (the session's; the shipped ladder where
         none is passed)."""
-        return tuple(by_id(i, registry) for i in self.condition_ids)
+        return tuple(by_id(i, registry) for i in self.plan.condition_ids)
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.reports_dir) / self.run_id
+        return Path(self.paths.reports_dir) / self.plan.run_id
 
     def model_id(self, model: str) -> str:
         """A model alias (sonnet, haiku, opus, or one set in [tool.kgbench.models]) as its id."""
-        return self.aliases.get(model, model)
+        return self.model.aliases.get(model, model)
 
     def agent_for(self, model: str) -> str:
         """The agent that asks `model`: the one its [tool.kgbench.models] table names, else
         the run's (--agent)."""
-        return self.model_agents.get(model) or self.agent
+        return self.model.model_agents.get(model) or self.plan.agent
 
     def agents_used(self) -> list[str]:
         """Every agent the run's models are asked through, the run's own first."""
-        return list(dict.fromkeys(self.agent_for(m) for m in self.models or (self.agent,)))
+        models = self.plan.models or (self.plan.agent,)
+        return list(dict.fromkeys(self.agent_for(m) for m in models))
 
     def base_url_for(self, model: str) -> str | None:
         """The endpoint `model` is asked at: its table's base_url, else --base-url."""
-        return self.model_urls.get(model) or self.base_url
+        return self.model.model_urls.get(model) or self.model.base_url
 
     def window(self, model: str) -> int:
         """A model's context window in tokens ([tool.kgbench.windows], else DEFAULT_WINDOW)."""
-        return int(self.windows.get(self.model_id(model), DEFAULT_WINDOW))
+        return int(self.model.windows.get(self.model_id(model), DEFAULT_WINDOW))
 
     def cache_minimum(self, model: str) -> int:
         """The shortest prefix the model's provider caches, in tokens
         ([tool.kgbench.cache_minimums], else 2048 for a Haiku model, else 1024)."""
         model_id = self.model_id(model)
-        if model_id in self.cache_minimums:
-            return int(self.cache_minimums[model_id])
+        if model_id in self.model.cache_minimums:
+            return int(self.model.cache_minimums[model_id])
         return HAIKU_CACHE_MINIMUM if "haiku" in model_id.lower() else DEFAULT_CACHE_MINIMUM
 
     def engine(self, language: str) -> str | None:
         """The engine named for a query language, or None for the language's default."""
-        return self.engines.get(language)
+        return self.stores.engines.get(language)
 
     def engines_for(self, cond: Condition) -> Mapping[str, str]:
         """The engines a condition's store runs on: the session's, with an engine arm's own
         for its language ("D4@oxigraph")."""
-        name = cond.engine
+        name, engines = cond.engine, self.stores.engines
         if not name:
-            return self.engines
-        value = self.engine_arms.get(cond.language, {}).get(name)
+            return engines
+        value = self.stores.engine_arms.get(cond.language, {}).get(name)
         if value is None:  # an arm named on its own (--condition D4@oxigraph), or in a
-            current = self.engines.get(cond.language) or ""  # process given its one engine
+            current = engines.get(cond.language) or ""  # process given its one engine
             value = current if current.partition("=")[0] == name else name
-        return {**self.engines, cond.language: value}
+        return {**engines, cond.language: value}
 
     def to_dict(self, *, secrets: bool = False) -> dict[str, Any]:
         """The settings as builtin values: what meta.json and report.json record, a password
         in an engine's DSN or the base URL shown as *** (`redact_secrets`). With `secrets`,
         as they are: the hop to an xdist worker, which must connect too."""
-        data = asdict(self)
+        data = asdict(self.plan) | asdict(self.model) | asdict(self.limits) | \
+            asdict(self.stores) | asdict(self.paths)
         if not secrets:
             data["engines"] = {k: redact_secrets(v) for k, v in data["engines"].items()}
             data["engine_arms"] = {k: {n: redact_secrets(v) for n, v in arms.items()}
@@ -399,17 +473,15 @@ class Settings:
             "datasets_dir": str(base / "datasets"), "ontology_dir": str(base / "ontology"),
             "reports_dir": str(base / "reports"), "cache_dir": str(base / ".kgbench-cache"),
             "responses_dir": str(base / ".kgbench-responses")}
-        return cls(**{**defaults, **values})
+        return cls.flat(**{**defaults, **values})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
-        known = {f.name for f in fields(cls)}
-        values = {k: v for k, v in data.items() if k in known}
-        for name in ("condition_ids", "models", "variants", "question_dirs", "pack_names",
-                     "rerun", "schema"):
+        values = {k: v for k, v in data.items() if k in GROUP_OF}
+        for name in _TUPLES:
             if values.get(name) is not None:
                 values[name] = tuple(values[name])
-        return cls(**values)
+        return cls.flat(**values)
 
 
 # --- building: the command line over the stored run over the ini file --------------------------
@@ -485,13 +557,14 @@ def fresh_run_id(reports: Path, stamp: str) -> str:
 def check_fresh_run(settings: Settings) -> None:
     """A run id is used once: a run that is not a resume may not write into a run folder
     that exists (it would mix its answers with the old run's under two settings)."""
-    if settings.resume:
+    if settings.plan.resume:
         return
-    folder = find_run(Path(settings.reports_dir).parent, Path(settings.reports_dir).name,
-                      settings.run_id)
+    reports = Path(settings.paths.reports_dir)
+    folder = find_run(reports.parent, reports.name,
+                      settings.plan.run_id)
     if folder is not None:
-        raise InputError("--run-id", f"run '{settings.run_id}' exists ({folder}): continue it "
-                         f"with --resume {settings.run_id}, or name a fresh run id")
+        raise InputError("--run-id", f"run '{settings.plan.run_id}' exists ({folder}): continue it "
+                         f"with --resume {settings.plan.run_id}, or name a fresh run id")
 
 
 # what --kgbench-rerun asks again: every miss of the model's own -- wrong, partial, timed out,
@@ -543,7 +616,7 @@ def resume_differences(meta: Mapping[str, Any], settings: Settings,
     for name, label in RESUME_CHECKED:
         if name not in stored:
             continue
-        old, new = _plain(stored[name]), _plain(getattr(settings, name))
+        old, new = _plain(stored[name]), _plain(settings.get(name))
         if old != new:
             out[label] = {"stored": old, "now": new}
     from pytest_kgbench.core.fingerprints import code_fingerprints
@@ -560,7 +633,7 @@ def check_resume(folder: Path, settings: Settings, registry: Registry | None = N
     """Refuse to resume a run under other settings than it was asked with (one line naming
     what differs), unless --force-resume."""
     meta = stored_meta(folder)
-    if settings.force_resume or not meta:
+    if settings.plan.force_resume or not meta:
         return
     differs = resume_differences(meta, settings, registry)
     if differs:
@@ -599,11 +672,11 @@ def check_models(settings: Settings) -> None:
     """Every model named is an alias of [tool.kgbench.models] or looks like a full model id
     (a word with a digit or one of - . : / @ in it): a misspelt alias ("sonet") is caught
     before a run, not at its first call."""
-    for model in settings.models:
-        if model not in settings.aliases and not (
+    for model in settings.plan.models:
+        if model not in settings.model.aliases and not (
                 MODEL_ID.fullmatch(model) and re.search(r"[-.:/@\d]", model)):
             raise InputError("--model", f"'{model}' is neither an alias ("
-                             f"{', '.join(sorted(settings.aliases))}) nor a model id")
+                             f"{', '.join(sorted(settings.model.aliases))}) nor a model id")
 
 
 def words(value: Any) -> tuple[str, ...]:

@@ -43,13 +43,13 @@ def folder_source(name: str, folder: Path) -> PackSource:
 def repository_sources(settings: Settings) -> dict[str, PackSource]:
     """The repository's packs: a question file questions/<name>.yaml beside datasets/<name>/."""
     out: dict[str, PackSource] = {}
-    datasets = Path(settings.datasets_dir)
-    for qdir in settings.question_dirs:
-        folder = Path(settings.rootdir) / qdir
+    datasets = Path(settings.paths.datasets_dir)
+    for qdir in settings.paths.question_dirs:
+        folder = Path(settings.paths.rootdir) / qdir
         for path in sorted(folder.glob("*.y*ml")) if folder.is_dir() else ():
             name = path.stem
             if (datasets / name / "pack.yaml").is_file() and name not in out:
-                own = Path(settings.ontology_dir) / name
+                own = Path(settings.paths.ontology_dir) / name
                 out[name] = PackSource(name, datasets / name, own if own.is_dir() else None,
                                        (path.resolve(),), False)
     return out
@@ -58,8 +58,9 @@ def repository_sources(settings: Settings) -> dict[str, PackSource]:
 def sources(settings: Settings) -> dict[str, PackSource]:
     """Every pack the session knows, by name (a registered folder pack over a repository one).
     Found once per process and layout: collection asks for every file it meets."""
-    return dict(_sources(settings.rootdir, tuple(settings.question_dirs), settings.datasets_dir,
-                         settings.ontology_dir, tuple(sorted(settings.packs.items()))))
+    paths = settings.paths
+    return dict(_sources(paths.rootdir, tuple(paths.question_dirs), paths.datasets_dir,
+                         paths.ontology_dir, tuple(sorted(paths.packs.items()))))
 
 
 @lru_cache(maxsize=32)
@@ -75,14 +76,14 @@ def _sources(rootdir: str, question_dirs: tuple[str, ...], datasets_dir: str, on
 def selected(settings: Settings) -> dict[str, PackSource]:
     """The packs the session runs: those --pack names, else every one it knows."""
     known = sources(settings)
-    if not settings.pack_names:
+    if not settings.plan.pack_names:
         return known
-    missing = [n for n in settings.pack_names if n not in known]
+    missing = [n for n in settings.plan.pack_names if n not in known]
     if missing:
         raise InputError("--pack", f"no pack named {', '.join(missing)} (known: "
                          f"{', '.join(sorted(known)) or 'none'}; a folder holding a pack.yaml "
                          "may be given as a path)")
-    return {n: known[n] for n in settings.pack_names}
+    return {n: known[n] for n in settings.plan.pack_names}
 
 
 def source_of_file(settings: Settings, path: Path) -> PackSource | None:
@@ -99,10 +100,10 @@ def open_pack(settings: Settings, name: str) -> Pack:
     here, so each says alike why a pack cannot run on this machine (`Pack.unavailable`: its
     external data absent, or an optional dependency it needs not installed), and leaves it
     out with that one line (cases.not_run)."""
-    external = Path(settings.external_dir) if settings.external_dir else None
+    external = Path(settings.paths.external_dir) if settings.paths.external_dir else None
     source = sources(settings).get(name)
     if source is None:
-        pack = find_pack(name, Path(settings.datasets_dir), Path(settings.ontology_dir),
+        pack = find_pack(name, Path(settings.paths.datasets_dir), Path(settings.paths.ontology_dir),
                          external=external)
     else:
         pack = load_pack(source.dir, name=name, ontology_dir=source.ontology_dir,
@@ -151,8 +152,8 @@ def question_file(settings: Settings, pack: str, file_name: str) -> Path | None:
     for path in source.question_files if source else ():
         if path.name == file_name:
             return path
-    for qdir in settings.question_dirs:
-        path = Path(settings.rootdir) / qdir / file_name
+    for qdir in settings.paths.question_dirs:
+        path = Path(settings.paths.rootdir) / qdir / file_name
         if path.is_file():
             return path
     return None

@@ -102,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
             store.meta["resumes"][-1]["selection_differs"] = differs
         config.stash[keys.RUNSTORE] = store
         config.pluginmanager.register(store, "kgbench-runstore")
-        if settings.progress > 0 and config.get_verbosity() >= 0:
+        if settings.limits.progress > 0 and config.get_verbosity() >= 0:
             config.pluginmanager.register(ProgressHooks(config, settings, store),
                                           "kgbench-progress")
     if keys.RUNSTORE in config.stash or (_is_worker(config) and
@@ -193,7 +193,7 @@ def _resume_selection(config: pytest.Config, settings: Settings
     from meta.json, and what it gives otherwise is refused (InputError, one line) unless
     --force-resume, which records both."""
     now = _selection(config)
-    if not settings.resume:
+    if not settings.plan.resume:
         return now, {}
     stored = stored_meta(settings.run_dir).get("selection")
     if not isinstance(stored, dict):
@@ -203,7 +203,7 @@ def _resume_selection(config: pytest.Config, settings: Settings
              "deselect": bool(now["deselect"])}
     differs = {SELECTION[k]: {"stored": stored.get(k), "now": now[k]} for k in SELECTION
                if given[k] and stored.get(k) != now[k]}
-    if differs and not settings.force_resume:
+    if differs and not settings.plan.force_resume:
         def shown(value: Any) -> str:
             if isinstance(value, list):
                 return ",".join(value) or "none"
@@ -211,7 +211,7 @@ def _resume_selection(config: pytest.Config, settings: Settings
 
         what = "; ".join(f"{label} was {shown(v['stored'])}, now {shown(v['now'])}"
                          for label, v in differs.items())
-        raise InputError("--resume", f"run '{settings.run_id}' was started with another "
+        raise InputError("--resume", f"run '{settings.plan.run_id}' was started with another "
                          f"selection ({what}): leave them out to continue it as it was started "
                          "(its selection is restored), or pass --force-resume to change it "
                          "(both are recorded in meta.json)")
@@ -253,7 +253,7 @@ def _point_at_packs(config: pytest.Config, settings: Settings) -> None:
     (a folder pack's may lie outside the project)."""
     from pytest_kgbench.packs.locate import selected
 
-    if not settings.pack_names or config.args_source == pytest.Config.ArgsSource.ARGS:
+    if not settings.plan.pack_names or config.args_source == pytest.Config.ArgsSource.ARGS:
         return
     config.args = [str(f) for source in selected(settings).values()
                    for f in source.question_files]
@@ -263,7 +263,8 @@ def _is_question_file(path: Path, settings: Settings) -> bool:
     from pytest_kgbench.packs.locate import source_of_file
 
     return path.suffix in (".yaml", ".yml") and (
-        path.parent.name in settings.question_dirs or source_of_file(settings, path) is not None)
+        path.parent.name in settings.paths.question_dirs
+        or source_of_file(settings, path) is not None)
 
 
 def _collects_questions(config: pytest.Config, settings: Settings) -> bool:
@@ -279,8 +280,8 @@ def _collects_questions(config: pytest.Config, settings: Settings) -> bool:
             if _is_question_file(path, settings):
                 return True
             continue
-        if path.name in settings.question_dirs or any(
-                (path / d).is_dir() for d in settings.question_dirs):
+        if path.name in settings.paths.question_dirs or any(
+                (path / d).is_dir() for d in settings.paths.question_dirs):
             return True
     return False
 
@@ -382,7 +383,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     unasked = (not_answerable(items, settings, config.stash[keys.REGISTRY])
                + not_sampled(items, settings) + not_rerun(items, settings)
                + not_planned(items, settings))
-    if settings.resume:
+    if settings.plan.resume:
         done, again = resume_split(items, read_answers(settings.run_dir / "answers.jsonl"))
         if store is not None:
             store.supersede(again, "its question was edited since it was banked: asked again")
@@ -456,9 +457,9 @@ def _estimate(config: pytest.Config, runtime: Any, cases: list[Any]) -> None:
 
     settings: Settings = config.stash[keys.SETTINGS]
     estimates = runtime.estimate(cases, together=asks_together(settings, runtime.registry))
-    heading = f"{len(cases)} selected item(s), asked {settings.ask}"
+    heading = f"{len(cases)} selected item(s), asked {settings.plan.ask}"
     config.stash[keys.ESTIMATE] = estimate_lines(
-        estimates, settings.aliases, settings.prices, heading=heading)
+        estimates, settings.model.aliases, settings.model.prices, heading=heading)
 
 
 def _say(config: pytest.Config) -> Any:
@@ -485,8 +486,8 @@ class ProgressHooks:
         from pytest_kgbench.plugin.progress import Progress
 
         self.store, self.config = store, config
-        self.progress = Progress(settings.progress,
-                                 lambda m: settings.prices.get(settings.model_id(m)))
+        self.progress = Progress(settings.limits.progress,
+                                 lambda m: settings.model.prices.get(settings.model_id(m)))
 
     @pytest.hookimpl(trylast=True)  # after the run store banked the record
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -52,8 +52,9 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     settings: Settings = kgbench_runtime.settings
     interrupt = item.config.stash.get(keys.INTERRUPT, None)
     dropped = (f"not banked: the run was {INTERRUPTED} while this item was asked; "
-               f"pytest --resume {settings.run_id} asks it again")
-    ahead = upcoming(item, 2 * settings.concurrency) if settings.concurrency > 1 else []
+               f"pytest --resume {settings.plan.run_id} asks it again")
+    concurrency = settings.limits.concurrency
+    ahead = upcoming(item, 2 * concurrency) if concurrency > 1 else []
     try:
         with interrupt.abortable() if interrupt is not None else nullcontext():
             record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()),
@@ -84,10 +85,11 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
         kgbench_runtime.broken = None
     if record["grade"] == "skipped":  # it could not be asked: banked with the reason, no grade
         pytest.skip(record["reason"])
-    must_pass = settings.strict or agent_class(settings.agent, kgbench_runtime.registry).must_pass
+    must_pass = settings.plan.strict or agent_class(settings.plan.agent,
+                                                    kgbench_runtime.registry).must_pass
     if must_pass and record["grade"] != "correct":
-        why = ("--kgbench-strict: every item must be answered correctly" if settings.strict
-               else f"the {settings.agent} agent must answer every item correctly")
+        why = ("--kgbench-strict: every item must be answered correctly" if settings.plan.strict
+               else f"the {settings.plan.agent} agent must answer every item correctly")
         fields = "; ".join(f"{f['name']}: expected {f['expected']!r}, got {f['got']!r}"
                            for f in record["fields"] if not f["ok"])
         errors = "; ".join(q["error"] or q["refused"] or "" for q in record["answer"]["queries"]
@@ -200,7 +202,7 @@ def not_answerable(items: list[pytest.Item], settings: Settings, registry: Regis
                    ) -> list[pytest.Item]:
     """The items the session's agent cannot answer and so does not ask (a replay answers only
     what its stored run asked): those its class's `selects(settings)` does not keep."""
-    keep = agent_class(settings.agent, registry).selects(settings)
+    keep = agent_class(settings.plan.agent, registry).selects(settings)
     if keep is None:
         return []
     return [i for i in items if keys.CASE in i.stash and not keep(i.stash[keys.CASE])]
@@ -211,7 +213,7 @@ def not_planned(items: list[pytest.Item], settings: Settings) -> list[pytest.Ite
     added to the file since), which it does not ask; with --force-resume, none."""
     from pytest_kgbench.core.settings import stored_meta
 
-    if not settings.resume or settings.force_resume:
+    if not settings.plan.resume or settings.plan.force_resume:
         return []
     planned = stored_meta(settings.run_dir).get("expected")
     if not isinstance(planned, list):
@@ -224,19 +226,20 @@ def not_sampled(items: list[pytest.Item], settings: Settings) -> list[pytest.Ite
     """With --sample N, the items whose question is not among the N drawn per pack and tier."""
     from pytest_kgbench.asking.cases import sample_questions
 
-    if not settings.sample:
+    if not settings.plan.sample:
         return []
     cases = [i.stash[keys.CASE] for i in items if keys.CASE in i.stash]
-    keep = sample_questions([c.question for c in cases], settings.sample, settings.stats_seed)
+    keep = sample_questions([c.question for c in cases], settings.plan.sample,
+                            settings.plan.stats_seed)
     return [i for i in items if keys.CASE in i.stash and
             (i.stash[keys.CASE].question.pack, i.stash[keys.CASE].question.id) not in keep]
 
 
 def not_rerun(items: list[pytest.Item], settings: Settings) -> list[pytest.Item]:
     """With --kgbench-rerun RUN, the items RUN did not grade wrong, partial or timed out."""
-    if settings.rerun is None:
+    if settings.plan.rerun is None:
         return []
-    again = set(settings.rerun)
+    again = set(settings.plan.rerun)
     return [i for i in items if i.nodeid not in again]
 
 
@@ -265,8 +268,8 @@ class QuestionItem(pytest.Function):
 def check_collected(qset: QuestionSet, pack: Pack, settings: Settings) -> None:
     """What collection can check before anything runs: the variants exist, each question's
     persona exists and its key function resolves."""
-    unknown = [v for v in settings.variants if v != "all" and not pack.has_variant(v)]
-    if unknown and len(unknown) == len(settings.variants):
+    unknown = [v for v in settings.plan.variants if v != "all" and not pack.has_variant(v)]
+    if unknown and len(unknown) == len(settings.plan.variants):
         raise InputError("--variant", f"pack '{pack.name}' has no variant "
                          f"{', '.join(unknown)} (known: {', '.join(pack.variants)})")
     for q in qset.questions:
@@ -319,7 +322,7 @@ def preflight(config: pytest.Config, settings: Settings, paths: Sequence[Path]) 
                 continue
             check_collected(questions_of(config, path, source.name, pack), pack, settings)
     if sources and not runnable:
-        where = "--pack" if settings.pack_names else ", ".join(str(p) for p in paths)
+        where = "--pack" if settings.plan.pack_names else ", ".join(str(p) for p in paths)
         raise InputError(where, "nothing can run here: " + "; ".join(notes))
     return notes
 
@@ -330,10 +333,10 @@ class QuestionFile(pytest.File):
     def collect(self) -> Iterator[pytest.Item]:
         settings: Settings = self.config.stash[keys.SETTINGS]
         registry = self.config.stash[keys.REGISTRY]
-        agent = agent_class(settings.agent, registry)
+        agent = agent_class(settings.plan.agent, registry)
         source = source_of_file(settings, self.path)
         name = source.name if source else self.path.stem
-        if settings.pack_names and name not in settings.pack_names:
+        if settings.plan.pack_names and name not in settings.plan.pack_names:
             return
         try:
             pack = open_pack(settings, name)
@@ -352,7 +355,7 @@ class QuestionFile(pytest.File):
             if agent.kind == "model":
                 # a model call that failed transiently is asked again; a graded answer never is
                 item.add_marker(pytest.mark.flaky(
-                    reruns=settings.model_reruns, reruns_delay=0.5,
+                    reruns=settings.limits.model_reruns, reruns_delay=0.5,
                     only_rerun=["TransientModelError"]))
             ref = case.condition.reference
             if case.question.skip:

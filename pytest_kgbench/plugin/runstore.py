@@ -91,7 +91,7 @@ def resumed_meta(old: dict[str, Any], settings: Settings, started: str,
     return {"started": old.get("started") or started,
             "first_settings": old.get("first_settings") or old.get("settings"),
             "resumes": [*(old.get("resumes") or []),
-                        {"started": started, "forced": settings.force_resume,
+                        {"started": started, "forced": settings.plan.force_resume,
                          "differs": differs, "reasked": []}]}
 
 
@@ -107,14 +107,14 @@ class RunStore:
         # moment its item ends (a killed process loses nothing banked), but flushed to disk
         # at most every FSYNC_EVERY seconds and at the end (a power cut may lose the last
         # fraction of a second); one item at a time, each line goes to disk at once, as ever
-        self.fsync_every = FSYNC_EVERY if settings.concurrency > 1 else 0.0
+        self.fsync_every = FSYNC_EVERY if settings.limits.concurrency > 1 else 0.0
         self._synced = 0.0
         self._fd: int | None = None  # answers.jsonl, opened at the first line, closed at the end
         self._prompts: set[Path] = set()  # prompt files known to be written
         self.records: dict[str, BankedRecord] = {}
         self.unreadable: list[Unreadable] = []  # lines of a resumed run's answers.jsonl
         old: dict[str, Any] = {}
-        if settings.resume:
+        if settings.plan.resume:
             found, self.unreadable = scan_answers(self.answers_path)
             for rec in latest(found):
                 self.records[rec["nodeid"]] = rec
@@ -130,19 +130,19 @@ class RunStore:
         self.report: dict[str, Any] | None = None
         self.nothing_left = False  # a resumed run whose selected items were all banked
         self.meta: dict[str, Any] = {
-            "run_id": settings.run_id, "started": self.started, "finished": None,
-            "settings": settings.to_dict(), **git_commit(settings.rootdir),
-            "packages": package_versions(), "models": list(settings.models),
-            "agent": settings.agent, "effort": settings.effort,
-            "engines": engine_labels(settings.engines, registry),
+            "run_id": settings.plan.run_id, "started": self.started, "finished": None,
+            "settings": settings.to_dict(), **git_commit(settings.paths.rootdir),
+            "packages": package_versions(), "models": list(settings.plan.models),
+            "agent": settings.plan.agent, "effort": settings.model.effort,
+            "engines": engine_labels(settings.stores.engines, registry),
             # the engine arms (D4@oxigraph): language -> engine name -> how the run names it
             "engine_arms": {lang: {name: engine_labels({lang: value}, registry)[lang]
                                    for name, value in arms.items()}
-                            for lang, arms in settings.engine_arms.items()},
+                            for lang, arms in settings.stores.engine_arms.items()},
             **code_fingerprints(registry), "grader_files": grader_files(registry),
         }
         self.stored_expected: list[str] | None = None
-        if settings.resume and old:
+        if settings.plan.resume and old:
             self.meta.update(resumed_meta(old, settings, self.started, registry))
             if isinstance(old.get("expected"), list):
                 self.stored_expected = [str(n) for n in old["expected"]]
@@ -161,10 +161,10 @@ class RunStore:
         self.expected.update(selected)
         if self.begun:
             return
-        if not self.settings.resume and not selected:
+        if not self.settings.plan.resume and not selected:
             return
         self.begun = True
-        if self.settings.resume:
+        if self.settings.plan.resume:
             base = self.stored_expected if self.stored_expected is not None else \
                 sorted(set(self.records) | set(selected))
             self.planned = [*base, *(n for n in selected if n not in set(base))]
@@ -174,7 +174,7 @@ class RunStore:
         self.meta["expected"] = self.planned
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "prompts").mkdir(exist_ok=True)
-        if self.settings.resume:
+        if self.settings.plan.resume:
             drop_torn_tail(self.answers_path)
             if self.unreadable:
                 set_aside(self.answers_path, [b["line"] for b in self.unreadable])
@@ -341,7 +341,7 @@ class RunStore:
             return
         terminalreporter.section("kgbench")
         if self.nothing_left:
-            terminalreporter.write_line(f"run {self.settings.run_id} is complete: every "
+            terminalreporter.write_line(f"run {self.settings.plan.run_id} is complete: every "
                                         "selected item was banked before; nothing was asked")
         for line in terminal_lines(self.report):
             terminalreporter.write_line(line)
@@ -353,7 +353,7 @@ class RunStore:
             terminalreporter.write_line(
                 f"INTERRUPTED ({self.interrupted}): {len(self.records)} item(s) banked and kept, "
                 f"{len(self.report['missing'])} not; continue the run with: "
-                f"pytest --resume {self.settings.run_id}", red=True)
+                f"pytest --resume {self.settings.plan.run_id}", red=True)
 
     def _write_json(self, name: str, value: Any) -> None:
         write_atomic(self.dir / name,

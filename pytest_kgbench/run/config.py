@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +93,7 @@ def build_settings(cli: Mapping[str, Any], ini: Mapping[str, Any], *, root: Path
                    ).strip().lower()
     if provider not in PROVIDERS:
         raise InputError("--provider", f"'{provider}' is none of {', '.join(PROVIDERS)}")
-    settings = Settings(
+    settings = Settings.flat(
         agent=agent, models=models, run_id=str(run_id), resume=bool(resume),
         replay_run=str(replay_run) if replay_run else None, provider=provider,
         engines=engines, engine_arms=engine_arms,
@@ -271,32 +270,34 @@ def check_settings(settings: Settings, registry: Registry, *, asking: bool) -> N
     """What needs the registry: the agent, the engines, and whatever the agent itself checks
     (the model names, its credential, the run it replays). `asking` is False when nothing
     will be asked (--collect-only, --estimate): credentials are not needed then."""
-    agent = agent_class(settings.agent, registry)
-    named = list(settings.engines.items())
-    named += [(lang, v) for lang, arms in settings.engine_arms.items() for v in arms.values()]
+    agent = agent_class(settings.plan.agent, registry)
+    named = list(settings.stores.engines.items())
+    named += [(lang, v) for lang, arms in settings.stores.engine_arms.items()
+              for v in arms.values()]
     for language, name in named:
         kind = find_kind(registry, language, name)
         problem = kind.check()
         if problem:
             raise InputError(f"--{language}-engine", problem)
-    if settings.max_cost is not None and agent.kind == "model":
-        unpriced = [m for m in settings.models if not settings.prices.get(settings.model_id(m))]
+    if settings.limits.max_cost is not None and agent.kind == "model":
+        unpriced = [m for m in settings.plan.models
+                    if not settings.model.prices.get(settings.model_id(m))]
         if unpriced:
             raise InputError("--max-cost", f"no price for {', '.join(unpriced)} "
                              "([tool.kgbench.prices]): what it spends is unknown, so no cap "
                              "can hold it")
-    if settings.batch and not agent.batches:
-        raise InputError("--batch", f"the {settings.agent} agent has no batch API (the "
+    if settings.model.batch and not agent.batches:
+        raise InputError("--batch", f"the {settings.plan.agent} agent has no batch API (the "
                          "anthropic and openai agents have)")
-    if settings.batch and settings.ask == "together":
+    if settings.model.batch and settings.plan.ask == "together":
         raise InputError("--batch", "a batch carries single-turn requests asked apart; --ask "
                          "together asks a session in one conversation: choose one")
     for name in settings.agents_used():  # each agent checks the models it asks
         used = agent_class(name, registry)
-        mine = tuple(m for m in settings.models if settings.agent_for(m) == name)
-        problem = used.check(replace(settings, agent=name, models=mine or settings.models),
+        mine = tuple(m for m in settings.plan.models if settings.agent_for(m) == name)
+        problem = used.check(settings.but(agent=name, models=mine or settings.plan.models),
                              asking)
         if problem:
-            where = f"--agent {name}" if name == settings.agent else \
+            where = f"--agent {name}" if name == settings.plan.agent else \
                 f"[tool.kgbench.models] {', '.join(mine)} (agent {name})"
             raise InputError(where, problem)

@@ -224,16 +224,16 @@ def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
                truth: Path | None = None, questions_file: Path | None = None,
                variant: str = "base", persona: str = "analyst",
                registry: Registry | None = None) -> Imported:
-    """Import `path` as run `settings.run_id` of the one pack `settings` selects, with the
+    """Import `path` as run `settings.plan.run_id` of the one pack `settings` selects, with the
     pieces of `registry` (the command's; the shipped ones where none is passed)."""
     from pytest_kgbench.core import conditions
     from pytest_kgbench.run.runtime import Runtime
 
     registry = given(registry)
 
-    if not settings.pack_names or len(settings.pack_names) != 1:
+    if not settings.plan.pack_names or len(settings.plan.pack_names) != 1:
         raise InputError("--pack", "name exactly one pack to import into")
-    pack_name = settings.pack_names[0]
+    pack_name = settings.plan.pack_names[0]
     cond = conditions.by_id(condition, registry)
     if cond.mode != "querying" or cond.language != fmt.language:
         raise InputError("--condition", f"{cond.id} is not a querying {fmt.language} condition "
@@ -246,8 +246,8 @@ def import_run(settings: Any, fmt: Format, path: Path, *, condition: str = "D4",
         questions = _pack_questions(pack, registry)
         preds = fmt.read(path, questions, pack.name)
         built = runtime.built(pack_name, variant)
-        executor = full_executor(built, cond, persona, settings.engines,
-                                 settings.query_timeout, registry)
+        executor = full_executor(built, cond, persona, settings.stores.engines,
+                                 settings.limits.query_timeout, registry)
         run = _Importing(fmt, pack.name, cond.id, model or f"{fmt.name}:{path.parent.name}",
                          variant, {q.id: q for q in questions}, with_truth=truth is None)
         try:
@@ -380,19 +380,19 @@ def grade(settings: Any, records: list[dict[str, Any]], condition: str, model: s
         cmd = [sys.executable, "-m", "pytest", *map(str, question_files),
                f"--pack={records[0]['pack']}",
                "--agent", "replay", "--replay-run", str(stored), "--model", model,
-               "--condition", condition, "--run-id", str(settings.run_id), "-q",
+               "--condition", condition, "--run-id", str(settings.plan.run_id), "-q",
                "-p", "no:randomly", "-p", "no:cacheprovider",
-               "--query-timeout", f"{settings.query_timeout:g}"]
-        for language, engine in settings.engines.items():
+               "--query-timeout", f"{settings.limits.query_timeout:g}"]
+        for language, engine in settings.stores.engines.items():
             cmd += [f"--{language}-engine", engine]
-        cmd += ["-o", f"kgbench_reports={settings.reports_dir}",
-                "-o", f"kgbench_cache={settings.cache_dir}"]
+        cmd += ["-o", f"kgbench_reports={settings.paths.reports_dir}",
+                "-o", f"kgbench_cache={settings.paths.cache_dir}"]
         env = dict(os.environ)
-        if settings.external_dir:
-            env["KGBENCH_EXTERNAL"] = str(settings.external_dir)
-        proc = subprocess.run(cmd, cwd=settings.rootdir, env=env, capture_output=True,
+        if settings.paths.external_dir:
+            env["KGBENCH_EXTERNAL"] = str(settings.paths.external_dir)
+        proc = subprocess.run(cmd, cwd=settings.paths.rootdir, env=env, capture_output=True,
                               text=True, check=False)
-    run_dir = Path(settings.reports_dir) / str(settings.run_id)
+    run_dir = Path(settings.paths.reports_dir) / str(settings.plan.run_id)
     if not (run_dir / "answers.jsonl").is_file():
         raise KgbenchError(f"grading the imported answers wrote no run folder ({run_dir}): "
                            f"pytest exited {proc.returncode}:\n{proc.stdout[-3000:]}"

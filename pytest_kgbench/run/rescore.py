@@ -80,7 +80,7 @@ def _questions(settings: Settings, records: list[BankedRecord], registry: Regist
         path = question_file(settings, pack, name)
         if path is None:
             raise KgbenchError(f"question file {name} of pack {pack} not found under "
-                               f"{settings.rootdir} (a folder pack: pass it with --pack)")
+                               f"{settings.paths.rootdir} (a folder pack: pass it with --pack)")
         for q in load_questions(path, pack=pack, source=open_pack(settings, pack),
                                 registry=registry).questions:
             out[(q.pack, q.id)] = q
@@ -159,7 +159,7 @@ class _Regrader:
         if key not in self.stores:
             self.stores[key] = store_from_context(
                 ctx_file.read_text(encoding="utf-8"), cond.language,
-                guard_for(built, q.persona), self.settings.engines, self.runtime.registry)
+                guard_for(built, q.persona), self.settings.stores.engines, self.runtime.registry)
         return self.stores[key]
 
     def regrade(self, rec: BankedRecord) -> None:

@@ -88,8 +88,8 @@ class Runtime:
         from pytest_kgbench.asking.pacing import Pace
 
         self.pace = Pace.from_settings(settings)  # --rpm, --tpm and the cancel, per process
-        self.inflight = (Inflight(settings.concurrency, self.pace)
-                         if settings.concurrency > 1 else None)
+        self.inflight = (Inflight(settings.limits.concurrency, self.pace)
+                         if settings.limits.concurrency > 1 else None)
         self._prepared: dict[tuple[str, str, str], Prepared] = {}  # items answered ahead
 
     def pack(self, name: str) -> Pack:
@@ -101,8 +101,8 @@ class Runtime:
               progress: Callable[[str], None] | None = None) -> Built:
         if (pack_name, variant) not in self._built:
             self._built[(pack_name, variant)] = build_variant(
-                self.pack(pack_name), variant, Path(self.settings.cache_dir),
-                seed=self.settings.dataset_seed, progress=progress)
+                self.pack(pack_name), variant, Path(self.settings.paths.cache_dir),
+                seed=self.settings.plan.dataset_seed, progress=progress)
         return self._built[(pack_name, variant)]
 
     def prebuild(self, pairs: Iterable[tuple[str, str]],
@@ -127,20 +127,20 @@ class Runtime:
                engines.get(cond.language))
         if key not in self._executors:
             self._executors[key] = open_store(built, cond, persona, engines=engines,
-                                              timeout=self.settings.query_timeout,
+                                              timeout=self.settings.limits.query_timeout,
                                               registry=self.registry)
         return self._executors[key]
 
     def prompt(self, cond: Condition, built: Built, question: Question,
                executor: Executor | None) -> Prompt:
-        floor = self.settings.floor or cond.floor
+        floor = self.settings.plan.floor or cond.floor
         key = (cond.id, str(built.dir), question.persona)
         cached = self._prompts.get(key)
         if cached is None:
             self.check_contrasts(cond, built)
             cached = build_prompt(cond, built, question, executor=executor,
-                                  max_rounds=self.settings.max_rounds, floor=floor,
-                                  query_timeout=self.settings.query_timeout)
+                                  max_rounds=self.settings.limits.max_rounds, floor=floor,
+                                  query_timeout=self.settings.limits.query_timeout)
             self._prompts[key] = cached
             return cached
         from pytest_kgbench.asking.prompts import question_block
@@ -175,9 +175,10 @@ class Runtime:
                         executor: Executor | None) -> Prompt:
         """The prompt of a together session asking every question of `group`."""
         self.check_contrasts(cond, built)
+        limits = self.settings.limits
         return build_prompt(cond, built, group[0], executor=executor,
-                            max_rounds=self.settings.max_rounds, floor=self.settings.floor,
-                            query_timeout=self.settings.query_timeout, together=group)
+                            max_rounds=limits.max_rounds, floor=self.settings.plan.floor,
+                            query_timeout=limits.query_timeout, together=group)
 
     def key(self, question: Question, built: Built) -> dict[str, Any] | None:
         """The key of a question on a variant, computed by the pack's key function."""
@@ -189,16 +190,16 @@ class Runtime:
     def agent(self, name: str, model: str | None = None) -> BaseAgent:
         """The agent `name`, made once per process; a model served at its own endpoint
         ([tool.kgbench.models] base_url) gets an agent of its own, connected there."""
-        url = self.settings.model_urls.get(model or "")
+        url = self.settings.model.model_urls.get(model or "")
         key = f"{name} {url}" if url else name
         if key not in self._agents:
-            settings = replace(self.settings, base_url=url) if url else self.settings
+            settings = self.settings.but(base_url=url) if url else self.settings
             agent = agent_class(name, self.registry)(settings)
             agent.registry = self.registry  # the session's pieces (a plugin's engine, say)
             agent.keep_pace(self.pace)  # a model agent's requests keep to the process's pace
             if self.inflight is not None:
                 self.inflight.abort_hooks.append(agent.abort)
-            if self.settings.batch and agent.batches:
+            if self.settings.model.batch and agent.batches:
                 agent.batch_plan = lambda: self.batch_tasks(name)
                 agent.batch_say = self.say
             self._agents[key] = agent
@@ -423,14 +424,14 @@ class Runtime:
         from pytest_kgbench.scoring.judge import ask_judge
 
         backend = self.judge_backend(agent)
-        model = self.settings.model_id(self.settings.judge_model)
+        model = self.settings.model_id(self.settings.model.judge_model)
         passes: list[tuple[list[bool] | None, dict[str, int]]] = []
         for _ in range(2):
             failure: str | None = None
             for _attempt in range(JUDGE_TRIES):
                 try:
                     passes.append(ask_judge(backend.complete, model, q.text, text, q.checklist,
-                                            timeout=self.settings.item_timeout))
+                                            timeout=self.settings.limits.item_timeout))
                     failure = None
                     break
                 except TransientModelError as exc:

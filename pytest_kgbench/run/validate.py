@@ -477,8 +477,8 @@ def _build_variants(settings: Any, pack: Any, report: PackReport) -> list[Built]
     builts = []
     for variant in pack.variants:
         try:
-            builts.append(build_variant(pack, variant, Path(settings.cache_dir),
-                                        seed=settings.dataset_seed))
+            builts.append(build_variant(pack, variant, Path(settings.paths.cache_dir),
+                                        seed=settings.plan.dataset_seed))
         except Exception as exc:  # noqa: BLE001 - a problem of the pack, named, never a traceback
             report.problems.append(f"building {report.pack}/{variant}: {_said(exc)}")
     return builts
@@ -495,7 +495,8 @@ def _check_variant(settings: Any, questions: list[Question], built: Built,
 
     name = report.pack
     try:
-        checks = check_questions(questions, built, engines=settings.engines, registry=registry)
+        checks = check_questions(questions, built, engines=settings.stores.engines,
+                                 registry=registry)
     except Exception as exc:  # noqa: BLE001 - a problem of the pack, named, never a traceback
         report.problems.append(f"{name}/{built.variant}: {_said(exc)}")
         return

@@ -192,10 +192,10 @@ def test_sampling_and_cost_options_are_checked_naming_the_option(tmp_path) -> No
 
     s = build(temperature="0.3", top_p="1", max_cost="2.5", no_cache=True,
               base_url="http://localhost:11434/v1")
-    assert (s.temperature, s.top_p, s.max_cost, s.response_cache, s.base_url) == (
-        0.3, 1.0, 2.5, False, "http://localhost:11434/v1")
-    assert s.responses_dir == str((tmp_path / ".kgbench-responses").resolve())
-    assert build().response_cache is True and build().max_cost is None
+    assert (s.model.temperature, s.model.top_p, s.limits.max_cost, s.model.response_cache,
+            s.model.base_url) == (0.3, 1.0, 2.5, False, "http://localhost:11434/v1")
+    assert s.paths.responses_dir == str((tmp_path / ".kgbench-responses").resolve())
+    assert build().model.response_cache is True and build().limits.max_cost is None
     for option, value, says in (("max_cost", "0", "--max-cost: must be more than 0"),
                                 ("max_cost", "lots", "--max-cost: 'lots' is not a number"),
                                 ("temperature", "-1", "--temperature: must be at least 0"),

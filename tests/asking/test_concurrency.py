@@ -57,9 +57,10 @@ def test_rpm_spaces_requests_across_threads() -> None:
 
 def test_rpm_is_shared_by_the_workers_of_a_run(monkeypatch) -> None:
     from pytest_kgbench.asking.pacing import Pace
+    from pytest_kgbench.core.settings import Settings
 
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
-    pace = Pace.from_settings(type("S", (), {"rpm": 240.0, "tpm": 8000.0})())
+    pace = Pace.from_settings(Settings.at(".", rpm=240.0, tpm=8000.0))
     assert pace.rpm == 60.0 and pace.tpm == 2000.0
 
 

@@ -35,7 +35,7 @@ def starter(tmp_path: Path) -> Path:
 def _validate(folder: Path, cache: Path, **kw: object) -> object:
     settings = Settings.at(folder.parent, cache_dir=str(cache),
                            **pack_settings(str(folder), {}, folder.parent, None))
-    return validate_pack(settings, settings.pack_names[0], **kw)  # type: ignore[arg-type]
+    return validate_pack(settings, settings.plan.pack_names[0], **kw)  # type: ignore[arg-type]
 
 
 def test_init_writes_a_pack_that_validates(starter: Path, tmp_path: Path, capsys) -> None:

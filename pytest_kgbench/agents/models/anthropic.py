@@ -239,13 +239,13 @@ class AnthropicAgent(Dialect, Batching, BaseAgent):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.item_timeout = settings.item_timeout
-        self.max_tokens = settings.max_tokens
-        self.effort = settings.effort
-        self.max_rounds = settings.max_rounds
+        self.item_timeout = settings.limits.item_timeout
+        self.max_tokens = settings.model.max_tokens
+        self.effort = settings.model.effort
+        self.max_rounds = settings.limits.max_rounds
         # the first-party API keeps its cache keys; Bedrock and Vertex are other endpoints
-        self.connect(settings, "anthropic-messages" if settings.provider == "anthropic"
-                     else f"{settings.provider}-messages")
+        self.connect(settings, "anthropic-messages" if settings.model.provider == "anthropic"
+                     else f"{settings.model.provider}-messages")
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
@@ -253,27 +253,27 @@ class AnthropicAgent(Dialect, Batching, BaseAgent):
         sampling = sampling_problem(settings)
         if sampling:
             return sampling
-        if settings.batch and settings.provider != "anthropic":
+        if settings.model.batch and settings.model.provider != "anthropic":
             return (f"--batch goes through the Message Batches API of Anthropic's own API; "
-                    f"{settings.provider}'s batch inference is another job API (files in cloud "
-                    "storage), not supported: leave out --batch or --provider")
+                    f"{settings.model.provider}'s batch inference is another job API (files in "
+                    "cloud storage), not supported: leave out --batch or --provider")
         if asking:
-            return provider_problem(settings.provider)
+            return provider_problem(settings.model.provider)
         return None
 
     def new_client(self) -> Any:
-        return make_client(self.settings.provider)
+        return make_client(self.settings.model.provider)
 
     def batch_api(self) -> AnthropicBatches:
         return AnthropicBatches()
 
     def batch_endpoint(self) -> str | None:
-        return endpoint_of(self.settings.provider)
+        return endpoint_of(self.settings.model.provider)
 
     def first_request(self, task: Task) -> dict[str, Any]:
         """The item's first (for a reading condition, only) request, as `ask` sends it: framed
         as Claude Code frames it (agents.framing), so both backends ask the same way."""
-        frame = framing(self.settings.provider)
+        frame = framing(self.settings.model.provider)
         task.sent["framing"] = {"identity": frame["identity"], "date": frame["date"],
                                 "added_by": "the anthropic agent, as Claude Code adds them"}
         kwargs: dict[str, Any] = {
@@ -324,8 +324,8 @@ class AnthropicAgent(Dialect, Batching, BaseAgent):
         task.sent.update({"backend": "messages-api", "client": f"anthropic-sdk "
                           f"{anthropic.__version__}", "model": first["model"],
                           "max_tokens": first["max_tokens"], "effort": self.effort,
-                          "thinking": None, "temperature": self.settings.temperature,
-                          "top_p": self.settings.top_p})
+                          "thinking": None, "temperature": self.settings.model.temperature,
+                          "top_p": self.settings.model.top_p})
         return {"system": first["system"], "messages": first["messages"]}
 
     def tools(self, task: Task) -> list[dict[str, Any]]:
@@ -400,8 +400,8 @@ class AnthropicAgent(Dialect, Batching, BaseAgent):
 
     def sampling(self) -> dict[str, float]:
         """--temperature and --top-p, when set."""
-        return {k: v for k, v in (("temperature", self.settings.temperature),
-                                  ("top_p", self.settings.top_p)) if v is not None}
+        return {k: v for k, v in (("temperature", self.settings.model.temperature),
+                                  ("top_p", self.settings.model.top_p)) if v is not None}
 
     def gated(self, client: Any, deadline: float, kwargs: dict[str, Any], repeat: int, *,
               use_cache: bool = True) -> tuple[Any, int, bool]:
@@ -411,7 +411,7 @@ class AnthropicAgent(Dialect, Batching, BaseAgent):
 
         sent = json.loads(json.dumps(kwargs))  # the request as it is now (messages grow)
         return self.gate.call(
-            sent, endpoint=endpoint_of(self.settings.provider), repeat=repeat,
+            sent, endpoint=endpoint_of(self.settings.model.provider), repeat=repeat,
             model_id=str(kwargs["model"]), max_tokens=int(kwargs["max_tokens"]),
             send=lambda: call_within(client, deadline,
                                      pace=self.gate.ticket(sent, int(kwargs["max_tokens"])),

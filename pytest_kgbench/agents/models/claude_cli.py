@@ -125,15 +125,15 @@ def mcp_command(settings: Settings, task: Task, log: Path, closed: Path) -> dict
     """The MCP server entry for this item's store."""
     args = ["-m", "pytest_kgbench.cli", "mcp", "--pack", task.question.pack,
             "--variant", task.built.variant, "--condition", task.condition.id,
-            "--persona", task.question.persona, "--root", settings.rootdir,
-            "--datasets", settings.datasets_dir, "--ontology", settings.ontology_dir,
-            "--cache", settings.cache_dir,
-            "--query-timeout", str(settings.query_timeout), "--log", str(log),
+            "--persona", task.question.persona, "--root", settings.paths.rootdir,
+            "--datasets", settings.paths.datasets_dir, "--ontology", settings.paths.ontology_dir,
+            "--cache", settings.paths.cache_dir,
+            "--query-timeout", str(settings.limits.query_timeout), "--log", str(log),
             "--closed-when", str(closed), "--no-instructions"]
     for language, engine in settings.engines_for(task.condition).items():
         args += [f"--{language}-engine", engine]
-    if settings.dataset_seed is not None:
-        args += ["--seed", str(settings.dataset_seed)]
+    if settings.plan.dataset_seed is not None:
+        args += ["--seed", str(settings.plan.dataset_seed)]
     if task.together:
         args += ["--together", "--questions", ",".join(task.together)]
     return {"mcpServers": {SERVER: {"command": sys.executable, "args": args}}}
@@ -262,24 +262,25 @@ class ClaudeCliAgent(BaseAgent):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.item_timeout = settings.item_timeout
+        self.item_timeout = settings.limits.item_timeout
         self._version: str | None = None
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
         check_models(settings)
-        if settings.effort and settings.effort not in EFFORTS:
-            return (f"--effort {settings.effort}: the claude CLI takes "
+        if settings.model.effort and settings.model.effort not in EFFORTS:
+            return (f"--effort {settings.model.effort}: the claude CLI takes "
                     f"{', '.join(EFFORTS)}")
-        given = [flag for flag, value in (("--temperature", settings.temperature),
-                                          ("--top-p", settings.top_p),
-                                          ("--max-cost", settings.max_cost)) if value is not None]
+        given = [flag for flag, value in (("--temperature", settings.model.temperature),
+                                          ("--top-p", settings.model.top_p),
+                                          ("--max-cost", settings.limits.max_cost))
+                 if value is not None]
         if given:  # never ignored in silence: Claude Code takes no sampling settings, and its
             # calls are its own (no cap can stand before them)
             return f"{', '.join(given)}: the claude CLI agent cannot honour it"
         if not asking:
             return None
-        binary = find_claude(settings.rootdir)
+        binary = find_claude(settings.paths.rootdir)
         if binary is None:
             return MISSING
         version, said = cli_version(binary)
@@ -294,8 +295,8 @@ class ClaudeCliAgent(BaseAgent):
         cmd = [binary, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
                "--verbose", "--model", model, "--system-prompt", system,
                "--no-session-persistence", "--tools", "", "--setting-sources", ""]
-        if self.settings.effort:
-            cmd += ["--effort", self.settings.effort]
+        if self.settings.model.effort:
+            cmd += ["--effort", self.settings.model.effort]
         return cmd
 
     def environment(self, max_tokens: int, budget: float) -> dict[str, str]:
@@ -310,19 +311,19 @@ class ClaudeCliAgent(BaseAgent):
     def token_limit(self, task: Task) -> int:
         """The output limit of each call, as the anthropic agent's (room for every question of
         a together session: loop.token_limit)."""
-        return token_limit(self.settings.max_tokens, task)
+        return token_limit(self.settings.model.max_tokens, task)
 
     def ask(self, task: Task) -> Answer:
-        binary = find_claude(self.settings.rootdir)
+        binary = find_claude(self.settings.paths.rootdir)
         if binary is None:
             raise HarnessBroken(MISSING)
         querying = task.condition.mode == "querying"
         model = self.settings.model_id(task.model)
         max_tokens = self.token_limit(task)
-        rounds = self.settings.max_rounds * task.share
+        rounds = self.settings.limits.max_rounds * task.share
         frame = framing("vertex" if os.environ.get("CLAUDE_CODE_USE_VERTEX") else "anthropic")
         task.sent.update({"backend": "claude-code", "model": model, "max_tokens": max_tokens,
-                          "effort": self.settings.effort, "thinking": "disabled",
+                          "effort": self.settings.model.effort, "thinking": "disabled",
                           "temperature": None, "max_rounds": rounds if querying else 0,
                           # what Claude Code puts around our prompt (the anthropic agent sends
                           # the same): it cannot be told to leave them out
@@ -370,7 +371,7 @@ class ClaudeCliAgent(BaseAgent):
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
                  timeout: float) -> Completion:
         """One plain call (the judge's) through the CLI: one turn, no tools."""
-        binary = find_claude(self.settings.rootdir)
+        binary = find_claude(self.settings.paths.rootdir)
         if binary is None:
             raise HarnessBroken(MISSING)
         with tempfile.TemporaryDirectory(prefix="kgbench-cli-") as tmp:

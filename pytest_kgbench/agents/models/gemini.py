@@ -240,7 +240,7 @@ class GeminiAgent(Dialect, BaseAgent):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.base_url = settings.base_url
+        self.base_url = settings.model.base_url
         self.connect(settings, "gemini-generate-content")
 
     def endpoint(self) -> str | None:
@@ -257,10 +257,10 @@ class GeminiAgent(Dialect, BaseAgent):
             return NO_SDK if asking else None
         levels = [v.value.lower() for v in types.ThinkingLevel
                   if v is not types.ThinkingLevel.THINKING_LEVEL_UNSPECIFIED]
-        if settings.effort and settings.effort.lower() not in levels:
-            return (f"--effort {settings.effort}: the gemini agent sends it as thinkingLevel, "
-                    f"which is one of {', '.join(levels)}")
-        if asking and not api_key() and not settings.base_url and \
+        if settings.model.effort and settings.model.effort.lower() not in levels:
+            return (f"--effort {settings.model.effort}: the gemini agent sends it as "
+                    f"thinkingLevel, which is one of {', '.join(levels)}")
+        if asking and not api_key() and not settings.model.base_url and \
                 not os.environ.get("GOOGLE_GEMINI_BASE_URL"):
             return NO_CREDENTIAL
         return None
@@ -281,12 +281,12 @@ class GeminiAgent(Dialect, BaseAgent):
         """The settings every call sends: the system block, the output limit, --temperature,
         --top-p and --effort (thinkingLevel) when set."""
         config: dict[str, Any] = {"system_instruction": system, "max_output_tokens": max_tokens}
-        if self.settings.temperature is not None:
-            config["temperature"] = self.settings.temperature
-        if self.settings.top_p is not None:
-            config["top_p"] = self.settings.top_p
-        if self.settings.effort:
-            config["thinking_config"] = {"thinking_level": self.settings.effort.upper()}
+        if self.settings.model.temperature is not None:
+            config["temperature"] = self.settings.model.temperature
+        if self.settings.model.top_p is not None:
+            config["top_p"] = self.settings.model.top_p
+        if self.settings.model.effort:
+            config["thinking_config"] = {"thinking_level": self.settings.model.effort.upper()}
         return config
 
     def _call(self, client: Any, deadline: float, request: dict[str, Any], repeat: int,
@@ -300,9 +300,9 @@ class GeminiAgent(Dialect, BaseAgent):
             dump=_dump, load=_load, usage=usage_of)
 
     def ask(self, task: Task) -> Answer:
-        return run_loop(self, task, self.client(), item_timeout=self.settings.item_timeout,
-                        max_rounds=self.settings.max_rounds,
-                        max_tokens=token_limit(self.settings.max_tokens, task), batched=False)
+        return run_loop(self, task, self.client(), item_timeout=self.settings.limits.item_timeout,
+                        max_rounds=self.settings.limits.max_rounds,
+                        max_tokens=token_limit(self.settings.model.max_tokens, task), batched=False)
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
                  timeout: float) -> Completion:
@@ -327,9 +327,10 @@ class GeminiAgent(Dialect, BaseAgent):
         task.sent.update({"backend": "gemini-api", "client": f"google-genai-sdk "
                           f"{genai.__version__}", "base_url": self.endpoint(),
                           "api_version": API_VERSION, "model": self.settings.model_id(task.model),
-                          "max_tokens": token_limit(self.settings.max_tokens, task),
-                          "effort": self.settings.effort, "temperature": self.settings.temperature,
-                          "top_p": self.settings.top_p})
+                          "max_tokens": token_limit(self.settings.model.max_tokens, task),
+                          "effort": self.settings.model.effort,
+                          "temperature": self.settings.model.temperature,
+                          "top_p": self.settings.model.top_p})
         return [{"role": "user",
                  "parts": [{"text": f"{task.prompt.context}\n\n{task.prompt.question}"}]}]
 
@@ -338,7 +339,7 @@ class GeminiAgent(Dialect, BaseAgent):
 
     def request(self, task: Task, conversation: Any, tools: list[dict[str, Any]],
                 last: bool) -> dict[str, Any]:
-        config = self.config(task.prompt.system, token_limit(self.settings.max_tokens, task))
+        config = self.config(task.prompt.system, token_limit(self.settings.model.max_tokens, task))
         if tools:
             config["tools"] = [{"function_declarations": tools}]
             if last:
@@ -349,7 +350,7 @@ class GeminiAgent(Dialect, BaseAgent):
     def call(self, client: Any, deadline: float, request: dict[str, Any],
              task: Task) -> tuple[Any, int, bool]:
         return self._call(client, deadline, request, task.repeat,
-                          token_limit(self.settings.max_tokens, task))
+                          token_limit(self.settings.model.max_tokens, task))
 
     def from_batch(self, client: Any, request: dict[str, Any], task: Task
                    ) -> tuple[Any, int, bool]:

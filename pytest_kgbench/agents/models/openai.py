@@ -223,7 +223,7 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.base_url = settings.base_url
+        self.base_url = settings.model.base_url
         self.connect(settings, "openai-chat")
 
     def batch_api(self) -> OpenAIBatches:
@@ -241,7 +241,7 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
         """The item's one request answered through the session's batch
         (agents/support/batch.py)."""
         return self.through_batch(task, load=_load, interactive=lambda: self._call(
-            client, time.monotonic() + self.settings.item_timeout * task.share, request,
+            client, time.monotonic() + self.settings.limits.item_timeout * task.share, request,
             task.repeat, self.token_limit(task)))
 
     @classmethod
@@ -255,7 +255,7 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
 
             return (f"{', '.join(flag for _, flag in missing)}: the installed openai SDK "
                     f"{openai.__version__} takes no {' or '.join(n for n, _ in missing)}")
-        if asking and not settings.base_url and not os.environ.get("OPENAI_API_KEY"):
+        if asking and not settings.model.base_url and not os.environ.get("OPENAI_API_KEY"):
             return NO_CREDENTIAL
         return None
 
@@ -272,7 +272,7 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
 
     def token_limit(self, task: Task) -> int:
         """The output limit of each call, raised for a together session (loop.token_limit)."""
-        return token_limit(self.settings.max_tokens, task)
+        return token_limit(self.settings.model.max_tokens, task)
 
     def settings_sent(self, model: str, messages: list[dict[str, Any]], max_tokens: int
                       ) -> dict[str, Any]:
@@ -281,12 +281,12 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
         kwargs: dict[str, Any] = {"model": model, "messages": messages,
                                   ("max_tokens" if self.base_url else
                                    "max_completion_tokens"): max_tokens}
-        if self.settings.temperature is not None:
-            kwargs["temperature"] = self.settings.temperature
-        if self.settings.top_p is not None:
-            kwargs["top_p"] = self.settings.top_p
-        if self.settings.effort:
-            kwargs["reasoning_effort"] = self.settings.effort
+        if self.settings.model.temperature is not None:
+            kwargs["temperature"] = self.settings.model.temperature
+        if self.settings.model.top_p is not None:
+            kwargs["top_p"] = self.settings.model.top_p
+        if self.settings.model.effort:
+            kwargs["reasoning_effort"] = self.settings.model.effort
         return kwargs
 
     def _call(self, client: Any, deadline: float, kwargs: dict[str, Any], repeat: int,
@@ -300,8 +300,9 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
             dump=_dump, load=_load, usage=usage_of)
 
     def ask(self, task: Task) -> Answer:
-        return run_loop(self, task, self.client(), item_timeout=self.settings.item_timeout,
-                        max_rounds=self.settings.max_rounds, max_tokens=self.token_limit(task),
+        limits = self.settings.limits
+        return run_loop(self, task, self.client(), item_timeout=limits.item_timeout,
+                        max_rounds=limits.max_rounds, max_tokens=self.token_limit(task),
                         batched=self.batched(task))
 
     def complete(self, system: str, text: str, *, model: str, max_tokens: int,
@@ -334,9 +335,10 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
         task.sent.update({"backend": "chat-completions",
                           "client": f"openai-sdk {openai.__version__}",
                           "base_url": self.base_url, "model": self.settings.model_id(task.model),
-                          "max_tokens": self.token_limit(task), "effort": self.settings.effort,
-                          "temperature": self.settings.temperature,
-                          "top_p": self.settings.top_p})
+                          "max_tokens": self.token_limit(task),
+                          "effort": self.settings.model.effort,
+                          "temperature": self.settings.model.temperature,
+                          "top_p": self.settings.model.top_p})
         return _Chat(messages=_opening(task))
 
     def tools(self, task: Task) -> list[dict[str, Any]]:

@@ -67,8 +67,8 @@ class ReferenceAgent(BaseAgent):
         lang = task.condition.language
         cache_key = (task.prompt.context_sha256 + task.guard.persona, lang)
         if cache_key not in self._stores:
-            self._stores[cache_key] = store_from_context(task.prompt.context, lang, task.guard,
-                                                         self.settings.engines, self.registry)
+            self._stores[cache_key] = store_from_context(
+                task.prompt.context, lang, task.guard, self.settings.stores.engines, self.registry)
         return self._stores[cache_key]
 
     def ask(self, task: Task) -> Answer:
@@ -85,7 +85,7 @@ class ReferenceAgent(BaseAgent):
         where = f"the {self.which} query of {q.id} under {task.condition.id}"
         if result.timed_out:
             raise HarnessBroken(f"{where} ran past --query-timeout "
-                                f"({self.settings.query_timeout:g} s): {result.error or ''}"
+                                f"({self.settings.limits.query_timeout:g} s): {result.error or ''}"
                                 .rstrip(": "))
         if result.error and not elsewhere:
             raise HarnessBroken(f"{where} failed: {result.error.splitlines()[0]}")

@@ -64,15 +64,15 @@ class SyntheticAgent(BaseAgent):
 
     def __init__(self, settings: Settings) -> None:
         super().__init__(settings)
-        self.probabilities = parse_probabilities(settings.synthetic)
-        self.seed = settings.stats_seed
+        self.probabilities = parse_probabilities(settings.plan.synthetic)
+        self.seed = settings.plan.stats_seed
         self.gold = ReferenceAgent(settings)
         self.trap = ReferenceAgent(settings)
         self.trap.which = "trap"
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
-        parse_probabilities(settings.synthetic)  # raises InputError naming the option
+        parse_probabilities(settings.plan.synthetic)  # raises InputError naming the option
         return None
 
     def ask(self, task: Task) -> Answer:

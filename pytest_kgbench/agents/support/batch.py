@@ -143,8 +143,8 @@ class Batcher:
         self.dir = Path(settings.run_dir)
         self.state_path = self.dir / STATE
         self.results_dir = self.dir / RESULTS
-        self.budget = (Budget(self.dir, settings.max_cost)
-                       if settings.max_cost is not None else None)
+        self.budget = (Budget(self.dir, settings.limits.max_cost)
+                       if settings.limits.max_cost is not None else None)
         self._looked: dict[str, tuple[float, bool, dict[str, int]]] = {}
         self._said = 0.0
 
@@ -187,7 +187,7 @@ class Batcher:
         for p in todo.values():
             by_model.setdefault(p.model_id, []).append(p)
         for model_id, group in sorted(by_model.items()):
-            price = batch_price(self.settings.prices.get(model_id))
+            price = batch_price(self.settings.model.prices.get(model_id))
             worst = {p.key: worst_case(price or {}, p.request, p.max_tokens) for p in group}
             token = None
             if self.budget is not None:
@@ -264,14 +264,14 @@ class Batcher:
                     f"batch {batch['id']} has ended but its results hold none for this item "
                     f"(custom_id {mine.key[:12]}…; the stream was cut?): fetched again on rerun")
             self._progress(batch, counts)
-            time.sleep(self.settings.batch_poll)
+            time.sleep(self.settings.limits.batch_poll)
 
     def _look(self, batch: dict[str, Any]) -> tuple[bool, dict[str, int]]:
         if batch.get("ended"):
             return True, {}
         seen = self._looked.get(batch["id"])
         now = time.monotonic()
-        if seen is not None and (seen[1] or now - seen[0] < self.settings.batch_poll):
+        if seen is not None and (seen[1] or now - seen[0] < self.settings.limits.batch_poll):
             return seen[1], seen[2]
         ended, counts = self.api.look(self.client(), batch["id"])
         self._looked[batch["id"]] = (now, ended, counts)
@@ -295,7 +295,7 @@ class Batcher:
         """Every result of an ended batch not yet in the run folder (called under the lock):
         written to the run folder and the response cache, its cost settled in the ledger."""
         keys = set(batch["keys"])
-        price = batch_price(self.settings.prices.get(batch["model"]))
+        price = batch_price(self.settings.model.prices.get(batch["model"]))
         cut: Truncated | None = None
         results = self.api.results(self.client(), batch["id"])
         try:
@@ -379,7 +379,7 @@ class Batching:
     def batched(self, task: Any) -> bool:
         """Whether the item's one request goes through its batch (--batch, a reading
         condition asked apart)."""
-        return bool(self.settings.batch and self.batch_plan is not None
+        return bool(self.settings.model.batch and self.batch_plan is not None
                     and task.condition.mode == "reading" and not task.together)
 
     def through_batch(self, task: Any, *, load: Callable[[dict[str, Any]], Any],

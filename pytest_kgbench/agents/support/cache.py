@@ -186,10 +186,11 @@ class Gate:
     def __init__(self, settings: Settings, provider: str) -> None:
         self.settings = settings
         self.provider = provider
-        self.cache = (ResponseCache(Path(settings.responses_dir)) if settings.response_cache
-                      and settings.responses_dir else None)
-        self.budget = (Budget(settings.run_dir, settings.max_cost)
-                       if settings.max_cost is not None else None)
+        responses = settings.paths.responses_dir
+        self.cache = (ResponseCache(Path(responses))
+                      if settings.model.response_cache and responses else None)
+        self.budget = (Budget(settings.run_dir, settings.limits.max_cost)
+                       if settings.limits.max_cost is not None else None)
         self.pace: Pace | None = None  # the process's, set by the runtime
         self._local = threading.local()
 
@@ -223,7 +224,7 @@ class Gate:
             stored = self.cache.get(key)
             if stored is not None:
                 return load(stored), 0, True
-        price = self.settings.prices.get(model_id)
+        price = self.settings.model.prices.get(model_id)
         token = None
         if self.budget is not None:
             if not price:

@@ -23,9 +23,12 @@ import threading
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, TransientModelError
+
+if TYPE_CHECKING:
+    from pytest_kgbench.core.settings import Settings
 
 TOO_LONG = ("prompt is too long", "context length", "context window",
             "exceeds the available context size",  # llama.cpp's server
@@ -72,7 +75,7 @@ SAMPLING = (("temperature", "--temperature"), ("top_p", "--top-p"))
 """The sampling settings a run may send, as the SDKs name them and as the options do."""
 
 
-def untaken(create: Callable[..., Any], settings: Any) -> list[tuple[str, str]]:
+def untaken(create: Callable[..., Any], settings: Settings) -> list[tuple[str, str]]:
     """The sampling settings the run sets (`SAMPLING`: (parameter, option)) that `create` —
     an installed SDK's request method — has no parameter for: sending one would be a
     TypeError in every item, so the run refuses them before it starts."""
@@ -82,7 +85,7 @@ def untaken(create: Callable[..., Any], settings: Any) -> list[tuple[str, str]]:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return []
     return [(name, flag) for name, flag in SAMPLING
-            if getattr(settings, name, None) is not None and name not in params]
+            if settings.get(name) is not None and name not in params]
 
 
 GEMINI_REFUSALS = ("SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII")
