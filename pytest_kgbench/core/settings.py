@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import re
 import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.core.conditions import Condition, by_id
 from pytest_kgbench.core.errors import InputError
@@ -392,6 +393,15 @@ class Settings:
     def _flat(self) -> dict[str, Any]:
         return {f.name: getattr(getattr(self, group), f.name)
                 for group, kind in GROUPS.items() for f in fields(kind)}
+
+    if not TYPE_CHECKING:  # the flat names of 0.x, for one release (unseen by the type check)
+        def __getattr__(self, name: str) -> Any:
+            group = GROUP_OF.get(name)
+            if group is None or name.startswith("__"):
+                raise AttributeError(f"'Settings' object has no attribute '{name}'")
+            warnings.warn(f"Settings.{name} is Settings.{group}.{name} now; the flat name "
+                          "goes in the next release", DeprecationWarning, stacklevel=2)
+            return getattr(object.__getattribute__(self, group), name)
 
     def conditions(self, registry: Registry | None = None) -> tuple[Condition, ...]:
         """The run's conditions, read from `registry` (the session's; the shipped ladder where
