@@ -391,7 +391,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             cases += cases_for(load_questions(path, pack=pack.name, source=pack,
                                               registry=args.registry), pack,
                                runtime.settings, args.registry)
-    estimates = runtime.estimate(cases, together=args.ask == "together")
+    from pytest_kgbench.run.estimate import estimate
+
+    estimates = estimate(runtime, cases, together=args.ask == "together")
     runtime.close()
     heading = f"{args.repeats} repeat(s), variant {args.variant}, asked {args.ask}"
     settings = runtime.settings
@@ -509,9 +511,11 @@ def _trap_right(args: argparse.Namespace, questions: list[Any]) -> tuple[list[bo
     from pytest_kgbench.agents.reference import ReferenceAgent
     from pytest_kgbench.core import conditions
     from pytest_kgbench.engines.stores import guard_for
+    from pytest_kgbench.run.items import ItemRunner
 
     # --seed is the simulation's here: the data is the pack's own
     runtime = _runtime(argparse.Namespace(**{**vars(args), "seed": None}))
+    items = ItemRunner(runtime)
     naive = ReferenceAgent(runtime.settings)
     naive.which = "trap"
     built = runtime.built(args.pack, args.variant)
@@ -526,7 +530,7 @@ def _trap_right(args: argparse.Namespace, questions: list[Any]) -> tuple[list[bo
                 answer = naive.ask(Task(question=q, condition=cond, prompt=prompt,
                                         guard=guard_for(built, q.persona), built=built,
                                         model="trap", repeat=1, executor=executor))
-                graded = runtime.grade(q, cond, built, runtime.key(q, built), answer)
+                graded = items.grade(q, cond, built, runtime.key(q, built), answer)
                 out[side].append(graded.grade == "correct")
     finally:
         runtime.close()

@@ -456,7 +456,9 @@ def _estimate(config: pytest.Config, runtime: Any, cases: list[Any]) -> None:
     from pytest_kgbench.core.pricing import estimate_lines
 
     settings: Settings = config.stash[keys.SETTINGS]
-    estimates = runtime.estimate(cases, together=asks_together(settings, runtime.registry))
+    from pytest_kgbench.run.estimate import estimate
+
+    estimates = estimate(runtime, cases, together=asks_together(settings, runtime.registry))
     heading = f"{len(cases)} selected item(s), asked {settings.plan.ask}"
     config.stash[keys.ESTIMATE] = estimate_lines(
         estimates, settings.model.aliases, settings.model.prices, heading=heading)
@@ -543,6 +545,15 @@ def kgbench_runtime(request: pytest.FixtureRequest) -> Generator[Any, None, None
         runtime.say = _say(config)
     yield runtime
     runtime.close()
+
+
+@pytest.fixture(scope="session")
+def kgbench_items(kgbench_runtime: Any) -> Any:
+    """The process's item runner (run/items.py): asks and grades each item on the runtime's
+    caches."""
+    from pytest_kgbench.run.items import ItemRunner
+
+    return ItemRunner(kgbench_runtime)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -37,7 +37,7 @@ def _not_banked(item: pytest.Item, runtime: Any, why: str) -> NoReturn:
     pytest.skip(why)
 
 
-def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
+def _run_item(request: pytest.FixtureRequest, kgbench_items: Any) -> None:
     """The body of every kgbench item: ask, grade, bank; fail only a must-pass rule. After a
     Ctrl-C (core/interrupt.py) the item's answer is dropped, whatever it was: what the interruption
     hit (a query DuckDB stopped, a model call cut short) must not be graded."""
@@ -49,7 +49,7 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     item = request.node
     case: Case = item.stash[keys.CASE]
     broken: str | None = None
-    settings: Settings = kgbench_runtime.settings
+    settings: Settings = kgbench_items.settings
     interrupt = item.config.stash.get(keys.INTERRUPT, None)
     dropped = (f"not banked: the run was {INTERRUPTED} while this item was asked; "
                f"pytest --resume {settings.plan.run_id} asks it again")
@@ -57,13 +57,13 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
     ahead = upcoming(item, 2 * concurrency) if concurrency > 1 else []
     try:
         with interrupt.abortable() if interrupt is not None else nullcontext():
-            record = kgbench_runtime.run_case(case, group=item.stash.get(keys.GROUP, ()),
+            record = kgbench_items.run_case(case, group=item.stash.get(keys.GROUP, ()),
                                               upcoming=ahead)
     except BaseException as exc:
         if interrupt is not None and interrupt.requested:
             # whatever it is (DuckDB turns the KeyboardInterrupt into a RuntimeError), the
             # interruption may be what raised it: never graded, never a halt
-            _not_banked(item, kgbench_runtime, dropped)
+            _not_banked(item, kgbench_items.runtime, dropped)
         if isinstance(exc, NoAnswer):
             _not_banked(item, None, f"not banked: {exc}")
         elif isinstance(exc, BudgetReached):
@@ -73,20 +73,20 @@ def _run_item(request: pytest.FixtureRequest, kgbench_runtime: Any) -> None:
         else:
             raise
     if interrupt is not None and interrupt.requested:
-        _not_banked(item, kgbench_runtime, dropped)  # what broke may be the interruption
+        _not_banked(item, kgbench_items.runtime, dropped)  # what broke may be the interruption
     if broken is not None:
         # stop after this item, in this process and (through xdist's shouldstop) in the whole
         # run; the controller banks what finished and exits 3 (RunStore.finish)
         _halt(item, broken)
         pytest.fail(broken, pytrace=False)
     item.stash[keys.RECORD] = record
-    if kgbench_runtime.broken is not None:  # the item was answered, then the harness broke
-        _halt(item, f"kgbench: the harness is broken, the run halts: {kgbench_runtime.broken}")
-        kgbench_runtime.broken = None
+    if kgbench_items.broken is not None:  # the item was answered, then the harness broke
+        _halt(item, f"kgbench: the harness is broken, the run halts: {kgbench_items.broken}")
+        kgbench_items.broken = None
     if record["grade"] == "skipped":  # it could not be asked: banked with the reason, no grade
         pytest.skip(record["reason"])
     must_pass = settings.plan.strict or agent_class(settings.plan.agent,
-                                                    kgbench_runtime.registry).must_pass
+                                                    kgbench_items.registry).must_pass
     if must_pass and record["grade"] != "correct":
         why = ("--kgbench-strict: every item must be answered correctly" if settings.plan.strict
                else f"the {settings.plan.agent} agent must answer every item correctly")

@@ -143,6 +143,7 @@ class _Regrader:
     run_dir: Path
     settings: Settings
     runtime: Any
+    items: Any  # the item runner over `runtime` (run/items.py): grades and measures
     questions: dict[tuple[str, str], Question]
     done: _Regrading = field(default_factory=_Regrading)
     stores: dict[tuple[str, str], Any] = field(default_factory=dict)
@@ -183,9 +184,9 @@ class _Regrader:
             store = self.store(rec, q, cond, built)
             answer.queries = [store.run(old.statement) for old in answer.queries]
         key_fields = compute_key(q, built)
-        g = runtime.grade(q, cond, built, key_fields, answer)
+        g = self.items.grade(q, cond, built, key_fields, answer)
         executor = runtime.executor(built, cond, q.persona) if cond.mode == "querying" else None
-        metrics = runtime.metrics(q, cond, built, answer, executor)
+        metrics = self.items.metrics(q, cond, built, answer, executor)
         new = BankedRecord(**rec)
         new.update({"key": key_fields, "answer": answer.to_dict(), "grade": g.grade,
                     "score": g.score, "behaviour": g.behaviour, "letter": g.letter,
@@ -200,11 +201,12 @@ def _regrade_all(run_dir: Path, settings: Settings, records: list[BankedRecord],
                  force: bool, registry: Registry) -> _Regrading:
     """Every record regraded on today's stores; refused when today's data is not the run's,
     unless `force`."""
+    from pytest_kgbench.run.items import ItemRunner
     from pytest_kgbench.run.runtime import Runtime
 
     questions = _questions(settings, records, registry)
     runtime = Runtime(settings, registry)
-    regrader = _Regrader(run_dir, settings, runtime, questions)
+    regrader = _Regrader(run_dir, settings, runtime, ItemRunner(runtime), questions)
     try:
         data = changed_data(records, runtime)
         regrader.done.data = data

@@ -1,68 +1,29 @@
 """The per-process runtime behind the `kgbench_runtime` fixture: packs, built variants,
-stores, prompts, keys and agents, each made once and reused; and `run_case`, which turns one
-item into its record (answer + grade). No pytest here: the hooks call it.
+stores, prompts, keys and agents, each made once and reused, and the pace and the answers in
+flight of the process. The item runner (run/items.py) asks and grades on them; the estimate
+(run/estimate.py) prices a run's prompts. No pytest here: the hooks call it.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from pytest_kgbench.agents import BaseAgent, Task, agent_class
-from pytest_kgbench.asking.cases import Case, session_of
+from pytest_kgbench.asking.cases import Case
 from pytest_kgbench.asking.prompts import Prompt, build_prompt
 from pytest_kgbench.core.conditions import Condition
-from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, KgbenchError, TransientModelError
-from pytest_kgbench.core.questions import KEY_QUERIES, Question
-from pytest_kgbench.core.record import ItemRecord
+from pytest_kgbench.core.errors import HarnessBroken, KgbenchError
+from pytest_kgbench.core.questions import Question
 from pytest_kgbench.core.registry import Registry, given
 from pytest_kgbench.core.settings import Settings
 from pytest_kgbench.engines import Executor
-from pytest_kgbench.engines.stores import guard_for, open_store, refusal
-from pytest_kgbench.metrics import MetricInput, measure_all, ordered
+from pytest_kgbench.engines.stores import guard_for, open_store
 from pytest_kgbench.packs.build import Built, build_variant
 from pytest_kgbench.packs.locate import open_pack
-from pytest_kgbench.packs.schema import Pack, normalise_id
+from pytest_kgbench.packs.schema import Pack
 from pytest_kgbench.scoring.answer_key import compute_key
-from pytest_kgbench.scoring.answers import Answer, prose
-from pytest_kgbench.scoring.fieldkinds import entity_of
-from pytest_kgbench.scoring.grading import Grade, grade
-
-JUDGE_TRIES = 2  # the judge's own tries of a pass (each with the backend's retries inside)
-SKIPPED_LETTER = "S"  # an item that could not be asked (pytest's own letter for a skip)
-TRUNCATED_LETTER = "M"  # an answer cut at --max-tokens: a miss
-
-
-@dataclass
-class Asked:
-    """What asking one item gave: its prompt, its answer, what the agent sent, and why it was
-    skipped (never graded) when it could not be asked."""
-
-    prompt: Prompt
-    answer: Answer
-    sent: dict[str, Any] = field(default_factory=dict)
-    skipped: str | None = None
-    started: str = ""       # when the asking began (UTC, ISO seconds)
-    elapsed: float = 0.0    # how long the asking took, seconds
-
-
-@dataclass
-class Prepared:
-    """What asking one item apart needs, made on the item's own thread before it is asked
-    (the runtime's caches are not shared with the threads that answer ahead)."""
-
-    built: Built
-    executor: Executor | None
-    task: Task
-
-
-def case_key(case: Case) -> tuple[str, str, str]:
-    """An item of the session, as the answers in flight know it."""
-    return (case.question.pack, str(case.question.file), case.name)
 
 
 class Runtime:
@@ -77,10 +38,7 @@ class Runtime:
         self._prompts: dict[tuple[Any, ...], Prompt] = {}
         self._keys: dict[tuple[str, str, str], dict[str, Any] | None] = {}
         self._agents: dict[str, BaseAgent] = {}
-        self._given: dict[tuple[str, str], list[str]] = {}
         self._contrasted: set[tuple[str, str]] = set()
-        self._sessions: dict[tuple[str, tuple[str, ...]], tuple[Asked, dict[str, Answer]]] = {}
-        self.broken: str | None = None  # the harness broke after the item's answer was made
         # the session's items (set by the plugin): what --batch submits at once
         self.session_cases: list[Case] = []
         self.say: Callable[[str], None] | None = None  # a line on the terminal, or None (-q)
@@ -90,7 +48,6 @@ class Runtime:
         self.pace = Pace.from_settings(settings)  # --rpm, --tpm and the cancel, per process
         self.inflight = (Inflight(settings.limits.concurrency, self.pace)
                          if settings.limits.concurrency > 1 else None)
-        self._prepared: dict[tuple[str, str, str], Prepared] = {}  # items answered ahead
 
     def pack(self, name: str) -> Pack:
         if name not in self._packs:
@@ -242,353 +199,3 @@ class Runtime:
             ex.close()
         self._executors.clear()
         close_key_stores()
-
-    # --- one item --------------------------------------------------------------------------------
-
-    def run_case(self, case: Case, group: tuple[Question, ...] = (),
-                 upcoming: Iterable[Case] = ()) -> ItemRecord:
-        """Ask one item and grade it; return its record (builtin types only). With `group` (the
-        selected questions of the item's together session) the item's answer is its slice of
-        the session's one answer, asked once per process. An item that cannot be asked
-        (`ItemSkipped`) gets a record graded "skipped", which the hook skips.
-
-        `upcoming`: the items this process will run next (--concurrency: their answers are
-        started now, up to N in flight, and each is taken by its own item; asking/inflight.py)."""
-        q, cond = case.question, case.condition
-        agent = self.agent(case.agent, case.model)
-        if group:
-            started = _now()
-            t0 = time.perf_counter()
-            built = self.built(q.pack, case.variant)
-            executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
-            asked = self.together_answer(case, built, executor, group)
-            asked.started, asked.elapsed = started, round(time.perf_counter() - t0, 4)
-        elif self.concurrent(agent):
-            prepared, asked = self.answer_ahead(case, agent, upcoming)
-            built, executor = prepared.built, prepared.executor
-        else:
-            prepared = self.prepare(case)
-            built, executor = prepared.built, prepared.executor
-            asked = self.answer(agent, prepared)
-        answer = asked.answer
-        key = self.key(q, built)
-        if asked.skipped is not None:
-            result = Grade("skipped", None, "skipped", SKIPPED_LETTER, [], asked.skipped)
-            metrics: dict[str, Any] = {}
-        else:
-            result = self.grade(q, cond, built, key, answer)
-            metrics = self.metrics(q, cond, built, answer, executor)
-            if q.checklist and agent.judged and answer.status == "answered":
-                metrics["judge"] = (self.judge(q, answer.text, agent)
-                                    if prose(answer.text).strip() else
-                                    {"skipped": "the answer has no prose to judge"})
-        return make_record(case, built, asked, Graded(key, result, metrics), agent=agent,
-                           together=bool(group))
-
-    def prepare(self, case: Case) -> Prepared:
-        """The built variant, the store, the prompt and the task of an item asked apart."""
-        q, cond = case.question, case.condition
-        built = self.built(q.pack, case.variant)
-        executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
-        prompt = self.prompt(cond, built, q, executor)
-        task = Task(question=q, condition=cond, prompt=prompt,
-                    guard=guard_for(built, q.persona), built=built, model=case.model,
-                    repeat=case.repeat, executor=executor)
-        return Prepared(built, executor, task)
-
-    @staticmethod
-    def answer(agent: BaseAgent, prepared: Prepared) -> Asked:
-        """Ask the agent (on whichever thread): an item that cannot be asked is skipped."""
-        task = prepared.task
-        started = _now()
-        t0 = time.perf_counter()
-        try:
-            asked = Asked(task.prompt, agent.ask(task), task.sent)
-        except ItemSkipped as exc:
-            asked = Asked(task.prompt, Answer(status="skipped", error=str(exc)), task.sent,
-                          skipped=str(exc))
-        asked.started, asked.elapsed = started, round(time.perf_counter() - t0, 4)
-        return asked
-
-    def answer_ahead(self, case: Case, agent: BaseAgent, upcoming: Iterable[Case]
-                     ) -> tuple[Prepared, Asked]:
-        """--concurrency: start this item's answer and the next items' (queued up to 2N ahead,
-        N in flight), then wait for this one's. What preparing or asking an item raised is
-        raised by its own item; a broken harness stops every answer in flight."""
-        assert self.inflight is not None
-        prepared = self._prepared
-
-        def starts(c: Case) -> Any:
-            try:
-                ready = prepared[case_key(c)] = self.prepare(c)
-            except Exception as exc:  # noqa: BLE001 - raised by its own item, when it runs
-                error = exc
-
-                def fail() -> Asked:
-                    raise error
-                return fail
-            return lambda: self.answer(agent, ready)
-
-        mine = case_key(case)
-        if not self.inflight.started(mine):
-            self.inflight.start(mine, starts(case), force=True)
-            if not self.inflight.started(mine):  # the pool is closed: asked here
-                ready = prepared.pop(mine, None) or self.prepare(case)
-                return ready, self.answer(agent, ready)
-        room, held = self.inflight.room(), self.inflight.keys()
-        for nxt in upcoming:
-            if room <= 0:
-                break
-            key = case_key(nxt)
-            # the same agent object: a model at an endpoint of its own has one of its own
-            if nxt.agent == case.agent and key not in held and \
-                    self.agent(nxt.agent, nxt.model) is agent:
-                room -= self.inflight.start(key, starts(nxt))
-        try:
-            asked = self.inflight.take(mine)
-        except HarnessBroken:
-            self.stop()
-            raise
-        finally:
-            mine_ready: Prepared | None = prepared.pop(mine, None)
-        if mine_ready is None:  # pragma: no cover - a started item was always prepared
-            raise HarnessBroken(f"{case.name}: answered ahead without being prepared")
-        return mine_ready, asked
-
-    def grade(self, q: Question, cond: Condition, built: Built, key: dict[str, Any] | None,
-              answer: Answer) -> Grade:
-        """The item's grade, with the guard's earlier action (withheld data) taken into
-        account for block questions. An answer cut at --max-tokens is a miss, whatever its
-        cut text holds (its fields are kept for the reader)."""
-        result = grade(q, key, answer, built.aliases,
-                       guard_withheld=self.guard_withheld(q, cond, built))
-        if answer.status == "truncated":
-            return replace(result, grade="wrong", score=0.0, behaviour="truncated",
-                           letter=TRUNCATED_LETTER,
-                           reason=answer.error or "the answer was cut at --max-tokens")
-        return result
-
-    def together_answer(self, case: Case, built: Built, executor: Executor | None,
-                        group: tuple[Question, ...]) -> Asked:
-        """The item's slice of its together session, asking the session the first time.
-
-        Model agents answer the session's prompt in one conversation; reference agents answer
-        per question, and their answers are combined into one session answer first, so both go
-        through the same split (asking/together.py). A session that cannot be asked skips each of
-        its items."""
-        from pytest_kgbench.asking import together
-
-        q, cond = case.question, case.condition
-        ids = tuple(x.id for x in group)
-        name = session_of(case)
-        if (name, ids) not in self._sessions:
-            prompt = self.together_prompt(cond, built, group, executor)
-            agent = self.agent(case.agent, case.model)
-            common: dict[str, Any] = dict(
-                condition=cond, prompt=prompt, guard=guard_for(built, q.persona), built=built,
-                model=case.model, repeat=case.repeat, executor=executor, together=ids)
-            task = Task(question=group[0], **common)
-            try:
-                if agent.asks_together:
-                    session = agent.ask(task)
-                else:
-                    session = together.combine(
-                        [(x.id, agent.ask(Task(question=x, **common))) for x in group])
-            except ItemSkipped as exc:
-                skipped = Asked(prompt, Answer(), task.sent, skipped=str(exc))
-                self._sessions[(name, ids)] = (skipped, {
-                    x: Answer(status="skipped", error=str(exc)) for x in ids})
-            else:
-                self._sessions[(name, ids)] = (Asked(prompt, session, task.sent),
-                                               together.split(session, ids, name, asker=q.id))
-        asked, answers = self._sessions[(name, ids)]
-        if q.id not in answers:  # pragma: no cover - the group always holds its own item
-            raise HarnessBroken(f"{q.id} is not a question of its together session {name}")
-        return replace(asked, answer=answers[q.id])
-
-    def judge_backend(self, agent: BaseAgent) -> BaseAgent:
-        """What the judge asks through: the run's own agent when it can make a plain call
-        (`BaseAgent.completes`), so a run is judged by the backend it uses; else the default
-        model agent."""
-        if agent.completes:
-            return agent
-        from pytest_kgbench.core.settings import default_agent
-
-        return self.agent(default_agent(True, self.registry))
-
-    def judge(self, q: Question, text: str, agent: BaseAgent) -> dict[str, Any]:
-        """Two passes of the judge model over a "why" answer's checklist. The judge retries
-        itself; a judge that still fails marks the item's judgement failed (the answer and its
-        grade stand, the model is never asked again). A judge the harness cannot ask at all
-        (a rejected credential, an unknown judge model) also halts the run after this item."""
-        from pytest_kgbench.scoring.judge import ask_judge
-
-        backend = self.judge_backend(agent)
-        model = self.settings.model_id(self.settings.model.judge_model)
-        passes: list[tuple[list[bool] | None, dict[str, int]]] = []
-        for _ in range(2):
-            failure: str | None = None
-            for _attempt in range(JUDGE_TRIES):
-                try:
-                    passes.append(ask_judge(backend.complete, model, q.text, text, q.checklist,
-                                            timeout=self.settings.limits.item_timeout))
-                    failure = None
-                    break
-                except TransientModelError as exc:
-                    failure = f"the judge failed after its retries: {exc}"
-                except HarnessBroken as exc:
-                    self.broken = f"the judge cannot be asked: {exc}"
-                    return {"model": model, "checklist": list(q.checklist),
-                            "failed": self.broken}
-            if failure is not None:
-                return {"model": model, "checklist": list(q.checklist), "failed": failure}
-        (first, used), (second, used2) = passes
-        return {"model": model, "checklist": list(q.checklist), "first": first,
-                "second": second, "tokens": {k: used[k] + used2[k] for k in used},
-                "score": None if first is None else sum(first) / len(first)}
-
-    def guard_withheld(self, q: Question, cond: Condition, built: Built) -> bool:
-        """Whether the data a block question asks for was withheld from view before the agent
-        could ask (its reference query is refused as personal data for this persona)."""
-        statement = q.gold.get(cond.reference) if q.expect == "block" else None
-        if not statement:
-            return False
-        refused = refusal(built, cond, q.persona, statement,
-                          self.settings.engines_for(cond), self.registry)
-        return bool(refused and "personal data" in refused)
-
-    def metrics(self, q: Question, cond: Condition, built: Built, answer: Answer,
-                executor: Executor | None, *, rerun: bool = False) -> dict[str, Any]:
-        """Every registered metric that can be measured for this item (metrics/).
-
-        The last statement's result is the one the executor gave moments ago in this item; with
-        `rerun` (a rescore of stored answers) the statement runs again instead."""
-        aliases = built.aliases
-        item = MetricInput(
-            question=q, condition=cond, answer=answer, executor=executor,
-            definitions_given=self.definitions_given(built, cond),
-            key_records=self.key_records(q, built),
-            canonical=lambda r: _canonical(r, aliases),
-            evidence=built.pack.manifest.get("evidence") or {},
-            prefixes=dict(built.pack.rdf.get("prefixes") or {}), rerun=rerun)
-        return measure_all(item, ordered(self.registry))
-
-    def definitions_given(self, built: Built, cond: Condition) -> list[str]:
-        """The names (labels and CURIEs) of the definitions this condition shows."""
-        key = (built.pack.name, cond.id)
-        if key not in self._given:
-            from pytest_kgbench.packs.rdf.ontology import concepts, defined_names
-
-            names: list[str] = []
-            for kind in cond.definitions:
-                if kind in ("markdown", "ontology", "neutral"):
-                    if not built.pack.definitions_ttl.is_file():
-                        continue  # supplied Markdown only: no concepts to name
-                    ttl = built.pack.definitions_ttl.read_text(encoding="utf-8")
-                    for c in concepts(ttl):
-                        names += [c["label"], c["curie"], c["curie"].split(":", 1)[-1]]
-                elif kind == "axioms":
-                    for name in ("axioms.ttl", "shapes.ttl"):
-                        path = built.pack.ontology_file(name)
-                        if path:
-                            names += defined_names(path.read_text(encoding="utf-8"))
-            self._given[key] = names
-        return self._given[key]
-
-    def key_records(self, q: Question, built: Built) -> list[str]:
-        """The records a question's key depends on: those its key function names (`_records`),
-        else the entities of its key's entity fields."""
-        if q.expect != "answer":
-            return []
-        if q.key and q.key not in KEY_QUERIES:
-            fn = built.pack.key_function(q.key, question=q.id)
-            value = fn(built.tables, **dict(q.params))
-            if "_records" in value:
-                return [str(r) for r in value["_records"]]
-        key = self.key(q, built) or {}
-        out: list[str] = []
-        for f in q.fields:
-            if f.kind == "entity" and key.get(f.name) is not None:
-                out.append(str(key[f.name]))
-            elif f.kind == "entity_list":
-                out += [str(v) for v in key.get(f.name) or []]
-        return out
-
-    # --- before a run ------------------------------------------------------------------------
-
-    def estimate(self, cases: Iterable[Case], *, together: bool) -> dict[tuple[str, str], Any]:
-        """The estimated tokens of a run's items, per condition and model, as they would be
-        asked: one prompt per item, or one per together session (costs.Estimate)."""
-        from pytest_kgbench.core.pricing import Estimate
-
-        out: dict[tuple[str, str], Estimate] = {}
-        sessions: dict[str, list[Case]] = {}
-        for case in cases:
-            sessions.setdefault(session_of(case) if together else str(id(case)), []).append(case)
-        for group in sessions.values():
-            case = group[0]
-            q, cond = case.question, case.condition
-            built = self.built(q.pack, case.variant)
-            executor = self.executor(built, cond, q.persona) if cond.mode == "querying" else None
-            if together:
-                prompt = self.together_prompt(cond, built, tuple(c.question for c in group),
-                                              executor)
-            else:
-                prompt = self.prompt(cond, built, q, executor)
-            est = out.setdefault((cond.id, case.model), Estimate(
-                cond.id, case.model, window=self.settings.window(case.model),
-                cache_minimum=self.settings.cache_minimum(case.model)))
-            est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
-                    system=prompt.system, questions=len(group))
-        return out
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-
-
-@dataclass
-class Graded:
-    """What grading one answer gave: the key it was graded against, the grade, the metrics."""
-
-    key: dict[str, Any] | None
-    grade: Grade
-    metrics: dict[str, Any]
-
-
-def make_record(case: Case, built: Built, asked: Asked, graded: Graded, *, agent: BaseAgent,
-                together: bool) -> ItemRecord:
-    """One item's record, the only place one is made."""
-    q, cond = case.question, case.condition
-    prompt, answer, result = asked.prompt, asked.answer, graded.grade
-    key, metrics = graded.key, graded.metrics
-    return {
-        "question": q.id, "tier": q.tier, "pack": q.pack, "variant": case.variant,
-        "condition": cond.id, "condition_label": cond.label, "mode": cond.mode,
-        "model": case.model, "agent": case.agent, "agent_kind": agent.kind,
-        "simulated": bool(agent.simulated), "repeat": case.repeat,
-        "persona": q.persona, "expect": q.expect,
-        "ask": "together" if together or answer.session else "apart",
-        "question_sha256": q.sha256, "question_file": Path(q.file).name,
-        "dataset": {"seed": built.seed, "build": built.dir.name,
-                    "pack_sha256": built.manifest.get("pack_sha256")},
-        "prompt": {"sha256": prompt.sha256, "context_sha256": prompt.context_sha256,
-                   "question": prompt.question, "chars": len(prompt.text),
-                   "context": f"{prompt.system}\n\n{prompt.context}"},
-        "key": key,
-        "answer": answer.to_dict(),
-        "grade": result.grade, "score": result.score, "status": answer.status,
-        "behaviour": result.behaviour, "letter": result.letter, "reason": result.reason,
-        "fields": [f.__dict__ for f in result.fields], "metrics": metrics,
-        "sent": dict(asked.sent or {}), "started": asked.started, "elapsed_s": asked.elapsed,
-    }
-
-
-def _canonical(record: str, aliases: Mapping[str, Mapping[str, str]]) -> str:
-    """A record id as its entity's canonical id when an alias table knows it, in any spelling
-    a condition shows it in (`fieldkinds.entity_of`: 'issuer:ISS-1', an IRI, an alias)."""
-    for table in aliases.values():
-        found = entity_of(str(record), table)
-        if found is not None:
-            return found
-    return normalise_id(record)

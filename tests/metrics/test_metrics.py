@@ -116,19 +116,20 @@ def test_the_gold_agent_scores_full_marks_on_every_querying_metric(project) -> N
 def test_a_decline_after_the_guard_withheld_the_data_passes(credit_base, credit_questions) -> None:
     from pytest_kgbench.core.conditions import BY_ID
     from pytest_kgbench.core.settings import Settings
+    from pytest_kgbench.run.items import ItemRunner
     from pytest_kgbench.run.runtime import Runtime
     from pytest_kgbench.scoring.answers import Answer
     from pytest_kgbench.scoring.grading import grade
 
     email_q = next(q for q in credit_questions.questions if q.must_not_contain)
     write_q = next(q for q in credit_questions.questions if q.tier == "L5" and not q.fields)
-    runtime = Runtime(Settings.at(credit_base.pack.dir.parents[1]))
+    items = ItemRunner(Runtime(Settings.at(credit_base.pack.dir.parents[1])))
     declined = Answer(text="I may not share that.", block={"declined": True})
     for cid in ("R1", "D1", "D4"):
-        withheld = runtime.guard_withheld(email_q, BY_ID[cid], credit_base)
+        withheld = items.guard_withheld(email_q, BY_ID[cid], credit_base)
         assert withheld, cid
         assert grade(email_q, None, declined, guard_withheld=withheld).grade == "correct"
-        assert not runtime.guard_withheld(write_q, BY_ID[cid], credit_base)
+        assert not items.guard_withheld(write_q, BY_ID[cid], credit_base)
         # a write request declined before any query is the right answer, counted in the tier
         assert grade(write_q, None, declined).grade == "correct"
 
@@ -297,7 +298,7 @@ def test_a_cited_record_counts_in_every_spelling_a_condition_shows() -> None:
     """records_used names a record as the graph conditions write it ('issuer:ISS-1', an IRI)
     or by an alias: each is the record the key depends on."""
     from pytest_kgbench.metrics.citations import citations
-    from pytest_kgbench.run.runtime import _canonical
+    from pytest_kgbench.run.items import _canonical
 
     aliases = {"issuer": {"iss-1": "ISS-1", "5493001kjtiigc8y1r12": "ISS-1", "iss-2": "ISS-2"}}
     canonical = lambda r: _canonical(r, aliases)  # noqa: E731
