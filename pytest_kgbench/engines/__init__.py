@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import datetime as dt
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -272,6 +273,9 @@ def jsonable(value: Any) -> Any:
     return str(value)
 
 
+STOP_GRACE = 1.0  # seconds run_with_timeout keeps sending the stop to work past its bound
+
+
 def run_with_timeout(fn: Callable[[], T], timeout: float) -> T:
     """Run pure-Python work (rdflib evaluation) with a wall-clock bound.
 
@@ -283,19 +287,28 @@ def run_with_timeout(fn: Callable[[], T], timeout: float) -> T:
 
     def target() -> None:
         try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - carried to the caller
-            box["error"] = exc
+            try:
+                box["value"] = fn()
+            except BaseException as exc:  # noqa: BLE001 - carried to the caller
+                box["error"] = exc
+            box["returned"] = True
+        except QueryTimeout:  # a stop sent as `fn` returned: nothing is left to stop
+            pass
 
     thread = threading.Thread(target=target, daemon=True, name="kgbench-query")
     thread.start()
     thread.join(timeout)
     if thread.is_alive():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident or 0),
-                                                   ctypes.py_object(QueryTimeout))
         # pure-Python evaluation (rdflib) stops at its next bytecode; an engine in native code
-        # (Oxigraph) cannot be interrupted and finishes in the background, its result discarded
-        thread.join(1.0)
+        # (Oxigraph) cannot be interrupted and finishes in the background, its result
+        # discarded. The stop is sent again until the work ends (for STOP_GRACE at most): one
+        # that lands in a garbage collector's callback or a finalizer is printed as "Exception
+        # ignored" and lost, and the parse went on burning a core
+        grace = time.monotonic() + STOP_GRACE
+        while thread.is_alive() and "returned" not in box and time.monotonic() < grace:
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident or 0),
+                                                       ctypes.py_object(QueryTimeout))
+            thread.join(0.05)
         raise QueryTimeout(f"stopped after {timeout:g} s")
     if "error" in box:
         raise box["error"]

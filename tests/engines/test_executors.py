@@ -332,3 +332,37 @@ def test_fill_capped_keeps_the_text_within_the_cap(columns, cells, rows, result_
             g == v if not isinstance(v, str) or len(v) <= cell_chars
             else len(g) <= cell_chars for g, v in zip(got, row))
     assert res.truncated == (len(res.rows) < len(data) or res.cells_cut > 0)
+
+
+def test_work_past_its_bound_stops_even_when_the_first_stop_is_swallowed() -> None:
+    """The stop run_with_timeout raises inside the work can land in a garbage collector's
+    callback or a finalizer, where Python prints it ("Exception ignored") and drops it: a
+    loaded run saw one in a hypothesis gc callback, and the parse went on in the background.
+    The stop is sent again until the work ends. Here the work swallows the first one."""
+    import threading
+    import time
+
+    from pytest_kgbench.engines import QueryTimeout, run_with_timeout
+
+    swallowed: list[BaseException] = []
+    ended = threading.Event()
+
+    def work() -> None:
+        try:
+            end = time.monotonic() + 120
+            while time.monotonic() < end:
+                try:
+                    for _ in range(1000):
+                        pass
+                except QueryTimeout as exc:
+                    if swallowed:
+                        raise
+                    swallowed.append(exc)  # as a gc callback would: printed, dropped
+        finally:
+            ended.set()
+
+    with pytest.raises(QueryTimeout, match="stopped after 0.2 s"):
+        run_with_timeout(work, 0.2)
+    # a wide bound (the work alone would run 120 s): only a stop that is never sent again fails
+    assert ended.wait(60), "the work went on after its stop was swallowed once"
+    assert len(swallowed) == 1
