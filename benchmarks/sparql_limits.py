@@ -143,7 +143,7 @@ def after_timeout_rows(built: Any, server_limits: Sequence[int], deadline: float
             resource.prlimit(pid, resource.RLIMIT_AS, (4 << 30, 4 << 30))
             try:
                 kind = find_kind(shipped(), "sparql", server.engine)
-                ex = kind.open(built, "raw", guard_for(built, "analyst"), timeout=deadline)
+                ex = kind.open(built.source, "raw", guard_for(built, "analyst"), timeout=deadline)
                 for name, query in AFTER_QUERIES.items():
                     started = time.monotonic()
                     result = ex.run(query)

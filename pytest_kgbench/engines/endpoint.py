@@ -64,7 +64,7 @@ from pytest_kgbench.engines.stores import StoreKind
 
 if TYPE_CHECKING:
     from pytest_kgbench.engines.worker import Worker
-    from pytest_kgbench.packs.build import Built
+    from pytest_kgbench.packs.build import StoreSource
 
 STORE_ARG = ";store="
 CONTENT_TYPES = {"turtle": "text/turtle", "nt": "application/n-triples",
@@ -264,13 +264,13 @@ class Endpoint:
                                 f"{reply.text[:500]}")
 
 
-def graph_name(built: Built, view: str, data: str, ontology: bool) -> str:
-    """The named graph of one (build, view, data, ontology): the build's directory name holds
-    its fingerprint (pack, variant, seed, build format, version)."""
-    key = f"{built.dir.name}|{view}|{data}|{ontology}"
+def graph_name(source: StoreSource, view: str, data: str, ontology: bool) -> str:
+    """The named graph of one (build, view, data, ontology): the build's fingerprint changes
+    whenever one of its files does, so a changed build loads into a graph of its own."""
+    key = f"{source.fingerprint}|{view}|{data}|{ontology}"
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     tail = "+ontology" if ontology else ""
-    return f"urn:kgbench:graph:{built.pack.name}:{built.variant}:{view}:{data}{tail}:{digest}"
+    return f"urn:kgbench:graph:{source.pack}:{source.variant}:{view}:{data}{tail}:{digest}"
 
 
 def local_namespaces(prefixes: Mapping[str, str], files: list[tuple[Path, str]]) -> Any:
@@ -525,12 +525,12 @@ class EndpointStore(StoreKind):
                              "--sparql-engine endpoint=QUERY_URL")
         return Endpoint(self.query_url, self.store_url)
 
-    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
+    def open(self, source: StoreSource, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> EndpointExecutor:
         endpoint = self.endpoint()
-        load, prefixes, hidden = graph_files(built, data, guard, ontology=ontology)
-        graph = graph_name(built, guard.view, data, ontology)
-        ensure_loaded(endpoint, graph, load, built.dir)
+        load, prefixes, hidden = graph_files(source, data, guard, ontology=ontology)
+        graph = graph_name(source, guard.view, data, ontology)
+        ensure_loaded(endpoint, graph, load, source.home)
         info = survey(endpoint, graph, guard, local_namespaces(prefixes, load), hidden)
         return EndpointExecutor(endpoint, graph, info, guard, timeout=timeout)
 

@@ -53,7 +53,7 @@ from pytest_kgbench.engines.stores import StoreKind
 from pytest_kgbench.packs.schema import TableSpec
 
 if TYPE_CHECKING:
-    from pytest_kgbench.packs.build import Built
+    from pytest_kgbench.packs.build import StoreSource
 
 INSTALL = "pip install 'pytest-kgbench[postgres]'"
 USAGE = "--sql-engine postgres=postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
@@ -86,12 +86,11 @@ def ident(*parts: str, limit: int = 63) -> str:
     return f"{text[:limit - 9]}_{hashlib.sha256(text.encode()).hexdigest()[:8]}"
 
 
-def schema_of(built: Built, data: str) -> str:
-    """The schema holding a build's `data` tables: named from the build's fingerprint (the
-    checksums its manifest keeps of every file it wrote), so a changed build loads afresh."""
-    files = json.dumps(built.manifest.get("files") or {}, sort_keys=True)
-    digest = hashlib.sha256(f"{LOAD_FORMAT}|{files}".encode()).hexdigest()[:12]
-    return ident("kgb", built.pack.name, built.variant, str(built.seed), digest, data)
+def schema_of(source: StoreSource, data: str) -> str:
+    """The schema holding a build's `data` tables: named from the build's fingerprint (it
+    changes whenever one of the build's files does), so a changed build loads afresh."""
+    digest = hashlib.sha256(f"{LOAD_FORMAT}|{source.fingerprint}".encode()).hexdigest()[:12]
+    return ident("kgb", source.pack, source.variant, str(source.seed), digest, data)
 
 
 def withheld_of(guard: Guard, specs: Mapping[str, TableSpec]) -> dict[str, frozenset[str]]:
@@ -132,10 +131,11 @@ _LOADED: dict[tuple[str, str], Layout] = {}
 _LOADING = threading.Lock()
 
 
-def ensure_loaded(dsn: str, built: Built, data: str, specs: Mapping[str, TableSpec]) -> Layout:
+def ensure_loaded(dsn: str, source: StoreSource, data: str, specs: Mapping[str, TableSpec]
+                  ) -> Layout:
     """Load `data` ("raw" or "executed") of a build into the server, unless it is there
     already; once per process and schema (a load in another process is found by its marker)."""
-    schema = schema_of(built, data)
+    schema = schema_of(source, data)
     with _LOADING:
         if (dsn, schema) in _LOADED:
             return _LOADED[(dsn, schema)]
@@ -144,12 +144,12 @@ def ensure_loaded(dsn: str, built: Built, data: str, specs: Mapping[str, TableSp
                              application_name="kgbench-load") as con:
             with con.transaction():
                 con.execute("SELECT pg_advisory_xact_lock(%s)", [LOCK_KEY])
-                layout = Layout(schema=schema, secret=_secret(con), pack=built.pack.name)
+                layout = Layout(schema=schema, secret=_secret(con), pack=source.pack)
                 revoke_functions(con)
                 done = con.execute("SELECT 1 FROM kgbench.loads WHERE schema_name = %s",
                                    [schema]).fetchone()
                 if done is None:
-                    _load(con, built, data, specs, layout)
+                    _load(con, source, data, specs, layout)
         _LOADED[(dsn, schema)] = layout
         return layout
 
@@ -250,7 +250,7 @@ def revoke_functions(con: Any) -> bool:
     return True
 
 
-def _load(con: Any, built: Built, data: str, specs: Mapping[str, TableSpec],
+def _load(con: Any, source: StoreSource, data: str, specs: Mapping[str, TableSpec],
           layout: Layout) -> None:
     """Within the caller's transaction: the schema, its tables filled from the build's full
     DuckDB file, the personas' roles, views and grants, and the marker row."""
@@ -258,15 +258,15 @@ def _load(con: Any, built: Built, data: str, specs: Mapping[str, TableSpec],
 
     from pytest_kgbench.engines.sql import connect, lock
 
-    files = built.files(FULL)
-    source = files.duckdb if data == "raw" else files.executed_duckdb
-    if source is None:
-        raise HarnessBroken(f"{built.pack.name}/{built.variant} has no executed tables to load")
+    files = source.files(FULL)
+    duckdb_file = files.duckdb if data == "raw" else files.executed_duckdb
+    if duckdb_file is None:
+        raise HarnessBroken(f"{source.label} has no executed tables to load")
     schema = sql.Identifier(layout.schema)
     con.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(schema))  # not kgbench's
     con.execute(sql.SQL("CREATE SCHEMA {}").format(schema))
     counts: dict[str, int] = {}
-    duck = lock(connect(str(source), read_only=True))
+    duck = lock(connect(str(duckdb_file), read_only=True))
     try:
         for name, spec in specs.items():
             table = sql.Identifier(layout.schema, name)
@@ -289,13 +289,12 @@ def _load(con: Any, built: Built, data: str, specs: Mapping[str, TableSpec],
     finally:
         duck.close()
     invoker = int(con.info.server_version) >= 150000  # views checking the reader's privileges
-    for persona, who in built.pack.personas.items():
-        guard = Guard(persona=persona, reads_personal=who.reads_personal,
-                      personal=dict(built.pack.personal))
+    for persona, reads in source.readers.items():
+        guard = Guard(persona=persona, reads_personal=reads, personal=dict(source.personal))
         _grant(con, layout, guard, specs, invoker)
     con.execute("INSERT INTO kgbench.loads (schema_name, pack, variant, seed, data, tables) "
                 "VALUES (%s, %s, %s, %s, %s, %s)",
-                [layout.schema, built.pack.name, built.variant, built.seed, data,
+                [layout.schema, source.pack, source.variant, source.seed, data,
                  json.dumps(counts)])
 
 
@@ -578,12 +577,12 @@ class PostgresStore(StoreKind):
             text = text.replace(password, REDACTED)
         return redact_secrets(text)
 
-    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
+    def open(self, source: StoreSource, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> WorkerSqlExecutor:
         """The persona's store: its connection held by a worker process (memory limited,
         killed at a query's deadline), made now, so a server that refuses it stops the run
         here with the reason."""
-        specs, params, hide = self._session(built, data, guard)
+        specs, params, hide = self._session(source, data, guard)
         executor = WorkerSqlExecutor.start(
             "postgres", {"connect": params, "label": self.label, "hide": list(hide)}, specs,
             guard, timeout, title="PostgreSQL", functions=POSTGRES_FUNCTIONS, network=True)
@@ -594,31 +593,31 @@ class PostgresStore(StoreKind):
             raise
         return executor
 
-    def local(self, built: Built, data: str, guard: Guard, *,
+    def local(self, source: StoreSource, data: str, guard: Guard, *,
               timeout: float = 60.0) -> PostgresExecutor:
         """The executor a store's worker runs, in this process (the tests reach the
         database beneath the guard through it)."""
-        specs, params, hide = self._session(built, data, guard)
+        specs, params, hide = self._session(source, data, guard)
         return PostgresExecutor.connect(params, specs, guard, timeout, label=self.label,
                                         hide=hide)
 
-    def _session(self, built: Built, data: str, guard: Guard
+    def _session(self, source: StoreSource, data: str, guard: Guard
                  ) -> tuple[Mapping[str, TableSpec], dict[str, Any], tuple[str, ...]]:
         """The tables of `data`, loaded; how the persona's role connects; the secrets no
         message may show."""
         if not self.dsn:
             raise HarnessBroken(f"the postgres engine needs a DSN: {USAGE}")
         if data == "raw":
-            specs = built.pack.tables
-        elif data == "executed" and built.pack.executed_tables:
-            specs = built.pack.executed_tables
+            specs = source.tables
+        elif data == "executed" and source.executed_tables:
+            specs = source.executed_tables
         else:
             raise HarnessBroken(f"the PostgreSQL store has no '{data}' data (raw or executed)")
         psycopg = _psycopg()
         try:
-            layout = ensure_loaded(self.dsn, built, data, specs)
+            layout = ensure_loaded(self.dsn, source, data, specs)
         except psycopg.Error as exc:
-            raise HarnessBroken(f"{built.pack.name}/{built.variant} cannot be opened on "
+            raise HarnessBroken(f"{source.label} cannot be opened on "
                                 f"{self.label}: {self._redact(str(exc))}") from exc
         params = {"conninfo": self.dsn, "user": layout.role(guard.persona),
                   "password": layout.password(guard.persona), "application_name": "kgbench",

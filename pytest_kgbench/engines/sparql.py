@@ -33,7 +33,7 @@ from pytest_kgbench.engines.worker import Worker, WorkerDied
 from pytest_kgbench.packs.rdf.mapping import per_id_namespaces
 
 if TYPE_CHECKING:
-    from pytest_kgbench.packs.build import Built
+    from pytest_kgbench.packs.build import StoreSource
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
 # texts up to this long are classified here (cached, in a thread stopped at the deadline);
@@ -188,24 +188,26 @@ class SparqlExecutor(Executor):
 _PREFIX = re.compile(r"^@prefix\s+([\w.-]*):\s*<([^>]*)>\s*\.", re.M)
 
 
-def graph_files(built: Built, data: str, guard: Guard, *, ontology: bool = False
+def graph_files(source: StoreSource, data: str, guard: Guard, *, ontology: bool = False
                 ) -> tuple[list[tuple[Path, str]], dict[str, str], set[str]]:
-    """What a graph store of `built` loads for `guard`'s persona: (path, rdflib format) pairs
+    """What a graph store of `source` loads for `guard`'s persona: (path, rdflib format) pairs
     of the persona's view (withheld triples absent) — its data, the rule-derived triples for
     `derived`, the definitions' triples with `ontology` — the prefixes it binds, and the
     namespaces among them its description leaves out (`rdfmap.per_id_namespaces`)."""
     if data not in ("raw", "derived"):
         raise HarnessBroken(f"the graph store has no '{data}' data (raw or derived)")
-    files = built.files(guard.view)  # the persona's build: withheld triples absent
+    files = source.files(guard.view)  # the persona's build: withheld triples absent
     load: list[tuple[Path, str]] = [(files.data, files.data_format)]
     if data == "derived":
         if files.derived_nt is None:
-            raise HarnessBroken(f"{built.pack.name} has no rule-derived graph")
+            raise HarnessBroken(f"{source.pack} has no rule-derived graph")
         load.append((files.derived_nt, "nt"))
     if ontology:
-        load.append((built.pack.definitions_ttl, "turtle"))
+        if source.ontology is None:
+            raise HarnessBroken(f"{source.pack} has no definitions' triples (definitions.ttl)")
+        load.append((source.ontology, "turtle"))
     prefixes = turtle_prefixes(files.prefixes)
-    return load, prefixes, per_id_namespaces(prefixes.values(), built.pack.rdf)
+    return load, prefixes, per_id_namespaces(prefixes.values(), source.rdf)
 
 
 def turtle_prefixes(path: Path) -> dict[str, str]:
@@ -239,9 +241,9 @@ class GraphStore(StoreKind):
         self.needs = needs      # the module the plugin comes from
         self.parsers = parsers  # the engine's own parser, which must accept a query too
 
-    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
+    def open(self, source: StoreSource, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> SparqlExecutor:
-        load, prefixes, hidden = graph_files(built, data, guard, ontology=ontology)
+        load, prefixes, hidden = graph_files(source, data, guard, ontology=ontology)
         return SparqlExecutor.over(self.plugin, load, guard, timeout=timeout,
                                    parsers=self.parsers, prefixes=prefixes, hidden=hidden)
 

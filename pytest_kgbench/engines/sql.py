@@ -45,7 +45,7 @@ from pytest_kgbench.packs.schema import TableSpec, parse_value
 from pytest_kgbench.packs.tables import ddl
 
 if TYPE_CHECKING:
-    from pytest_kgbench.packs.build import Built
+    from pytest_kgbench.packs.build import StoreSource
 
 SAFE_CONFIG = {
     "enable_external_access": False,   # no files, no network, no ATTACH
@@ -396,13 +396,13 @@ class DuckDBStore(StoreKind):
     language = "sql"
     default = True
 
-    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
+    def open(self, source: StoreSource, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> WorkerSqlExecutor:
-        files = built.files(guard.view)  # the persona's build: withheld columns absent
+        files = source.files(guard.view)  # the persona's build: withheld columns absent
         if data == "raw":
-            path, specs = files.duckdb, built.pack.tables
+            path, specs = files.duckdb, source.tables
         elif data == "executed" and files.executed_duckdb is not None:
-            path, specs = files.executed_duckdb, built.pack.executed_tables
+            path, specs = files.executed_duckdb, source.executed_tables
         else:
             raise HarnessBroken(f"the DuckDB store has no '{data}' data (raw or executed)")
         return WorkerSqlExecutor.start("duckdb", {"path": str(path)}, specs, guard, timeout)

@@ -20,12 +20,14 @@ from pytest_kgbench.engines.guard import Guard
 if TYPE_CHECKING:
     from pytest_kgbench.core.conditions import Condition
     from pytest_kgbench.engines import Executor
-    from pytest_kgbench.packs.build import Built
+    from pytest_kgbench.packs.build import Built, StoreSource
 
 
 class StoreKind(ABC):
     """An engine for one query language. `open` gives the store a querying condition's items
-    query; `from_context` the store the reading gold agent rebuilds from a prompt's text."""
+    query, from a build's files (`packs.build.StoreSource`: each view's files, the tables'
+    schemas, the definitions' triples, who reads what), never the build handle; `from_context`
+    the store the reading gold agent rebuilds from a prompt's text."""
 
     name: str = ""        # the option's value: --sparql-engine NAME, --sql-engine NAME
     language: str = ""    # "sql" or "sparql": the condition's reference language
@@ -44,10 +46,11 @@ class StoreKind(ABC):
                          f"'{self.name}' takes no '={argument}'")
 
     @abstractmethod
-    def open(self, built: Built, data: str, guard: Guard, *, ontology: bool = False,
+    def open(self, source: StoreSource, data: str, guard: Guard, *, ontology: bool = False,
              timeout: float = 60.0) -> Executor:
         """The store of a built variant holding `data` ("raw", "executed" or "derived"; with
-        `ontology`, the definitions' triples too), behind `guard`."""
+        `ontology`, the definitions' triples too), behind `guard`, on the files of the
+        persona's view (`source.files(guard.view)`)."""
 
     def from_context(self, context: str, guard: Guard) -> Executor | None:
         """A store over the data a reading prompt shows, or None if this kind cannot build
@@ -106,7 +109,7 @@ def target_of(where: Condition | str) -> Target:
 def guard_for(built: Built, persona: str) -> Guard:
     """The guard of a persona over a built variant. Its `view` says which build of the
     variant the persona's stores open: the full data, or the restricted copy without what the
-    persona may not read (every store kind opens `built.files(guard.view)`)."""
+    persona may not read (every store kind opens `source.files(guard.view)`)."""
     from pytest_kgbench.engines.guard import PersonalProperty
     from pytest_kgbench.packs.rdf.mapping import personal_properties
 
@@ -143,8 +146,8 @@ def open_store(built: Built, where: Any, persona: str, *,
     opened on the persona's view of the variant (withheld data absent)."""
     target = target_of(where)
     kind = store_kind(target.language, engines, registry)
-    return kind.open(built, target.data, guard_for(built, persona), ontology=target.ontology,
-                     timeout=timeout)
+    return kind.open(built.source, target.data, guard_for(built, persona),
+                     ontology=target.ontology, timeout=timeout)
 
 
 def store_from_context(context: str, language: str, guard: Guard,

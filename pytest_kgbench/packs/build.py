@@ -27,6 +27,7 @@ from pytest_kgbench.core.errors import HarnessBroken, InputError
 from pytest_kgbench.packs.schema import (
     Pack,
     Tables,
+    TableSpec,
     check_tables,
     normalise_id,
     read_tables,
@@ -53,6 +54,41 @@ class StoreFiles:
     data_format: str     # its rdflib format name
     derived_nt: Path | None
     prefixes: Path       # the Turtle file whose @prefix lines name the graph's prefixes
+
+
+@dataclass(frozen=True)
+class StoreSource:
+    """What an engine opens a built variant's stores from (`StoreKind.open`): the files of each
+    view and what an engine must know about them (the tables' schemas, the definitions'
+    triples, the RDF mapping's prefixes, who may read which columns), and nothing else of the
+    build: no pack handle, no manifest. `Built.source` makes it; a test or another package's
+    engine can make one from files alone."""
+
+    pack: str
+    variant: str
+    seed: int
+    fingerprint: str                         # changes whenever any file of the build does
+    home: Path                               # a folder of the build's own (an engine's locks)
+    views: Mapping[str, StoreFiles]          # FULL, and RESTRICTED where the build has it
+    tables: Mapping[str, TableSpec]          # the raw tables' columns and types
+    executed_tables: Mapping[str, TableSpec]  # the executed tables' (none: no executed data)
+    ontology: Path | None                    # the definitions' Turtle, where the pack has one
+    rdf: Mapping[str, Any]                   # the pack's RDF mapping (its declared prefixes)
+    readers: Mapping[str, bool]              # persona -> may read the personal columns
+    personal: Mapping[str, frozenset[str]]   # table -> its personal columns
+
+    @property
+    def label(self) -> str:
+        """How messages name the build: pack/variant."""
+        return f"{self.pack}/{self.variant}"
+
+    def files(self, view: str = FULL) -> StoreFiles:
+        """The store files of a view: `full` (the variant as built) or `restricted` (a copy
+        without the personal columns and their triples, for personas that may not read them:
+        what a store does not hold, no query can return)."""
+        if view not in self.views:
+            raise HarnessBroken(f"{self.label} has no '{view}' build (in {self.home})")
+        return self.views[view]
 
 
 @dataclass
@@ -94,13 +130,13 @@ class Built:
         return self.dir / "derived.nt"
 
     def files(self, view: str = FULL) -> StoreFiles:
-        """The store files of a view: `full` (the variant as built) or `restricted` (a copy
-        without the personal columns and their triples, for personas that may not read them:
-        what a store does not hold, no query can return)."""
+        """The store files of a view (`StoreSource.files`)."""
+        return self.source.files(view)
+
+    def _view_files(self, view: str) -> StoreFiles | None:
         base = self.dir if view == FULL else self.dir / view
         if not (base / "raw.duckdb").is_file():
-            raise HarnessBroken(f"{self.pack.name}/{self.variant} has no '{view}' build "
-                                f"(in {self.dir})")
+            return None
         executed = base / "executed.duckdb"
         derived = base / "derived.nt"
         data = base / ("data.ttl" if view == FULL else "data.nt")
@@ -109,6 +145,22 @@ class Built:
                           data=data, data_format="turtle" if view == FULL else "nt",
                           derived_nt=derived if derived.is_file() else None,
                           prefixes=self.data_ttl)
+
+    @cached_property
+    def source(self) -> StoreSource:
+        """What the engines open this build's stores from (its files, not this handle)."""
+        views = {v: f for v in (FULL, RESTRICTED) if (f := self._view_files(v)) is not None}
+        # the manifest's checksums of the build's files: the same on every host that builds
+        # the same variant
+        files = json.dumps(self.manifest.get("files") or {}, sort_keys=True)
+        pack = self.pack
+        return StoreSource(
+            pack=pack.name, variant=self.variant, seed=self.seed,
+            fingerprint=hashlib.sha256(files.encode()).hexdigest(), home=self.dir, views=views,
+            tables=pack.tables, executed_tables=pack.executed_tables,
+            ontology=pack.definitions_ttl if pack.definitions_ttl.is_file() else None,
+            rdf=pack.rdf, readers={n: p.reads_personal for n, p in pack.personas.items()},
+            personal=dict(pack.personal))
 
     @cached_property
     def executed(self) -> Tables:

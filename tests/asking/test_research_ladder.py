@@ -147,7 +147,7 @@ def test_the_graph_store_describes_its_classes_not_one_prefix_per_authorship(
     from pytest_kgbench.engines.sparql import STORES
     from pytest_kgbench.engines.stores import guard_for
 
-    ex = STORES[0].open(research_base, "raw", guard_for(research_base, "analyst"))
+    ex = STORES[0].open(research_base.source, "raw", guard_for(research_base, "analyst"))
     try:
         shown = ex.prefixes()
         assert {"rs", "rsi", "work", "author", "institution", "authorship",

@@ -28,7 +28,7 @@ def opened(oxigraph, built, persona: str, data: str = "raw", ontology: bool = Fa
            timeout: float = 10.0):
     from pytest_kgbench.engines.stores import guard_for
 
-    return kind(oxigraph.query_url).open(built, data, guard_for(built, persona),
+    return kind(oxigraph.query_url).open(built.source, data, guard_for(built, persona),
                                          ontology=ontology, timeout=timeout)
 
 
@@ -64,7 +64,7 @@ def test_a_server_that_is_not_answering_fails_the_check_and_the_open(credit_base
     down = kind(f"http://127.0.0.1:{free_port()}/query")
     assert "is not answering" in (down.check() or "")
     with pytest.raises(HarnessBroken, match="failed a query of the harness"):
-        down.open(credit_base, "raw", guard_for(credit_base, "analyst"), ontology=False)
+        down.open(credit_base.source, "raw", guard_for(credit_base, "analyst"), ontology=False)
 
 
 # --- the store is the rdflib kind's store --------------------------------------------------------
@@ -79,7 +79,7 @@ def test_catalog_describe_and_store_block_are_the_rdflib_kind_s(oxigraph, credit
 
     ours = opened(oxigraph, credit_base, persona, data, ontology)
     theirs = find_kind(shipped(), "sparql", "rdflib").open(
-        credit_base, data, guard_for(credit_base, persona), ontology=ontology)
+        credit_base.source, data, guard_for(credit_base, persona), ontology=ontology)
     try:
         assert ours.info == theirs.info  # catalog, triples, namespaces, vocabulary, prefixes
         assert ours.catalog() == theirs.catalog()
@@ -100,7 +100,7 @@ def test_a_graph_is_loaded_once_even_by_two_at_a_time(oxigraph, credit_base, tmp
     from pytest_kgbench.engines.sparql import graph_files
     from pytest_kgbench.engines.stores import guard_for
 
-    load, _, _ = graph_files(credit_base, "derived", guard_for(credit_base, "analyst"))
+    load, _, _ = graph_files(credit_base.source, "derived", guard_for(credit_base, "analyst"))
     puts: list[tuple[str, str]] = []
 
     class Counting(Endpoint):
@@ -446,7 +446,7 @@ def test_results_are_capped_as_the_in_process_engines_cap_them(oxigraph, credit_
     guard = guard_for(credit_base, "analyst")
     ours = opened(oxigraph, credit_base, "analyst")
     ours.caps = caps
-    load, prefixes, _ = graph_files(credit_base, "raw", guard)
+    load, prefixes, _ = graph_files(credit_base.source, "raw", guard)
     theirs = SparqlExecutor.over("default", load, guard, caps=caps, prefixes=prefixes)
     query = "SELECT ?s ?p ?o WHERE { ?s ?p ?o } ORDER BY ?s ?p ?o"
     a, b = ours.run(query), theirs.run(query)

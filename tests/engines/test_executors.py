@@ -188,7 +188,7 @@ def test_oxigraphs_census_is_the_one_rdflib_walks(variant, request) -> None:
     built = request.getfixturevalue(variant)
     for persona in built.pack.personas:
         guard = guard_for(built, persona)
-        load, prefixes, hidden = graph_files(built, "raw", guard)
+        load, prefixes, hidden = graph_files(built.source, "raw", guard)
         engines = {}
         for plugin in ("default", "Oxigraph"):
             engines[plugin] = GraphEngine({

@@ -50,7 +50,7 @@ def local(credit_base, dsn):
     from pytest_kgbench.engines.postgres import PostgresStore
     from pytest_kgbench.engines.stores import guard_for
 
-    ex = PostgresStore(dsn).local(credit_base, "raw", guard_for(credit_base, ANALYST),
+    ex = PostgresStore(dsn).local(credit_base.source, "raw", guard_for(credit_base, ANALYST),
                                   timeout=1.0)
     yield ex
     ex.close()
@@ -77,7 +77,7 @@ def granted(dsn: str, built, persona: str, *functions: str):
 def _schema(built, data="raw") -> str:
     from pytest_kgbench.engines.postgres import schema_of
 
-    return schema_of(built, data)
+    return schema_of(built.source, data)
 
 
 def _role_dsn(dsn: str, built, persona: str) -> dict:
@@ -413,7 +413,7 @@ def _load(dsn: str, cache: str, seen) -> None:
     pack = find_pack("credit", REPO / "datasets", REPO / "ontology")
     built = build_variant(pack, "base", Path(cache))
     seen.wait()  # both processes load at the same moment
-    ensure_loaded(dsn, built, "raw", pack.tables)
+    ensure_loaded(dsn, built.source, "raw", pack.tables)
 
 
 def test_two_processes_loading_at_once_load_once(pg_server, credit_base, kg_cache) -> None:
@@ -451,7 +451,7 @@ def test_two_processes_loading_at_once_load_once(pg_server, credit_base, kg_cach
                            [schema]).fetchall() == [("C",)]
     # a process that never saw it loads nothing again: the marker is found
     postgres._LOADED.pop((dsn, schema), None)
-    postgres.ensure_loaded(dsn, credit_base, "raw", credit_base.pack.tables)
+    postgres.ensure_loaded(dsn, credit_base.source, "raw", credit_base.pack.tables)
     with psycopg.connect(dsn) as con:
         assert con.execute("SELECT loaded_at FROM kgbench.loads").fetchone() == stamp
 

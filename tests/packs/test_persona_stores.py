@@ -148,3 +148,71 @@ def test_a_personal_value_kept_under_another_name_in_the_database_fails_too(cred
     create_database(tmp_path / "executed.duckdb", credit_pack.executed_tables, folder)
     with pytest.raises(InputError, match="executed table issuers under another column"):
         check_personal(credit_pack, built.dir, values, tmp_path / "executed.duckdb")
+
+
+def test_an_engine_opens_from_the_stores_files_alone(credit_base, tmp_path) -> None:
+    """`StoreKind.open` takes the build's files (`StoreSource`), not the build: a source made
+    by hand over copies of the files opens every shipped in-process engine, and each answers
+    as it does over the build itself."""
+    import dataclasses
+    import shutil
+
+    from pytest_kgbench.engines.stores import store_kind
+    from pytest_kgbench.packs.build import StoreFiles, StoreSource
+
+    made = credit_base.source
+    views = {}
+    for view, files in made.views.items():
+        copied = {}
+        for f in dataclasses.fields(StoreFiles):
+            value = getattr(files, f.name)
+            if isinstance(value, type(files.duckdb)):
+                target = tmp_path / view / value.name
+                target.parent.mkdir(exist_ok=True)
+                shutil.copyfile(value, target)
+                value = target
+            copied[f.name] = value
+        views[view] = StoreFiles(**copied)
+    hand = StoreSource(pack="credit", variant="base", seed=made.seed, fingerprint="by-hand",
+                       home=tmp_path, views=views, tables=made.tables,
+                       executed_tables=made.executed_tables, ontology=made.ontology, rdf=made.rdf,
+                       readers=made.readers, personal=made.personal)
+    queries = {"sql": "SELECT COUNT(*) AS n FROM contacts",
+               "sparql": "SELECT (COUNT(?c) AS ?n) WHERE { ?c a cr:Contact }"}
+    for language, data in (("sql", "raw"), ("sql", "executed"), ("sparql", "derived")):
+        kind = store_kind(language)
+        for persona in ("analyst", "privacy_officer"):
+            guard = guard_for(credit_base, persona)
+            ours, theirs = kind.open(hand, data, guard), kind.open(made, data, guard)
+            try:
+                opened = (ours.info["settings"]["database"] if language == "sql"
+                          else json.dumps(ours.worker.config["files"]))
+                assert str(tmp_path) in opened and str(credit_base.dir) not in opened
+                assert ours.catalog() == theirs.catalog(), (language, data, persona)
+                got = ours.run(queries[language])
+                assert got.error is None and got.rows == theirs.run(queries[language]).rows
+            finally:
+                ours.close()
+                theirs.close()
+
+
+def test_a_build_s_fingerprint_follows_its_files(credit_base, tmp_path) -> None:
+    """A server names a build's schema or graph by its fingerprint: the same files give the
+    same one, a file with another checksum another; a view the build lacks is named in one
+    line."""
+    import dataclasses
+
+    from pytest_kgbench.core.errors import HarnessBroken
+    from pytest_kgbench.packs.build import Built
+
+    again = Built(pack=credit_base.pack, variant="base", seed=credit_base.seed,
+                  dir=credit_base.dir, manifest=credit_base.manifest)
+    assert again.source.fingerprint == credit_base.source.fingerprint
+    files = dict(credit_base.manifest["files"])
+    files["data.ttl"] = "0" * 64  # another data.ttl, as its checksum says
+    other = dataclasses.replace(credit_base, manifest={**credit_base.manifest, "files": files})
+    assert other.source.fingerprint != credit_base.source.fingerprint
+    gone = Built(pack=credit_base.pack, variant="base", seed=credit_base.seed,
+                 dir=tmp_path / "nothing", manifest={})
+    with pytest.raises(HarnessBroken, match=r"credit/base has no 'restricted' build \(in "):
+        gone.source.files(RESTRICTED)
