@@ -69,7 +69,7 @@ def test_the_schema_setting_crosses_to_workers_and_back() -> None:
 
     s = Settings.at(REPO, condition_ids=("D1", "D1.none"), schema=("prompt", "none"))
     back = Settings.from_dict(json.loads(json.dumps(s.to_dict())))
-    assert back == s and back.schema == ("prompt", "none")
+    assert back == s and back.plan.schema == ("prompt", "none")
     assert [c.id for c in back.conditions()] == ["D1", "D1.none"]
 
 
