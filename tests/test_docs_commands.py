@@ -134,7 +134,7 @@ def test_the_docs_show_commands() -> None:
     found = doc_commands()
     docs = {doc for doc, _ in found}
     assert ("README.md", ".venv/bin/pytest --agent gold") in found
-    assert ("README.md", ".venv/bin/pytest tests -n 2") in found
+    assert ("README.md", '.venv/bin/pytest tests -n 2 -m "not slow"') in found
     assert {"docs/quickstart.md", "docs/models.md", "docs/packs.md", "docs/runs.md",
             "docs/safety.md", "docs/engines.md"} <= docs
     assert len(found) > 40

@@ -129,6 +129,7 @@ def test_401_halts_the_run_and_keeps_what_was_banked(project, api) -> None:
     assert not report["complete"] and len(report["missing"]) == 2
 
 
+@pytest.mark.slow
 def test_401_under_xdist_halts_every_worker_and_keeps_what_was_banked(project, api) -> None:
     import itertools
 

@@ -49,6 +49,7 @@ def cli(monkeypatch, tmp_path):
         yield api
 
 
+@pytest.mark.slow
 def test_reading_and_querying_items_through_the_real_cli(project, cli) -> None:
     p = project()
     result = p.runpytest("questions", "--agent", "claude-cli", "--model", "sonnet",

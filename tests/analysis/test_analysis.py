@@ -151,6 +151,7 @@ def test_the_report_can_be_recomputed_from_its_own_items_with_scipy(synthetic_ru
     assert l3["diff"] > 0.3 and l3["discordant"][1] > l3["discordant"][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [("-n", "2"), ("--tx", "2*popen", "--dist", "load")],
                          ids=["n2", "tx-2-popen"])
 def test_xdist_gives_identical_grades_and_statistics(synthetic_run, workers) -> None:
@@ -172,6 +173,7 @@ def test_xdist_gives_identical_grades_and_statistics(synthetic_run, workers) -> 
     assert serial["comparisons"] == parallel["comparisons"]
 
 
+@pytest.mark.slow
 def test_rescore_reproduces_identical_grades_and_never_overwrites(synthetic_run) -> None:
     run = synthetic_run / "reports" / "syn"
     before = json.loads((run / "grades.json").read_text())

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import only_run, run_records
 from pytest_kgbench.analysis.report import model_pairs
 from pytest_kgbench.core.settings import Settings
@@ -28,6 +30,7 @@ def _accuracy(records: list[dict], condition: str, model: str, tier: str) -> flo
     return sum(got) / len(got)
 
 
+@pytest.mark.slow
 def test_compare_models_reports_paired_differences_between_models(project) -> None:
     p = project()
     result = p.runpytest_subprocess("questions", "--agent", "synthetic", "--model",

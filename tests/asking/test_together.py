@@ -319,6 +319,7 @@ def test_the_anthropic_agent_asks_one_session_and_grades_each_slice(project, api
     _check_session(run_records(p), api)
 
 
+@pytest.mark.slow
 def test_under_xdist_a_session_stays_on_one_worker(project, api, credit_base) -> None:
     api.default = _session_model(_keys(credit_base))
     p = project()

@@ -81,6 +81,7 @@ def collected(result: pytest.RunResult) -> str:
     return next(x for x in result.stdout.lines if x.startswith("collected")).split(" /")[0]
 
 
+@pytest.mark.slow
 def test_one_run_grades_the_same_items_on_each_engine(project) -> None:
     from conftest import run_records
 

@@ -479,6 +479,7 @@ def every_engine_attack(test: Any) -> Any:
     return test
 
 
+@pytest.mark.slow
 @FUZZ
 @given(template=SQL_QUERIES)
 @example(template=ECHO)
@@ -516,6 +517,7 @@ def postgres_raw(sentinel_built, sentinel, pg_server):
     assert h.examples >= EXAMPLES  # hypothesis ran them all
 
 
+@pytest.mark.slow
 @FUZZ
 @given(template=SQL_QUERIES)
 @example(template=ECHO)
@@ -525,6 +527,7 @@ def test_fuzz_postgres(postgres_raw, template: str) -> None:
     postgres_raw.check(template)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(template=SPARQL_QUERIES)
 def test_fuzz_graph(graph, template: str) -> None:

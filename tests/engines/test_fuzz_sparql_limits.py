@@ -217,6 +217,7 @@ def slow_parses(draw: Any) -> str:
 
 # --- the fuzz ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @fuzz(90)
 @given(engine=st.sampled_from(ENGINES), data=st.data())
 def test_result_blowups_stay_within_every_limit(stores, bounded_server, engine: str,
@@ -228,6 +229,7 @@ def test_result_blowups_stay_within_every_limit(stores, bounded_server, engine: 
         assert len(result.rows) <= CAPS.rows
 
 
+@pytest.mark.slow
 @fuzz(15)
 @given(engine=st.sampled_from(ENGINES), query=runaways())
 def test_runaways_end_at_the_deadline_on_the_engine_and_the_server(stores, bounded_server,
@@ -238,6 +240,7 @@ def test_runaways_end_at_the_deadline_on_the_engine_and_the_server(stores, bound
     assert result.timed_out, result
 
 
+@pytest.mark.slow
 @fuzz(60)
 @given(engine=st.sampled_from(ENGINES), query=slow_parses())
 def test_slow_parse_shapes_are_refused_or_classified_within_the_deadline(
@@ -327,6 +330,7 @@ def test_the_issue_s_slow_parses_are_refused_before_any_parse(stores, engine: st
         assert result.refused and "terms" in result.refused and not result.timed_out, result
 
 
+@pytest.mark.slow
 def test_what_the_guard_accepts_costs_a_few_reference_queries() -> None:
     """The slowest shapes the term cap admits cost the guard's parse at most a few times what
     the longest reference query costs, on the same machine at the same moment (the least CPU

@@ -227,6 +227,7 @@ def test_a_query_both_parsers_accept_runs_on_both(credit_base) -> None:
 GUARD = Guard(persona="analyst", personal={"contacts": frozenset({"email", "phone"})})
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(st.text(max_size=300))
 def test_the_classifiers_never_raise(text: str) -> None:

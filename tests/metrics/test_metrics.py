@@ -90,6 +90,7 @@ def test_citations_and_attribution() -> None:
     assert attribution(None, given) is None
 
 
+@pytest.mark.slow
 def test_the_gold_agent_scores_full_marks_on_every_querying_metric(project) -> None:
     p = project()
     result = p.runpytest("questions", "-k", "L3", "--condition", "D1,D3,D6")
@@ -215,6 +216,7 @@ def test_constant_columns(statement, language, constant) -> None:
     assert constant_columns(statement, language) == constant
 
 
+@pytest.mark.slow
 def test_no_reference_query_is_read_as_constant(credit_questions, research_questions) -> None:
     """Every gold query of both packs computes at least one of its columns from the data, so
     the constant-column rule can never fail a reference answer."""

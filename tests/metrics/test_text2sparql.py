@@ -151,6 +151,7 @@ def test_formats_are_a_registry() -> None:
         register(Text2Sparql())
 
 
+@pytest.mark.slow
 def test_import_makes_a_run_folder_show_reads(tmp_path: Path, kg_cache: Path, capsys) -> None:
     """Two credit answers in the text2sparql format: the gold SPARQL of credit-Q01 and a wrong
     query for credit-Q02; the rest unanswered. Graded by the plugin as a replay."""

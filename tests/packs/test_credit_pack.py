@@ -6,6 +6,8 @@ plants every trap, and the data's agreement across CSV, Markdown and RDF are the
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_kgbench.packs.build import build_variant
 from pytest_kgbench.run.validate import check_questions
 
@@ -30,6 +32,7 @@ def test_the_variants_have_the_shape_they_promise(credit_pack, kg_cache) -> None
     assert len(shares[False]) >= 5, "minority and 50% links mixed in"
 
 
+@pytest.mark.slow
 def test_both_sparql_engines_agree_on_every_reference_query(credit_questions, credit_base,
                                                               credit_checks) -> None:
     """rdflib (the session's checks on base) and Oxigraph give the same fields for every gold

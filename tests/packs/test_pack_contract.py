@@ -281,6 +281,7 @@ def test_every_question_checks_out_on_the_scaled_variants(pack, questions, varia
     assert {c.question: c.problems for c in found if c.problems} == {}
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None, derandomize=True, database=None)
 @given(seed=st.integers(min_value=0, max_value=10**6))
 def test_every_question_checks_out_at_any_seed(generated, questions, tmp_path_factory,

@@ -144,6 +144,7 @@ def test_ctrl_c_inside_a_duckdb_query_is_never_graded(tmp_path: Path) -> None:
     assert "Query interrupted" not in text_
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("to", ["process group", "controller"])
 def test_ctrl_c_stops_an_xdist_run(to: str, tmp_path: Path, kg_cache: Path,
                                    credit_base) -> None:

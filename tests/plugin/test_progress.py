@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from pytest_kgbench.plugin.progress import Progress, duration, short
 
 PRICE = {"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}
@@ -116,6 +118,7 @@ LINE = re.compile(r"kgbench: \d+/\d+ items \(\d+%\) · C \d+( [A-Za-z] \d+)*")
 WORKERS = re.compile(r" · gw0 (?P<gw0>\d+) \(\S+ ago\), gw1 (?P<gw1>\d+) \(\S+ ago\)$")
 
 
+@pytest.mark.slow
 def test_the_run_writes_the_line_between_its_results_and_not_under_q(project) -> None:
     p = project()
     # the first two tiers' items (about 40): a line each millisecond is many lines already

@@ -152,6 +152,7 @@ def test_the_check_prints_the_counts_per_pack_and_fails_on_what_it_must() -> Non
     assert failed and any("prefixes of one id each" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_kgbench_check_passes_on_research(research_pack, kg_cache, capsys) -> None:
     from conftest import REPO
     from pytest_kgbench.cli import main

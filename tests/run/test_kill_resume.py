@@ -114,6 +114,7 @@ def _banked_once(reports: Path, run_id: str) -> None:
     assert not list((reports / run_id).glob(".*.tmp"))
 
 
+@pytest.mark.slow
 def test_killed_sessions_resume_to_the_uninterrupted_report(session) -> None:
     """One run killed three times — mid-item, between items, writing its report — and
     resumed after each, beside one run never interrupted."""

@@ -276,6 +276,7 @@ def test_a_need_the_data_never_exercises_is_caught(credit_pack, credit_base) -> 
                                            for c in check_needs([q12], [credit_base])}
 
 
+@pytest.mark.slow
 def test_every_shipped_need_is_exercised_or_says_why(credit_pack, research_pack, kg_cache,
                                                      credit_questions, research_questions
                                                      ) -> None:
