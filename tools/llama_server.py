@@ -386,8 +386,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def serve(port: int, ctx: int, extra: Sequence[str]) -> int:
-    ensure_server()
+    """Serve until Ctrl-C, SIGTERM or SIGHUP (each stops llama-server, which runs in a session
+    of its own, by its pid); SIGINT is handled even where a shell started this in the
+    background with SIGINT ignored."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _interrupt)
     server = start(port, ctx, extra)
     print(f"llama-server pid {server.pid} at {server.url} (OpenAI: {server.url}/v1, model "
           f"{MODEL_ALIAS}); log {server.log_path}; Ctrl-C stops it", flush=True)
