@@ -2,6 +2,7 @@
 its own timings of prompt evaluation and generation, for a few fixed requests.
 
     python benchmarks/local_model/speed.py [--requests 3] [--prompt-words 600] [--max-tokens 128]
+                                            [--threads N]
 
 Builds llama-server and assembles the model first when they are not cached
 (tools/llama_server.py). Prints one JSON object; `uptime` before and after says how loaded the
@@ -43,9 +44,12 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=3)
     parser.add_argument("--prompt-words", type=int, default=600)
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--threads", type=int, default=None, help="llama-server -t and -tb")
     args = parser.parse_args()
-    out: dict[str, Any] = {"load_before": load()}
-    server = llama_server.start(ctx=8192)
+    out: dict[str, Any] = {"load_before": load(), "threads": args.threads,
+                           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY")}
+    threads = [] if args.threads is None else ["-t", str(args.threads), "-tb", str(args.threads)]
+    server = llama_server.start(ctx=8192, extra=threads)
     out["start_s"] = server.started_in
     words = " ".join(f"item{i} costs {i % 97} coins;" for i in range(args.prompt_words // 4))
     text = f"{words}\n\nWrite a long story about the items above."

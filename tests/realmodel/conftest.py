@@ -73,8 +73,8 @@ def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[llama_server.Ser
 
 @pytest.fixture(scope="session")
 def small_llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[llama_server.Server]:
-    """A second llama-server with 128 tokens of context: every prompt of the starter pack is
-    longer."""
+    """A second llama-server asked for 128 tokens of context (llama.cpp makes it 256): every
+    prompt of the starter pack is longer."""
     server = start_or_skip(128, tmp_path_factory.mktemp("llama-small") / "llama-server.log")
     try:
         yield server
