@@ -98,12 +98,13 @@ def server_version(binary: Path) -> str | None:
 
 def missing_toolchain() -> str | None:
     """One line naming what the build needs and this machine lacks, or None."""
-    lacking = [name for name, options in (("cmake", ["cmake"]), ("a C++ compiler", ["c++", "g++"]),
+    lacking = [name for name, options in (("cmake", ["cmake"]),
+                                          ("a C++ compiler (c++, g++)", ["c++", "g++"]),
                                           ("make or ninja", ["make", "ninja"]))
                if not any(shutil.which(o) for o in options)]
     if not lacking:
         return None
-    return (f"cannot build llama-server: no {', no '.join(lacking)} on PATH "
+    return (f"cannot build llama-server: {', '.join(lacking)} not found on PATH "
             "(Debian: apt-get install build-essential cmake)")
 
 
