@@ -418,3 +418,16 @@ def oxigraph(tmp_path_factory: pytest.TempPathFactory):
     server = OxigraphServer(binary, tmp_path_factory.mktemp("oxigraph") / "store").start()
     yield server
     server.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The tests marked `realmodel` (tests/realmodel: a real model on llama-server, built by
+    tools/llama_server.py in minutes) are deselected unless asked for, by `-m` naming them or
+    KGBENCH_REALMODEL=1: `.ci/run` runs them in a step of their own."""
+    if "realmodel" in (config.getoption("markexpr") or "") or \
+            os.environ.get("KGBENCH_REALMODEL") == "1":
+        return
+    real = [item for item in items if item.get_closest_marker("realmodel")]
+    if real:
+        config.hook.pytest_deselected(items=real)
+        items[:] = [item for item in items if not item.get_closest_marker("realmodel")]

@@ -166,6 +166,9 @@ class FakeChatAPI(FakeServer):
         super().__init__(default or (lambda request: text("I do not know.\n```json\n{}\n```")),
                          is_judge)
         self.files: dict[str, bytes] = {}  # the Batch API's uploaded files
+        # as llama.cpp's server: a 500 for a conversation whose tool call arguments (sent back
+        # in an assistant turn) are not a JSON object (common/chat.cpp)
+        self.strict_arguments = False
 
     def post(self, handler: Any, raw: bytes) -> None:
         path = handler.path.rstrip("/")
@@ -176,6 +179,13 @@ class FakeChatAPI(FakeServer):
         if path.endswith("/batches"):
             handler._send(200, self._create_batch(body))
         elif path.endswith("/chat/completions"):
+            bad = self._unparsed_arguments(body) if self.strict_arguments else None
+            if bad is not None:
+                self.requests.append({"body": body, "refused": bad})
+                handler._send(500, {"error": {"code": 500, "type": "server_error", "message":
+                                              "Failed to parse tool call arguments as JSON: "
+                                              f"{bad}"}})
+                return
             self.answer(handler, body, raw)
         else:
             handler._send(404, self._no_route(handler.path))
@@ -187,6 +197,20 @@ class FakeChatAPI(FakeServer):
             handler._send(200, None, raw=self._content(parts[-2]))
         else:
             handler._send(404, self._no_route(handler.path))
+
+    @staticmethod
+    def _unparsed_arguments(body: dict[str, Any]) -> str | None:
+        """The first tool call arguments of the conversation that are not a JSON object."""
+        for message in body.get("messages") or []:
+            for call in message.get("tool_calls") or []:
+                raw = call["function"]["arguments"]
+                try:
+                    if isinstance(json.loads(raw), dict):
+                        continue
+                except ValueError:
+                    pass
+                return raw
+        return None
 
     @staticmethod
     def _no_route(path: str) -> dict[str, Any]:

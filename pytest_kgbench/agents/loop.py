@@ -176,8 +176,10 @@ class Dialect(ABC):
 
 
 def token_limit(max_tokens: int, task: Task) -> int:
-    """The output limit of each call: --max-tokens, raised for a together session so every
-    question has room (400 tokens each, at most 64,000)."""
+    """The output limit of each call: --max-tokens as given for an item asked apart, raised for
+    a together session so every question has room (400 tokens each, at most 64,000)."""
+    if not task.together:
+        return max_tokens
     return max(max_tokens, min(64000, 400 * task.share))
 
 

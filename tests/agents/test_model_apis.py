@@ -193,6 +193,22 @@ def test_asked_together_one_conversation_answers_every_item(project, backend) ->
 
 
 @pytest.mark.parametrize("backend", APIS, indirect=True)
+def test_max_tokens_is_sent_as_given_and_raised_only_for_a_together_session(project,
+                                                                            backend) -> None:
+    """--max-tokens 256 is what an item asked apart sends (a local model's small window needs
+    it kept); a together session of two questions gets 400 tokens each."""
+    name, server, _, steps = backend
+    server.default = lambda body: steps.text(A_PLUS)
+    p = project()
+    ask(p, backend, "--condition", "R1", "-k", "Q01", "--max-tokens", "256"
+        ).assert_outcomes(passed=1)
+    assert WIRES[name].max_tokens_sent(server.requests[-1]["body"]) == 256
+    ask(p, backend, "--condition", "R1", "-k", "Q01 or Q03", "--ask", "together",
+        "--max-tokens", "256", "--no-cache").assert_outcomes(passed=2)
+    assert WIRES[name].max_tokens_sent(server.requests[-1]["body"]) == 800
+
+
+@pytest.mark.parametrize("backend", APIS, indirect=True)
 def test_a_500_mid_loop_reruns_the_item_paying_only_for_what_was_not_answered(
         project, backend) -> None:
     """The rerun of an item a 500 broke mid-loop replays its answered rounds from the

@@ -90,6 +90,26 @@ def test_malformed_tool_arguments_are_an_error_the_model_reads(project, chat_api
     assert tool_msg["content"].startswith("ERROR: the tool call's arguments are not JSON")
 
 
+def test_a_tool_call_cut_at_the_limit_goes_back_as_valid_json(project, chat_api) -> None:
+    """A tool call cut at max_tokens has arguments that are not JSON. The conversation sent
+    back holds them as `{}` (the tool's result says what they were), for llama.cpp's server
+    answers a 500 to arguments it cannot parse: the item would be retried and never graded."""
+    chat_api.strict_arguments = True
+    cut = tool_call("run_query", "{\"query\": \"SELECT name FR", id="call_cut")
+    cut["finish_reason"] = "length"
+    chat_api.push(cut, text(A_PLUS))
+    p = project()
+    ask(p, chat_api, "--condition", "D1", "-k", "Q01").assert_outcomes(passed=1)
+    assert not any("refused" in r for r in chat_api.requests)  # no 500 was needed
+    sent = chat_api.requests[1]["body"]["messages"]
+    call = next(m for m in sent if m.get("tool_calls"))["tool_calls"][0]
+    assert call["id"] == "call_cut" and call["function"]["arguments"] == "{}"
+    result = next(m for m in sent if m["role"] == "tool")["content"]
+    assert result.startswith("ERROR: the tool call's arguments are not JSON")
+    assert '{"query": "SELECT name FR' in result
+    assert run_records(p)[0]["answer"]["rounds"] == 2
+
+
 def test_a_reading_item_sends_and_records_its_sampling_settings(project, chat_api) -> None:
     chat_api.push(text(A_PLUS))
     p = project()

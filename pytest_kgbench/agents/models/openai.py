@@ -216,6 +216,16 @@ def _arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     return value, None
 
 
+def _echoed(raw: Any) -> str:
+    """A tool call's arguments as the conversation sends them back: as written when they are a
+    JSON object, else `{}` (the tool's result already said what they were). A call cut at the
+    output limit has arguments that are not JSON, and llama.cpp's server answers a 500 to a
+    conversation holding them: the item would be retried and never graded."""
+    if isinstance(raw, dict):
+        return json.dumps(raw)
+    return raw if _arguments(raw)[1] is None else "{}"
+
+
 class OpenAIAgent(Dialect, Batching, BaseAgent):
     name = "openai"  # a model, threadsafe, a together session in one conversation (Dialect)
     batches = True  # --batch: OpenAI's Batch API (agents/support/batch.py)
@@ -391,7 +401,7 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
             "role": "assistant", "content": message.content,
             "tool_calls": [{"id": c.id, "type": "function",
                             "function": {"name": c.function.name,
-                                         "arguments": c.function.arguments}}
+                                         "arguments": _echoed(c.function.arguments)}}
                            for c in message.tool_calls]})
         for call, text, _ in results:
             conversation.messages.append({"role": "tool", "tool_call_id": call.id,
