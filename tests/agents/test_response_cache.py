@@ -102,20 +102,21 @@ def test_a_second_identical_anthropic_run_makes_no_request(project, api) -> None
 
 
 def test_max_cost_halts_before_the_request_that_could_pass_it(project, chat_api) -> None:
-    """Each request's worst case is its input (about chars/4 tokens, some 8,500 here, at $1/M)
-    plus 100 output tokens at $10/M: about $0.0095. Each costs $0.009 as served (8,000 prompt
-    tokens, 100 output). Under a cap of $0.025 the third request could pass it
-    (0.018 + 0.0095): it is never made. The run halts, keeps the two, and says why."""
+    """Each request's worst case is its input (about chars/4 tokens, some 5,500 here, at $1/M)
+    plus its 100 output tokens at $10/M: about $0.0065. Each costs $0.009 as served (8,000
+    prompt tokens, 100 output). Under a cap of $0.020 the second request fits (0.009 + 0.0065)
+    and the third could pass it (0.018 + 0.0065): it is never made. The run halts, keeps the
+    two, and says why."""
     from fake_openai import text
 
     chat_api.default = lambda body: text(A_PLUS, prompt_tokens=8000, completion_tokens=100)
     p = project()
     (p.path / "pyproject.toml").write_text(PRICED)
     result = openai_run(p, chat_api, "-k", "Q01 or Q03 or Q04 or Q05", "--max-tokens", "100",
-                        "--max-cost", "0.025", "--no-cache")
+                        "--max-cost", "0.020", "--no-cache")
     assert result.ret == 3, result.stdout.str()
     result.stdout.fnmatch_lines(["*the run halts at its spending cap: budget:*"
-                                 "$0.0180 is spent*of --max-cost $0.025*"])
+                                 "$0.0180 is spent*of --max-cost $0.02:*"])
     assert len(chat_api.requests) == 2 and len(run_records(p)) == 2
     report = json.loads((only_run(p) / "report.json").read_text())
     assert "budget" in report["halted"] and not report["complete"]
@@ -206,7 +207,7 @@ def test_sampling_and_cost_options_are_checked_naming_the_option(tmp_path) -> No
 
 def test_max_cost_holds_across_xdist_workers(project, chat_api) -> None:
     """Two workers share one ledger: together they make no more requests than the cap allows
-    one process (each request about $0.009 served, $0.0095 at worst; a cap of $0.025 leaves
+    one process (each request about $0.009 served, $0.0065 at worst; a cap of $0.020 leaves
     room for two, whichever worker makes them), and every worker stops."""
     from fake_openai import text
 
@@ -215,7 +216,7 @@ def test_max_cost_holds_across_xdist_workers(project, chat_api) -> None:
     (p.path / "pyproject.toml").write_text(PRICED)
     result = p.runpytest_subprocess(
         "questions", "--agent", "openai", "--base-url", chat_api.url, "--model", "gpt-test-1",
-        "--condition", "R1", "-k", "L1", "--max-tokens", "100", "--max-cost", "0.025",
+        "--condition", "R1", "-k", "L1", "--max-tokens", "100", "--max-cost", "0.020",
         "--no-cache", "-n", "2")
     assert result.ret == 3, result.stdout.str()
     assert "INTERNALERROR" not in result.stdout.str()
