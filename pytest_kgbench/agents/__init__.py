@@ -43,6 +43,7 @@ def framing(provider: str, day: str | None = None) -> dict[str, str]:
                         "your task.\n</system-reminder>\n\n"}
 
 if TYPE_CHECKING:
+    from pytest_kgbench.agents.support.served import Facts
     from pytest_kgbench.asking.cases import Case
     from pytest_kgbench.asking.pacing import Pace
     from pytest_kgbench.asking.prompts import Prompt
@@ -121,6 +122,14 @@ class BaseAgent(ABC):
         """Before anything runs: why this run cannot use the agent (a missing credential, an
         unknown model, a stored run that does not exist), or None. `asking` is False when
         nothing will be asked (--collect-only, --estimate)."""
+        return None
+
+    @classmethod
+    def server_facts(cls, settings: Settings, model: str, *, speed: bool) -> Facts | None:
+        """What the server `model` is asked at says of it (agents/support/served.py): the
+        window it serves, and with `speed` its tokens per second measured here. None for an
+        agent that asks no server of the user's (a provider's API: the project's table gives
+        the window and the price)."""
         return None
 
     @classmethod

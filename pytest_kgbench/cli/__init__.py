@@ -375,7 +375,6 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_estimate(args: argparse.Namespace) -> int:
     from pytest_kgbench.asking.cases import Case, cases_for
     from pytest_kgbench.core import conditions
-    from pytest_kgbench.core.pricing import estimate_lines
     from pytest_kgbench.core.questions import load_questions
     from pytest_kgbench.core.settings import default_agent
 
@@ -391,14 +390,14 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             cases += cases_for(load_questions(path, pack=pack.name, source=pack,
                                               registry=args.registry), pack,
                                runtime.settings, args.registry)
-    from pytest_kgbench.run.estimate import estimate
+    from pytest_kgbench.run.estimate import estimate_report
 
-    estimates = estimate(runtime, cases, together=args.ask == "together")
-    runtime.close()
-    heading = f"{args.repeats} repeat(s), variant {args.variant}, asked {args.ask}"
-    settings = runtime.settings
-    print("\n".join(estimate_lines(estimates, settings.model.aliases, settings.model.prices,
-                                   heading=heading)))
+    try:
+        lines = estimate_report(runtime, cases, together=args.ask == "together", heading=(
+            f"{args.repeats} repeat(s), variant {args.variant}, asked {args.ask}"))
+    finally:
+        runtime.close()
+    print("\n".join(lines))
     return 0
 
 

@@ -73,6 +73,7 @@ class Estimate:
     # the provider's minimum cacheable prefix (settings.Settings.cache_minimum): a shorter
     # prefix is not cached even when marked, so it is billed as plain input every time
     cache_minimum: int = 0
+    max_output: int | None = None  # --max-tokens: no call makes more output than this
 
     def add(self, *, mode: str, context: str, question: str, system: str,
             questions: int = 1) -> None:
@@ -88,7 +89,9 @@ class Estimate:
         rounds = QUERY_ROUNDS * questions if mode == "querying" else 1
         first = context not in self.contexts
         self.contexts.add(context)
-        step = TOOL_RESULT_TOKENS + OUTPUT_TOKENS["querying_round"]
+        cap = self.max_output or max(OUTPUT_TOKENS.values())
+        round_out = min(OUTPUT_TOKENS["querying_round"], cap)
+        step = TOOL_RESULT_TOKENS + round_out
         floor = self.cache_minimum
         # the data block's breakpoint caches what comes before it: the system block and itself
         cacheable = ctx + tokens_of(system) >= floor
@@ -111,10 +114,9 @@ class Estimate:
                     self.cache_write += step
                 else:
                     self.input += step
-        answers = (OUTPUT_TOKENS["reading"] if questions == 1
+        answers = (min(OUTPUT_TOKENS["reading"], cap) if questions == 1
                    else questions * OUTPUT_TOKENS["together_answer"])
-        self.output += (answers if mode == "reading"
-                        else rounds * OUTPUT_TOKENS["querying_round"] + answers)
+        self.output += (answers if mode == "reading" else rounds * round_out + answers)
 
     @property
     def tokens(self) -> dict[str, int]:
@@ -122,11 +124,34 @@ class Estimate:
                 "cache_write": self.cache_write}
 
 
+def duration(seconds: float) -> str:
+    """Seconds as a person reads them: 45 s, 12 min, 3.4 h."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def local_seconds(est: Estimate, speed: tuple[float, float]) -> float:
+    """The time a row takes on a server measured at `speed` (prompt, output tokens per
+    second): every prompt token read but those the estimate counts as cache reads (a local
+    server keeps the last prompt's prefix: llama.cpp, vLLM and Ollama reuse it), every output
+    token made, one request after another."""
+    read, made = est.input + est.cache_write, est.output
+    return read / speed[0] + made / speed[1]
+
+
 def estimate_lines(estimates: Mapping[tuple[str, str], Estimate], aliases: Mapping[str, str],
-                   prices: Mapping[str, Mapping[str, float]], *, heading: str) -> list[str]:
+                   prices: Mapping[str, Mapping[str, float]], *, heading: str,
+                   speeds: Mapping[str, tuple[float, float]] | None = None) -> list[str]:
     """The estimate as a table: a row per condition and model, then the total. The `batch`
     column is what --batch would bill (batch prices) for the rows it can take (single-turn
-    items); a querying row keeps its interactive cost there ("-": not batched)."""
+    items); a querying row keeps its interactive cost there ("-": not batched). A model with
+    no price but a measured speed (`speeds`: a local server's prompt and output tokens per
+    second, by model) costs time, not dollars: its row says how long it would take here."""
+    speeds = speeds or {}
+    seconds = 0.0
     lines = [f"Estimate, before any call: {heading}; about 4 characters a token, "
              f"{QUERY_ROUNDS} rounds per querying question; a prefix shorter than the model's "
              "minimum cacheable prompt is billed as plain input; list prices per million "
@@ -143,16 +168,28 @@ def estimate_lines(estimates: Mapping[tuple[str, str], Estimate], aliases: Mappi
             total["billed"] += cost["billed"]
             total["without_cache"] += cost["without_cache"]
             total["batch"] += batched["billed"] if batched else cost["billed"]
-        cells = ("no price", "", "") if cost is None else (
-            f"${cost['billed']:.2f}", f"${cost['without_cache']:.2f}",
-            f"${batched['billed']:.2f}" if batched else "-")
+        if cost is None and model in speeds:
+            took = local_seconds(est, speeds[model])
+            seconds += took
+            cells: tuple[str, str, str] = (duration(took), "(time)", "-")
+        elif cost is None:
+            cells = ("no price", "", "")
+        else:
+            cells = (f"${cost['billed']:.2f}", f"${cost['without_cache']:.2f}",
+                     f"${batched['billed']:.2f}" if batched else "-")
         lines.append(f"{cid:<10} {model_id:<22} {est.items:>6} {est.input + est.cache_write:>12,} "
                      f"{est.cache_read:>12,} {est.output:>10,} {cells[0]:>10} {cells[1]:>10} "
                      f"{cells[2]:>10}")
-    billed, uncached = f"${total['billed']:.2f}", f"${total['without_cache']:.2f}"
+    billed, uncached, batch = (f"${total[k]:.2f}" for k in ("billed", "without_cache", "batch"))
+    if seconds and not any(prices.get(aliases.get(m, m)) for _, m in estimates):
+        billed = uncached = batch = ""  # time alone: no dollars to add up
     lines.append(f"{'total':<10} {'':<22} {sum(e.items for e in estimates.values()):>6} "
-                 f"{'':>12} {'':>12} {'':>10} {billed:>10} {uncached:>10} "
-                 f"{'$' + format(total['batch'], '.2f'):>10}")
+                 f"{'':>12} {'':>12} {'':>10} {billed:>10} {uncached:>10} {batch:>10}")
+    if seconds:
+        lines.append(f"time on this machine, for the models served here with no price: about "
+                     f"{duration(seconds)}, one request after another (speeds measured now: "
+                     + "; ".join(f"{aliases.get(m, m)} {p:,.0f} prompt and {o:,.1f} output "
+                                 "tokens/s" for m, (p, o) in speeds.items()) + ")")
     return lines + window_warnings(estimates, aliases)
 
 

@@ -13,7 +13,7 @@ import json
 import re
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -678,11 +678,19 @@ def default_agent(models_named: bool, registry: Registry | None = None) -> str:
 MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 
 
-def check_models(settings: Settings) -> None:
+def check_models(settings: Settings, served: Collection[str] | None = None,
+                 at: str = "") -> None:
     """Every model named is an alias of [tool.kgbench.models] or looks like a full model id
     (a word with a digit or one of - . : / @ in it): a misspelt alias ("sonet") is caught
-    before a run, not at its first call."""
+    before a run, not at its first call. Asked at a server that said which names it serves
+    (`served`, the server at `at`), a name passes if the server serves it (or the id its alias
+    stands for), whatever it looks like, and is refused if not."""
     for model in settings.plan.models:
+        if served is not None:
+            if model in served or settings.model_id(model) in served:
+                continue
+            raise InputError("--model", f"'{model}' is not a model the server at {at} serves "
+                             f"(GET /models lists: {', '.join(served) or 'none'})")
         if model not in settings.model.aliases and not (
                 MODEL_ID.fullmatch(model) and re.search(r"[-.:/@\d]", model)):
             raise InputError("--model", f"'{model}' is neither an alias ("

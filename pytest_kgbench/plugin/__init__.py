@@ -453,15 +453,12 @@ def _prebuild(config: pytest.Config, pairs: Any) -> Any:
 
 def _estimate(config: pytest.Config, runtime: Any, cases: list[Any]) -> None:
     from pytest_kgbench.asking.cases import asks_together
-    from pytest_kgbench.core.pricing import estimate_lines
+    from pytest_kgbench.run.estimate import estimate_report
 
     settings: Settings = config.stash[keys.SETTINGS]
-    from pytest_kgbench.run.estimate import estimate
-
-    estimates = estimate(runtime, cases, together=asks_together(settings, runtime.registry))
-    heading = f"{len(cases)} selected item(s), asked {settings.plan.ask}"
-    config.stash[keys.ESTIMATE] = estimate_lines(
-        estimates, settings.model.aliases, settings.model.prices, heading=heading)
+    config.stash[keys.ESTIMATE] = estimate_report(
+        runtime, cases, together=asks_together(settings, runtime.registry),
+        heading=f"{len(cases)} selected item(s), asked {settings.plan.ask}")
 
 
 def _say(config: pytest.Config) -> Any:

@@ -59,6 +59,21 @@ def test_the_estimate_caches_each_context_once_and_grows_querying_rounds() -> No
     assert reading.cache_write == 1000 and reading.cache_read == 0
 
 
+def test_no_call_is_estimated_past_max_tokens() -> None:
+    """--max-tokens 100: a reading answer makes at most 100 tokens, not the 400 assumed, and
+    each querying round at most 100 of its 150 (a local model's time follows its output)."""
+    free, capped = Estimate("R1", "m"), Estimate("R1", "m", max_output=100)
+    for est in (free, capped):
+        est.add(mode="reading", context="x" * 4000, question="q", system="s")
+    assert (free.output, capped.output) == (400, 100)
+    free, capped = Estimate("D1", "m"), Estimate("D1", "m", max_output=100)
+    for est in (free, capped):
+        est.add(mode="querying", context="x" * 4000, question="q", system="s")
+    assert (free.output, capped.output) == (4 * 150 + 400, 4 * 100 + 100)
+    assert capped.cache_write == 1000 + 3 * (300 + 100)  # each round's step is its tool
+    #                                                     result and the capped output
+
+
 def test_a_together_session_counts_its_context_once_and_all_its_questions() -> None:
     apart, together = Estimate("R1", "m"), Estimate("R1", "m")
     for _ in range(5):

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_kgbench.agents import LAST_ROUND, BaseAgent, Completion, Task
 from pytest_kgbench.agents.loop import ATTEMPTS, Dialect, ToolCall, Turn, run_loop, token_limit
 from pytest_kgbench.agents.support import faults
+from pytest_kgbench.agents.support import served as serving
 from pytest_kgbench.agents.support.batch import Batching, OpenAIBatches
 from pytest_kgbench.agents.support.cache import cut_at
 from pytest_kgbench.agents.support.faults import classify_status
@@ -226,6 +227,32 @@ def _echoed(raw: Any) -> str:
     return raw if _arguments(raw)[1] is None else "{}"
 
 
+def check_served(settings: Settings, asking: bool) -> str | None:
+    """The model names, each against what it is asked at: OpenAI's own ids by their look
+    (check_models), a server's (--base-url, or the model's table) by its list of models, so a
+    local server's `mistral` or `local` is a model and a name it does not serve is refused.
+    A server that does not answer its list is a refusal when the run will ask it (nothing can
+    be asked there); when nothing will be asked (--collect-only, --estimate's planning) the
+    names are taken as written."""
+    at: dict[str | None, list[str]] = {}
+    for model in settings.plan.models:
+        at.setdefault(settings.base_url_for(model), []).append(model)
+    for url, models in at.items():
+        mine = settings.but(models=tuple(models))
+        if url is None:
+            check_models(mine)
+            continue
+        try:
+            server = serving.served(url)
+        except serving.ServerUnanswered as exc:
+            if asking:
+                return (f"{exc}: is the server running at {url}? (the models it serves are "
+                        "asked for before the first item)")
+            continue
+        check_models(mine, server.names, at=url)
+    return None
+
+
 class OpenAIAgent(Dialect, Batching, BaseAgent):
     name = "openai"  # a model, threadsafe, a together session in one conversation (Dialect)
     batches = True  # --batch: OpenAI's Batch API (agents/support/batch.py)
@@ -256,7 +283,9 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
 
     @classmethod
     def check(cls, settings: Settings, asking: bool) -> str | None:
-        check_models(settings)
+        problem = check_served(settings, asking)
+        if problem:
+            return problem
         from openai.resources.chat.completions import Completions
 
         missing = faults.untaken(Completions.create, settings)
@@ -268,6 +297,14 @@ class OpenAIAgent(Dialect, Batching, BaseAgent):
         if asking and not settings.model.base_url and not os.environ.get("OPENAI_API_KEY"):
             return NO_CREDENTIAL
         return None
+
+    @classmethod
+    def server_facts(cls, settings: Settings, model: str, *, speed: bool
+                     ) -> serving.Facts | None:
+        """A model asked at a server of the user's (--base-url, or its table's base_url): the
+        window that server serves it with and, with `speed`, its tokens per second here."""
+        url = settings.base_url_for(model)
+        return serving.facts(url, settings.model_id(model), speed=speed) if url else None
 
     def new_client(self) -> Any:
         import openai
