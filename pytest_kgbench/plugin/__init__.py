@@ -356,8 +356,33 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
     settings: Settings = parent.config.stash[keys.SETTINGS]
     if _is_question_file(file_path, settings):
-        return QuestionFile.from_parent(parent, path=file_path)
+        return QuestionFile.from_parent(parent, path=file_path,
+                                        nodeid=outside_nodeid(file_path, parent.config.rootpath,
+                                                              settings))
     return None
+
+
+def outside_nodeid(path: Path, rootpath: Path, settings: Settings) -> str | None:
+    """The node id of a question file outside the project (a folder pack given by its path):
+    `<pack>/<file>`, the file's path in its pack named by the pack, so every item's id keeps a
+    file part (pytest gives such a file, when it is one of the paths collected, the id "",
+    and each item `::credit-Q01[…]`). None inside the project: pytest's own, the path from the
+    rootdir."""
+    from pytest_kgbench.packs.locate import source_of_file
+
+    try:
+        path.resolve().relative_to(rootpath.resolve())
+        return None
+    except ValueError:
+        pass
+    source = source_of_file(settings, path)
+    if source is None:
+        return None
+    try:
+        inside = path.resolve().relative_to(source.dir.resolve()).as_posix()
+    except ValueError:  # a question file kept apart from its pack's folder
+        inside = path.name
+    return f"{source.name}/{inside}"
 
 
 @pytest.hookimpl(trylast=True)

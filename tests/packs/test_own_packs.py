@@ -38,6 +38,24 @@ def _validate(folder: Path, cache: Path, **kw: object) -> object:
     return validate_pack(settings, settings.plan.pack_names[0], **kw)  # type: ignore[arg-type]
 
 
+def test_a_pack_outside_the_project_keeps_a_file_in_its_items_ids(starter: Path,
+                                                                    pytester: pytest.Pytester
+                                                                    ) -> None:
+    """A pack given by its path outside the rootdir: pytest gives a collected path outside
+    the rootdir the id "", so each item was `::shop-Q1[R1-gold-rep1]`. Its file is named by
+    the pack's name instead, the same wherever the pack's folder is."""
+    pytester.makeini(f"[pytest]\nkgbench_cache = {pytester.path / 'cache'}\n")
+    assert not starter.is_relative_to(pytester.path)
+    result = pytester.runpytest_subprocess("--rootdir", str(pytester.path), "--pack",
+                                           str(starter), "--agent", "gold", "-p",
+                                           "no:cacheprovider", "--condition", "R1,D1")
+    assert result.ret == 0, result.stdout.str()
+    answers = (_run_dir(result) / "answers.jsonl").read_text(encoding="utf-8").splitlines()
+    ids = sorted(json.loads(line)["nodeid"] for line in answers)
+    assert ids[0] == "shop/questions.yaml::shop-Q1[D1-gold-rep1]", ids
+    assert len(ids) == 8 and all(i.startswith("shop/questions.yaml::shop-Q") for i in ids), ids
+
+
 def test_init_writes_a_pack_that_validates(starter: Path, tmp_path: Path, capsys) -> None:
     assert (starter / "pack.yaml").is_file() and (starter / "questions.yaml").is_file()
     capsys.readouterr()
