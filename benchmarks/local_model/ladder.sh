@@ -22,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 PY=${PY:-.venv/bin/python}
-PYTEST=${PYTEST:-.venv/bin/pytest}
+read -r -a PYTEST <<< "${PYTEST:-.venv/bin/pytest}"  # a command: "python -m pytest" too
 PACKS=${PACKS:-credit,research}
 CONDITIONS=${CONDITIONS:-R1,R2,R4,R5,D1,D2,D4}
 CTX=${CTX:-32768}
@@ -78,10 +78,10 @@ ARGS+=($EXTRA)
 export OPENAI_API_KEY=${OPENAI_API_KEY:-none}  # the SDK wants one; llama-server takes none
 
 echo "== the estimate (time at the speed measured on the server now)"
-"$PYTEST" "${ARGS[@]}" --estimate -q
+"${PYTEST[@]}" "${ARGS[@]}" --estimate -q
 echo "== the ladder: run $RUN_ID"
 status=0
-"$PYTEST" "${ARGS[@]}" --run-id "$RUN_ID" -p no:randomly || status=$?
+"${PYTEST[@]}" "${ARGS[@]}" --run-id "$RUN_ID" -p no:randomly || status=$?
 echo "ladder.sh: pytest exited $status; the run is reports/$RUN_ID (report.md, report.json," \
      "answers.jsonl, prompts/)"
 exit "$status"

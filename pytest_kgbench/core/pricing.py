@@ -74,6 +74,7 @@ class Estimate:
     # prefix is not cached even when marked, so it is billed as plain input every time
     cache_minimum: int = 0
     max_output: int | None = None  # --max-tokens: no call makes more output than this
+    max_rounds: int | None = None  # --max-rounds: no question takes more rounds than this
 
     def add(self, *, mode: str, context: str, question: str, system: str,
             questions: int = 1) -> None:
@@ -86,7 +87,8 @@ class Estimate:
         self.largest = max(self.largest, ctx + rest)
         if self.window is not None and ctx + rest > self.window:
             self.too_long += questions
-        rounds = QUERY_ROUNDS * questions if mode == "querying" else 1
+        per = min(QUERY_ROUNDS, self.max_rounds or QUERY_ROUNDS)
+        rounds = per * questions if mode == "querying" else 1
         first = context not in self.contexts
         self.contexts.add(context)
         cap = self.max_output or max(OUTPUT_TOKENS.values())

@@ -77,7 +77,8 @@ def estimate(runtime: Runtime, cases: Iterable[Case], *, together: bool,
             window=getattr(facts.get(case.model), "window", None)
             or runtime.settings.window(case.model),
             cache_minimum=runtime.settings.cache_minimum(case.model),
-            max_output=runtime.settings.model.max_tokens))
+            max_output=runtime.settings.model.max_tokens,
+            max_rounds=runtime.settings.limits.max_rounds))
         est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
                 system=prompt.system, questions=len(group))
     return out

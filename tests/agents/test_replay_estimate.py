@@ -72,6 +72,9 @@ def test_no_call_is_estimated_past_max_tokens() -> None:
     assert (free.output, capped.output) == (4 * 150 + 400, 4 * 100 + 100)
     assert capped.cache_write == 1000 + 3 * (300 + 100)  # each round's step is its tool
     #                                                     result and the capped output
+    two = Estimate("D1", "m", max_rounds=2)  # --max-rounds 2: not the 4 rounds assumed
+    two.add(mode="querying", context="x" * 4000, question="q", system="s")
+    assert two.output == 2 * 150 + 400 and two.cache_write == 1000 + 450
 
 
 def test_a_together_session_counts_its_context_once_and_all_its_questions() -> None:

@@ -306,3 +306,95 @@ def test_a_prompt_past_the_context_is_skipped(small_llama, starter, tmp_path) ->
         report = json.loads((folder / "reports" / agent / "report.json").read_text())
         (skipped,) = report["skipped"]
         assert "exceeds the available context size" in skipped["reason"], skipped
+
+
+def test_the_server_s_names_window_and_speed(llama, starter, tmp_path) -> None:
+    """What the harness reads off the real server before a run: the names it serves (its
+    alias), the window it was started with (8192, llama.cpp's meta.n_ctx, not the model's
+    32768 n_ctx_train), a speed measured from its own token counts; a name it does not serve
+    is refused before any item, and the estimate of a local model is time, not dollars."""
+    from pytest_kgbench.agents.support.served import measure_speed, served
+
+    got = served(llama.url + "/v1")
+    assert got.serves(llama_server.MODEL_ALIAS), got
+    assert got.windows[llama_server.MODEL_ALIAS] == 8192, got
+    speed = measure_speed(llama.url + "/v1", llama_server.MODEL_ALIAS)
+    assert speed.prompt > 0 and speed.output > 0
+    env = clean_env(OPENAI_API_KEY="sk-local-not-a-secret")
+    args = ["--agent", "openai", "--base-url", llama.url + "/v1", "--condition", "R1,D1",
+            "-k", QUESTION]
+    refused = ask(tmp_path, starter, env, *args, "--model", "mistral")
+    assert refused.returncode == 4, refused.stderr[-2000:]
+    assert (f"'mistral' is not a model the server at {llama.url}/v1 serves (GET /models "
+            f"lists: {llama_server.MODEL_ALIAS})") in refused.stderr
+    assert not (tmp_path / "reports").exists()
+    estimate = ask(tmp_path, starter, env, *args, "--model", llama_server.MODEL_ALIAS,
+                   "--estimate")
+    assert estimate.returncode == 0, estimate.stdout[-3000:]
+    out = estimate.stdout
+    assert "serves a 8,192-token window" in out, out[-3000:]
+    assert "time on this machine, for the models served here with no price" in out
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_gguf_s_header_declares_its_size() -> None:
+    """tools/gguf_parts.py sizes a GGUF from its header alone (the tensor table), as it must
+    for a set of PyPI parts whose count nothing else gives: the model's own file, exactly."""
+    import gguf_parts
+
+    try:
+        model = llama_server.ensure_model()
+    except llama_server.Unavailable as err:
+        pytest.skip(f"no model: {err}")
+    with model.open("rb") as fh:
+        assert gguf_parts.gguf_size(fh) == model.stat().st_size
+
+
+def test_an_incomplete_part_set_is_refused_before_any_download(tmp_path) -> None:
+    """The model's first 50 MB as part 0 of a set: the header needs 6 parts; an index holding
+    parts 1 and 2 only is refused naming 3 of 6, and one holding all five others passes."""
+    import gguf_parts
+
+    try:
+        model = llama_server.ensure_model()
+    except llama_server.Unavailable as err:
+        pytest.skip(f"no model: {err}")
+    first = tmp_path / "model_part_0000"
+    with model.open("rb") as src:
+        first.write_bytes(src.read(50_000_000))
+    asked: list[str] = []
+
+    def held(upto: int):
+        def exists(name: str) -> bool:
+            asked.append(name)
+            return int(name.rsplit("-", 1)[1]) <= upto
+        return exists
+
+    with pytest.raises(gguf_parts.Unavailable, match=r"the index holds 3 of the 6 parts"):
+        gguf_parts.plan("some-model", first, held(2))
+    assert asked[0] == "some-model-part-0001"
+    assert gguf_parts.plan("some-model", first, held(5)) == 6
+
+
+def test_the_ladder_script_runs_on_the_cpu(tmp_path) -> None:
+    """benchmarks/local_model/ladder.sh with CPU_TEST=1, as small as it goes (credit, R4, one
+    question per tier, 16 output tokens): it builds or reuses the server, serves the model,
+    prints the estimate in time, runs, and stops the server; the run folder is complete."""
+    reports = tmp_path / "reports"
+    env = clean_env(CPU_TEST="1", PACKS="credit", CONDITIONS="R4", SAMPLE="1",
+                    PORT=str(llama_server.free_port()), RUN_ID="ladder-test",
+                    PY=sys.executable, PYTEST=f"{sys.executable} -m pytest",
+                    EXTRA=f"--max-tokens 16 -o kgbench_reports={reports} --progress 0")
+    done = subprocess.run(["bash", str(REPO / "benchmarks/local_model/ladder.sh")], env=env,
+                          capture_output=True, text=True, timeout=SESSION_TIMEOUT,
+                          check=False)
+    log = done.stdout[-5000:] + done.stderr[-3000:]
+    assert done.returncode == 0, log
+    assert "(time)" in done.stdout and "serves a 32,768-token window" in done.stdout, log
+    run = reports / "ladder-test"
+    items = records(run)
+    assert items and {r["condition"] for r in items} == {"R4"}, log
+    assert all(r["letter"] in LETTERS and r["model"] == llama_server.MODEL_ALIAS
+               for r in items)
+    assert (run / "report.md").read_text().strip()
+    assert "ladder.sh: pytest exited 0; the run is reports/ladder-test" in done.stdout
