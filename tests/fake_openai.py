@@ -175,6 +175,10 @@ class FakeChatAPI(FakeServer):
         self.models: list[str] = ["gpt-test-1", "qwen-test-7b"]
         self.model_meta: dict[str, Any] = {}
         self.models_status: int | None = None
+        # POST /tokenize as llama.cpp ("llama": {"content"} -> {"tokens"}) or vLLM ("vllm":
+        # {"model", "prompt"} -> {"count"}) answer it, a token every two characters; None: 404
+        self.tokenizer: str | None = None
+        self.tokenized: list[str] = []
 
     def post(self, handler: Any, raw: bytes) -> None:
         path = handler.path.rstrip("/")
@@ -182,6 +186,9 @@ class FakeChatAPI(FakeServer):
             handler._send(200, self._upload(raw))
             return
         body = json.loads(raw or b"{}")
+        if path.endswith("/tokenize"):
+            self._tokenize(handler, body)
+            return
         if path.endswith("/batches"):
             handler._send(200, self._create_batch(body))
         elif path.endswith("/chat/completions"):
@@ -210,6 +217,17 @@ class FakeChatAPI(FakeServer):
             handler._send(200, None, raw=self._content(parts[-2]))
         else:
             handler._send(404, self._no_route(handler.path))
+
+    def _tokenize(self, handler: Any, body: dict[str, Any]) -> None:
+        text = body.get("content") if self.tokenizer == "llama" else (
+            body.get("prompt") if self.tokenizer == "vllm" and body.get("model") else None)
+        if not isinstance(text, str):
+            handler._send(404, self._no_route(handler.path))
+            return
+        self.tokenized.append(text)
+        n = max(1, len(text) // 2)
+        handler._send(200, {"tokens": list(range(n))} if self.tokenizer == "llama" else
+                      {"count": n, "max_model_len": 8192, "tokens": list(range(n))})
 
     @staticmethod
     def _unparsed_arguments(body: dict[str, Any]) -> str | None:

@@ -11,7 +11,7 @@ estimate counts.) Pure module: no pytest.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,9 @@ class Estimate:
     cache_minimum: int = 0
     max_output: int | None = None  # --max-tokens: no call makes more output than this
     max_rounds: int | None = None  # --max-rounds: no question takes more rounds than this
+    # how a text is counted in tokens: the model's own tokenizer where its server lends it
+    # (a local server's /tokenize), else about four characters a token (tokens_of)
+    count: Callable[[str], int] = tokens_of
 
     def add(self, *, mode: str, context: str, question: str, system: str,
             questions: int = 1) -> None:
@@ -83,7 +86,7 @@ class Estimate:
         the rounds of all its questions in one conversation, each resending it so far."""
         self.items += questions
         self.batchable = self.batchable and mode == "reading" and questions == 1
-        ctx, rest = tokens_of(context), tokens_of(system) + tokens_of(question)
+        ctx, rest = self.count(context), self.count(system) + self.count(question)
         self.largest = max(self.largest, ctx + rest)
         if self.window is not None and ctx + rest > self.window:
             self.too_long += questions
@@ -96,7 +99,7 @@ class Estimate:
         step = TOOL_RESULT_TOKENS + round_out
         floor = self.cache_minimum
         # the data block's breakpoint caches what comes before it: the system block and itself
-        cacheable = ctx + tokens_of(system) >= floor
+        cacheable = ctx + self.count(system) >= floor
         for r in range(rounds):
             if r == 0:  # the data block is written once per context, then read
                 self.input += rest

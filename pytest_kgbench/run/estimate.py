@@ -78,7 +78,9 @@ def estimate(runtime: Runtime, cases: Iterable[Case], *, together: bool,
             or runtime.settings.window(case.model),
             cache_minimum=runtime.settings.cache_minimum(case.model),
             max_output=runtime.settings.model.max_tokens,
-            max_rounds=runtime.settings.limits.max_rounds))
+            max_rounds=runtime.settings.limits.max_rounds,
+            **({"count": counter} if (counter := getattr(facts.get(case.model), "count", None))
+               else {})))
         est.add(mode=cond.mode, context=prompt.context, question=prompt.question,
                 system=prompt.system, questions=len(group))
     return out

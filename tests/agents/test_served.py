@@ -161,3 +161,39 @@ def test_the_estimate_of_a_local_model_is_its_server_s_window_and_time(project,
     priced = ask(p, chat_api, "gemma3-270m", "--estimate", "--condition", "R1", "-k", "Q01")
     assert priced.ret == 0 and len(chat_api.requests) == 2
     assert next(x for x in priced.stdout.lines if x.startswith("R1 ")).count("$") >= 1
+
+
+@pytest.mark.parametrize("shape", ["llama", "vllm"])
+def test_the_model_s_own_tokenizer_counts_where_the_server_lends_it(chat_api, shape) -> None:
+    """llama.cpp's and vLLM's /tokenize: the count is the server's, and each text is asked
+    once however often the estimate counts it. Ollama and LM Studio lend none: None."""
+    from pytest_kgbench.agents.support.served import tokenizer
+
+    chat_api.tokenizer = shape
+    count = tokenizer(chat_api.url, "gpt-test-1")
+    assert count is not None
+    assert count("x" * 1000) == 500 and count("x" * 1000) == 500 and count("ab") == 1
+    assert chat_api.tokenized == ["a b", "x" * 1000, "ab"]  # the probe, then each text once
+    chat_api.tokenizer = None
+    assert tokenizer(chat_api.url, "gpt-test-1") is None
+
+
+def test_the_estimate_counts_with_the_server_s_tokenizer(project, chat_api) -> None:
+    """Credit's R1 prompt is about 21,400 characters: some 5,350 tokens at four characters a
+    token, under an 8,192-token window; this server's tokenizer makes some 10,700 of it, so the
+    estimate says the item would be skipped (as llama.cpp then skips it: its tokenizer made
+    2.4 times the four-characters count of credit's data)."""
+    chat_api.models = ["gemma3-270m"]
+    chat_api.model_meta = {"meta": {"n_ctx": 8192}}
+    p = project()
+    args = ("--estimate", "--condition", "R1", "-k", "Q01")
+    blind = ask(p, chat_api, "gemma3-270m", *args)
+    assert blind.ret == 0 and "will be skipped" not in blind.stdout.str()
+    chat_api.tokenizer = "llama"
+    seen = ask(p, chat_api, "gemma3-270m", *args)
+    assert seen.ret == 0
+    assert "more than the model's 8,192-token window; they will be skipped" in \
+        seen.stdout.str()
+    row = next(x for x in seen.stdout.lines if x.startswith("R1 ")).split()
+    first = next(x for x in blind.stdout.lines if x.startswith("R1 ")).split()
+    assert int(row[3].replace(",", "")) > 1.8 * int(first[3].replace(",", ""))

@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,19 +65,35 @@ class Speed:
         return read / self.prompt + made / self.output
 
 
-def _get(url: str, timeout: float) -> Any:
-    headers = {"Accept": "application/json"}
+def _headers() -> dict[str, str]:
+    headers = {"Accept": "application/json", "Content-Type": "application/json"}
     key = os.environ.get("OPENAI_API_KEY")
     if key:  # vLLM started with --api-key wants it; a server that takes none ignores it
         headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _http(url: str, body: Mapping[str, Any] | None, timeout: float) -> Any:
+    """GET `url` (no body) or POST it a JSON body; the JSON answer, or ServerUnanswered
+    naming the method, the URL and what went wrong."""
+    method = "GET" if body is None else "POST"
+    data = None if body is None else json.dumps(body).encode()
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=_headers()),
                                     timeout=timeout) as r:
             return json.loads(r.read())
     except urllib.error.HTTPError as exc:
-        raise ServerUnanswered(f"GET {url} answered HTTP {exc.code}") from exc
+        raise ServerUnanswered(f"{method} {url} answered HTTP {exc.code}") from exc
     except (OSError, ValueError) as exc:
-        raise ServerUnanswered(f"GET {url} failed: {exc}") from exc
+        raise ServerUnanswered(f"{method} {url} failed: {exc}") from exc
+
+
+def _get(url: str, timeout: float) -> Any:
+    return _http(url, None, timeout)
+
+
+def _post(url: str, body: Mapping[str, Any], timeout: float) -> Any:
+    return _http(url, body, timeout)
 
 
 def _root(base_url: str) -> str:
@@ -129,22 +145,10 @@ def served(base_url: str, timeout: float = ASK_TIMEOUT) -> Served:
 
 def _chat(base_url: str, model: str, text: str, max_tokens: int, timeout: float
           ) -> tuple[dict[str, Any], float]:
-    body = json.dumps({"model": model, "max_tokens": max_tokens, "temperature": 0,
-                       "messages": [{"role": "user", "content": text}]}).encode()
-    headers = {"Content-Type": "application/json"}
-    key = os.environ.get("OPENAI_API_KEY")
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
     url = base_url.rstrip("/") + "/chat/completions"
     start = time.monotonic()
-    try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers),
-                                    timeout=timeout) as r:
-            answer = json.loads(r.read())
-    except urllib.error.HTTPError as exc:
-        raise ServerUnanswered(f"POST {url} answered HTTP {exc.code}") from exc
-    except (OSError, ValueError) as exc:
-        raise ServerUnanswered(f"POST {url} failed: {exc}") from exc
+    answer = _post(url, {"model": model, "max_tokens": max_tokens, "temperature": 0,
+                         "messages": [{"role": "user", "content": text}]}, timeout)
     usage = answer.get("usage") if isinstance(answer, Mapping) else None
     if not isinstance(usage, Mapping) or not isinstance(usage.get("prompt_tokens"), int):
         raise ServerUnanswered(f"POST {url} answered no usage (prompt_tokens, "
@@ -171,15 +175,52 @@ def measure_speed(base_url: str, model: str, timeout: float = PROBE_TIMEOUT) -> 
     return Speed(prompt=prompt_rate, output=made / making)
 
 
+def tokenizer(base_url: str, name: str, timeout: float = ASK_TIMEOUT
+              ) -> Callable[[str], int] | None:
+    """The model's own token count of a text, where its server lends its tokenizer:
+    llama.cpp's `POST /tokenize {"content"}` (a list of tokens), or vLLM's `POST /tokenize
+    {"model", "prompt"}` (a `count`). None where neither answers (Ollama, LM Studio): the
+    estimate then counts about four characters a token. Each text is asked once."""
+    url = _root(base_url) + "/tokenize"
+    shapes: list[tuple[Callable[[str], dict[str, Any]], Callable[[Any], int]]] = [
+        (lambda text: {"content": text}, lambda got: len(got["tokens"])),
+        (lambda text: {"model": name, "prompt": text}, lambda got: int(got["count"]))]
+    for ask, read in shapes:
+        try:
+            read(_post(url, ask("a b"), timeout))
+        except (ServerUnanswered, KeyError, TypeError, ValueError):
+            continue
+        return _Counter(url, ask, read, timeout)
+    return None
+
+
+@dataclass
+class _Counter:
+    """A server's tokenizer as a function of a text, each text asked once."""
+
+    url: str
+    ask: Callable[[str], dict[str, Any]]
+    read: Callable[[Any], int]
+    timeout: float
+    seen: dict[str, int] = field(default_factory=dict)
+
+    def __call__(self, text: str) -> int:
+        if text not in self.seen:
+            self.seen[text] = self.read(_post(self.url, self.ask(text), self.timeout))
+        return self.seen[text]
+
+
 @dataclass(frozen=True)
 class Facts:
     """What the server a model is asked at says of it, for the estimate: its window (None: it
-    does not say), its speed here (None: not measured), and why either is missing."""
+    does not say), its speed here (None: not measured), its tokenizer (None: not lent), and
+    why any is missing."""
 
     url: str
     window: int | None = None
     speed: Speed | None = None
     problem: str | None = None
+    count: Callable[[str], int] | None = None
 
 
 def facts(base_url: str, name: str, *, speed: bool) -> Facts:
@@ -193,8 +234,9 @@ def facts(base_url: str, name: str, *, speed: bool) -> Facts:
     if not server.serves(name):
         return Facts(base_url, problem=f"the server at {base_url} does not serve '{name}' "
                      f"(GET /models lists: {', '.join(server.names) or 'none'})")
+    count = tokenizer(base_url, name)
     try:
         rate = measure_speed(base_url, name) if speed else None
     except ServerUnanswered as exc:
-        return Facts(base_url, server.windows.get(name), problem=str(exc))
-    return Facts(base_url, server.windows.get(name), rate)
+        return Facts(base_url, server.windows.get(name), problem=str(exc), count=count)
+    return Facts(base_url, server.windows.get(name), rate, count=count)
