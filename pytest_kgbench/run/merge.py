@@ -47,6 +47,9 @@ PER_SHARD = frozenset({
 })
 """Settings that may differ between shards: where things are and how fast they are asked.
 Every other setting must be the same (a setting added later is compared by default)."""
+ANY_SHARD = ("ablation", "compare_models", "strict")
+"""What the report adds or checks and no answer depends on (a resume may leave it out): the
+merged run has it when any shard had it."""
 CODE = (("grader_sha256", "the grader's code"), ("prompts_sha256", "the prompts' code"))
 
 
@@ -194,7 +197,7 @@ def check_alike(shards: Sequence[ShardRun]) -> None:
                                    f"{str(first.meta.get(key))[:12]} there, "
                                    f"{str(s.meta.get(key))[:12]} here")
         mine = _settings(s.meta)
-        for name in sorted((set(base_settings) | set(mine)) - PER_SHARD):
+        for name in sorted((set(base_settings) | set(mine)) - PER_SHARD - set(ANY_SHARD)):
             if base_settings.get(name) != mine.get(name):
                 label = "models" if name == "models" else f"setting '{name}'"
                 raise MergeRefused(f"{s.name} differs from {first.name} in {label}: "
@@ -287,11 +290,15 @@ def _write_json(path: Path, value: Any) -> None:
     _write(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
-def merged_settings(first: ShardRun, run_id: str) -> Settings:
-    """The merged run's settings: the shards' (they agree but for PER_SHARD), as the first
-    recorded them, named `run_id`, with the whole run's budgets."""
+def merged_settings(shards: Sequence[ShardRun], run_id: str) -> Settings:
+    """The merged run's settings: the shards' (they agree but for PER_SHARD and ANY_SHARD),
+    as the first recorded them, named `run_id`, with the whole run's budgets, and each of
+    ANY_SHARD when any shard had it."""
+    first = shards[0]
     stored = dict(first.meta.get("settings") or {})
     stored.update(run_id=run_id, resume=False, force_resume=False)
+    stored.update({name: any(bool((s.meta.get("settings") or {}).get(name)) for s in shards)
+                   for name in ANY_SHARD})
     stored.update({k: v for k, v in first.cut["budget"].items() if k in SPLIT_LIMITS})
     return Settings.from_dict(stored)
 
@@ -347,7 +354,7 @@ def merge(runs: Sequence[str | Path], run_id: str, *, reports: str | Path = "rep
         missing.append({"nodeid": nodeid, "why": said.get(
             nodeid, f"not banked by {s.name}, which is {s.summary.status.upper()}")})
     missing.sort(key=lambda m: m["nodeid"])
-    settings = merged_settings(first, run_id)
+    settings = merged_settings(shards, run_id)
     records = [by_id[n] for n in sorted(by_id)]
     spent = (sum(s.spent or 0.0 for s in shards)
              if any(s.spent is not None for s in shards) else None)
