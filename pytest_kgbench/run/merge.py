@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -317,12 +318,61 @@ def _prompts(shards: Sequence[ShardRun]) -> dict[str, Path]:
     return out
 
 
+def _missing(shards: Sequence[ShardRun], banked: Mapping[str, BankedRecord],
+             skipped: set[str]) -> list[dict[str, str]]:
+    """The items of the selection neither banked nor skipped unasked, each with why (its
+    shard's report's reason where it gave one)."""
+    owner = {n: s for s in shards for n in s.meta["expected"]}
+    out = []
+    for nodeid in shards[0].cut["selection"]:
+        if nodeid in banked or nodeid in skipped:
+            continue
+        s = owner[nodeid]
+        said = {str(m.get("nodeid")): str(m.get("why")) for m in
+                (s.report or {}).get("missing") or []}
+        out.append({"nodeid": nodeid, "why": said.get(
+            nodeid, f"not banked by {s.name}, which is {s.summary.status.upper()}")})
+    return sorted(out, key=lambda m: m["nodeid"])
+
+
+def _shard_entry(s: ShardRun) -> dict[str, Any]:
+    """meta.json's record of one shard of a merged run."""
+    return {"index": s.index, "count": s.cut["count"], "run_id": s.meta.get("run_id"),
+            "folder": str(s.folder), "status": s.summary.status, "reason": s.summary.reason,
+            "items": len(s.records), "expected": len(s.meta["expected"]),
+            "started": s.meta.get("started"), "finished": s.meta.get("finished"),
+            "commit": s.meta.get("commit"), "dirty": s.meta.get("dirty"),
+            "packages": s.meta.get("packages"), "resumes": len(s.meta.get("resumes") or []),
+            "spent": s.spent, "share": s.cut.get("share")}
+
+
+def merged_meta(shards: Sequence[ShardRun], settings: Settings,
+                unasked: list[dict[str, Any]], spent: float | None) -> dict[str, Any]:
+    """The merged run's meta.json (but its fingerprint): the first shard's, for the whole
+    selection, with each shard's record and the spending against the whole run's budgets."""
+    first = shards[0]
+    meta = {k: v for k, v in first.meta.items() if k not in ("resumes", "first_settings",
+                                                              "shard")}
+    meta.update({
+        "run_id": settings.plan.run_id, "settings": settings.to_dict(),
+        "started": min(str(s.meta.get("started") or "") for s in shards) or None,
+        "finished": max(str(s.meta.get("finished") or "") for s in shards) or None,
+        "merged": _now(), "expected": list(first.cut["selection"]), "unasked": unasked,
+        "halted": None, "interrupted": None,
+        "clients": sorted({c for s in shards for c in s.meta.get("clients") or []}),
+        "shards": [_shard_entry(s) for s in shards],
+        "selection_sha256": first.cut["selection_sha256"],
+        "budget": {**first.cut["budget"], "spent": spent},
+    })
+    return meta
+
+
 def merge(runs: Sequence[str | Path], run_id: str, *, reports: str | Path = "reports",
           allow_incomplete: bool = False, registry: Registry | None = None) -> Merged:
     """Merge the shards' run folders `runs` into `reports/<run_id>`; MergeRefused (nothing
-    written) when they must not be merged."""
-    from pytest_kgbench.analysis.html_report import render_html
-    from pytest_kgbench.analysis.report import build_report, render_markdown
+    written) when they must not be merged. The folder is written whole under another name,
+    then renamed."""
+    from pytest_kgbench.analysis.report import build_report
 
     if not runs:
         raise MergeRefused("no shard named: give the run folder of every shard")
@@ -336,71 +386,51 @@ def merge(runs: Sequence[str | Path], run_id: str, *, reports: str | Path = "rep
     check_items(shards)
     check_whole(shards, allow_incomplete)
     prompts = _prompts(shards)
-
-    first = shards[0]
-    selection = list(first.cut["selection"])
     by_id = {str(r["nodeid"]): r for s in shards for r in s.records}
-    owner = {n: s for s in shards for n in s.meta["expected"]}
     unasked = sorted((u for s in shards for u in s.meta.get("unasked") or []),
                      key=lambda u: str(u.get("nodeid")))
-    skipped = {str(u.get("nodeid")) for u in unasked}
-    missing = []
-    for nodeid in selection:
-        if nodeid in by_id or nodeid in skipped:
-            continue
-        s = owner[nodeid]
-        said = {str(m.get("nodeid")): str(m.get("why")) for m in
-                (s.report or {}).get("missing") or []}
-        missing.append({"nodeid": nodeid, "why": said.get(
-            nodeid, f"not banked by {s.name}, which is {s.summary.status.upper()}")})
-    missing.sort(key=lambda m: m["nodeid"])
+    missing = _missing(shards, by_id, {str(u.get("nodeid")) for u in unasked})
     settings = merged_settings(shards, run_id)
     records = [by_id[n] for n in sorted(by_id)]
     spent = (sum(s.spent or 0.0 for s in shards)
              if any(s.spent is not None for s in shards) else None)
-    cap = first.cut["budget"].get("max_cost")
-    meta = {k: v for k, v in first.meta.items() if k not in ("resumes", "first_settings",
-                                                              "shard")}
-    meta.update({
-        "run_id": run_id, "settings": settings.to_dict(),
-        "started": min(str(s.meta.get("started") or "") for s in shards) or None,
-        "finished": max(str(s.meta.get("finished") or "") for s in shards) or None,
-        "merged": _now(), "expected": selection, "unasked": unasked,
-        "halted": None, "interrupted": None,
-        "clients": sorted({c for s in shards for c in s.meta.get("clients") or []}),
-        "shards": [{"index": s.index, "count": s.cut["count"], "run_id": s.meta.get("run_id"),
-                    "folder": str(s.folder), "status": s.summary.status,
-                    "reason": s.summary.reason, "items": len(s.records),
-                    "expected": len(s.meta["expected"]), "started": s.meta.get("started"),
-                    "finished": s.meta.get("finished"), "commit": s.meta.get("commit"),
-                    "dirty": s.meta.get("dirty"), "packages": s.meta.get("packages"),
-                    "resumes": len(s.meta.get("resumes") or []), "spent": s.spent,
-                    "share": s.cut.get("share")} for s in shards],
-        "selection_sha256": first.cut["selection_sha256"],
-        "budget": {**first.cut["budget"], "spent": spent},
-    })
+    meta = merged_meta(shards, settings, unasked, spent)
     report = build_report(records, settings, missing=missing, meta=meta, registry=registry)
     report["halted"] = None
     report["interrupted"] = None
     meta["fingerprint"] = report["fingerprint"]
+    ordered = [by_id[n] for n in shards[0].cut["selection"] if n in by_id]
+    _write_run(out, meta, report, ordered, prompts, spent, registry)
+    return Merged(out, report, missing, spent, shards[0].cut["budget"].get("max_cost"),
+                  shards)
 
-    out.mkdir(parents=True)
-    (out / "prompts").mkdir()
+
+def _write_run(out: Path, meta: Mapping[str, Any], report: Mapping[str, Any],
+               records: Sequence[BankedRecord], prompts: Mapping[str, Path],
+               spent: float | None, registry: Registry | None) -> None:
+    """The merged run folder, written under a temporary name beside `out`, then renamed."""
+    from pytest_kgbench.analysis.html_report import render_html
+    from pytest_kgbench.analysis.report import render_markdown
+
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / "prompts").mkdir(parents=True)
     for name, path in prompts.items():
-        _write(out / "prompts" / name, path.read_text(encoding="utf-8"))
-    _write(out / "answers.jsonl", "".join(
-        record_line(by_id[n]).decode("utf-8") for n in selection if n in by_id))
+        _write(tmp / "prompts" / name, path.read_text(encoding="utf-8"))
+    _write(tmp / "answers.jsonl", "".join(record_line(r).decode("utf-8") for r in records))
     if spent is not None:
-        _write_json(out / LEDGER, {"spent": spent, "reserved": {},
-                                   "shards": {str(s.index): s.spent for s in shards}})
-    _write_json(out / "questions.json", questions_json(records))
-    _write_json(out / "grades.json", grades_json(records))
-    _write_json(out / "report.json", report)
-    _write(out / "report.md", render_markdown(report, registry) + "\n".join(
+        _write_json(tmp / LEDGER, {"spent": spent, "reserved": {},
+                                   "shards": {str(s["index"]): s["spent"]
+                                              for s in meta["shards"]}})
+    by_node = sorted(records, key=lambda r: str(r["nodeid"]))
+    _write_json(tmp / "questions.json", questions_json(by_node))
+    _write_json(tmp / "grades.json", grades_json(by_node))
+    _write_json(tmp / "report.json", report)
+    _write(tmp / "report.md", render_markdown(report, registry) + "\n".join(
         shard_lines(meta)) + "\n")
-    _write(out / "report.html", render_html(report, records))
-    _write_json(out / "meta.json", meta)  # last: a folder without it is no finished merge
-    return Merged(out, report, missing, spent, cap, shards)
+    _write(tmp / "report.html", render_html(report, list(by_node)))
+    _write_json(tmp / "meta.json", meta)
+    tmp.rename(out)
 
 
 def spend_line(spent: float | None, cap: float | None, report: Mapping[str, Any]) -> str:
