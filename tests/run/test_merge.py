@@ -89,11 +89,29 @@ def test_three_shards_in_three_processes_merge_to_the_unsharded_report(
 # --- the refusals --------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def shard_set(tmp_path_factory: pytest.TempPathFactory, kg_cache: Path) -> Path:
+def shard_set(tmp_path_factory: pytest.TempPathFactory, kg_cache: Path, worker_id: str
+              ) -> Path:
     """Three shards of a small ablation (a spending cap of $0.30 given for the whole run), and
     beside them a shard cut from another selection, a shard asked under another --synthetic,
-    and the run unsharded."""
-    root = subprocess_project(tmp_path_factory.mktemp("shards"), kg_cache)
+    and the run unsharded: made once for the test session, by the first xdist worker to need
+    them (the others wait for it under a file lock); the tests spoil copies."""
+    from filelock import FileLock
+
+    top = tmp_path_factory.getbasetemp()
+    if worker_id != "master":
+        top = top.parent
+    folder = top / "merge-shard-set"
+    with FileLock(str(folder) + ".lock"):
+        if not (folder / "made").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            _make_shard_set(folder, kg_cache)
+            (folder / "made").touch()
+    return folder / "reports"
+
+
+def _make_shard_set(folder: Path, kg_cache: Path) -> None:
+    root = subprocess_project(folder, kg_cache)
     base = (*SYNTHETIC, "--condition", "D1,D2", "--repeats", "2", "--max-cost", "0.3")
     runs = [_pytest(root, *base, "-k", SUBSET, "--run-id", f"s{i}", "--kgbench-shard",
                     f"{i}/3", cache=kg_cache) for i in range(3)]
@@ -104,7 +122,6 @@ def shard_set(tmp_path_factory: pytest.TempPathFactory, kg_cache: Path) -> Path:
              _pytest(root, *base, "-k", SUBSET, "--run-id", "whole", cache=kg_cache)]
     for proc in runs:
         _done(proc)
-    return root / "reports"
 
 
 @pytest.fixture
@@ -214,7 +231,7 @@ REFUSALS = [
 ]
 
 
-@pytest.mark.slow  # the shard set: six sessions in subprocesses (~25 s on 2 cores)
+@pytest.mark.slow  # the shard set: six sessions in subprocesses, 67 s at load 10 on 2 cores
 @pytest.mark.parametrize(("spoil", "runs", "said"), [r[1:] for r in REFUSALS],
                          ids=[r[0] for r in REFUSALS])
 def test_a_merge_that_would_mix_what_must_not_be_mixed_is_refused(

@@ -152,3 +152,20 @@ def test_a_shard_refused_is_one_line_and_no_run_folder(project, args, said) -> N
     err = result.stderr.str().strip()
     assert len(err.splitlines()) == 1 and err.startswith(said), err
     assert not Path(p.path / "reports").exists()
+
+
+def test_a_shard_dealt_no_item_still_writes_its_folder_and_the_merge_takes_it(
+        project, capsys) -> None:
+    from pytest_kgbench.cli import main
+
+    p = project()
+    one = ("questions", "-p", "no:randomly", "-k", "Q06 and not Q06[0-9]", "--condition", "R1")
+    empty = p.runpytest(*one, "--run-id", "e1", "--kgbench-shard", "1/2")
+    assert empty.ret == 0, empty.stdout.str()[-2000:]
+    empty.stdout.fnmatch_lines(["*shard 1/2 was dealt no item (more shards than questions)*"])
+    meta = json.loads((p.path / "reports" / "e1" / "meta.json").read_text())
+    assert meta["expected"] == [] and meta["shard"]["items_selected"] == 1
+    assert p.runpytest(*one, "--run-id", "e0", "--kgbench-shard", "0/2").ret == 0
+    reports = str(p.path / "reports")
+    assert main(["merge", "e1", "e0", "--run-id", "both", "--reports", reports]) == 0
+    assert "1 item(s) banked, 0 skipped, 0 missing" in capsys.readouterr().out
