@@ -103,10 +103,14 @@ def read_shard(run: str | Path, reports: str | Path = "reports") -> ShardRun:
         raise MergeRefused(f"{folder}: not a shard (no {SHARD_FILE}: the run was not started "
                            "with --kgbench-shard I/N)")
     cut = _json(folder / SHARD_FILE, SHARD_FILE)
-    missing = [k for k in ("index", "count", "selection_sha256", "selection", "questions",
-                           "shards", "budget") if k not in cut]
-    if missing:
-        raise MergeRefused(f"{folder / SHARD_FILE}: field '{missing[0]}' is missing")
+    kinds = {"index": int, "count": int, "selection_sha256": str, "selection": list,
+             "questions": dict, "shards": dict, "budget": dict}
+    for key, kind in kinds.items():
+        if key not in cut:
+            raise MergeRefused(f"{folder / SHARD_FILE}: field '{key}' is missing")
+        if not isinstance(cut[key], kind) or isinstance(cut[key], bool):
+            raise MergeRefused(f"{folder / SHARD_FILE}: field '{key}' is not a "
+                               f"{'whole number' if kind is int else kind.__name__}")
     report = _json(folder / "report.json", "report.json") if (
         folder / "report.json").is_file() else None
     records, _ = scan_answers(folder / "answers.jsonl")

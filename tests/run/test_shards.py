@@ -154,7 +154,7 @@ def test_a_shard_refused_is_one_line_and_no_run_folder(project, args, said) -> N
     assert not Path(p.path / "reports").exists()
 
 
-def test_a_shard_dealt_no_item_still_writes_its_folder_and_the_merge_takes_it(
+def test_a_shard_dealt_no_item_still_writes_its_folder_which_the_merge_needs(
         project, capsys) -> None:
     from pytest_kgbench.cli import main
 
@@ -167,5 +167,17 @@ def test_a_shard_dealt_no_item_still_writes_its_folder_and_the_merge_takes_it(
     assert meta["expected"] == [] and meta["shard"]["items_selected"] == 1
     assert p.runpytest(*one, "--run-id", "e0", "--kgbench-shard", "0/2").ret == 0
     reports = str(p.path / "reports")
+    capsys.readouterr()
+    assert main(["merge", "e1", "--run-id", "both", "--reports", reports]) == 4
+    assert capsys.readouterr().err.strip() == ("kgbench: merge refused: shard 0/2 is missing: "
+                                               "give the run folder of every shard, 0 to 1")
+    shard = p.path / "reports" / "e0" / "shard.json"
+    cut = json.loads(shard.read_text())
+    shard.write_text(json.dumps({**cut, "index": "0"}))
+    assert main(["merge", "e1", "e0", "--run-id", "both", "--reports", reports]) == 4
+    assert capsys.readouterr().err.strip() == (f"kgbench: merge refused: {shard}: field "
+                                               "'index' is not a whole number")
+    shard.write_text(json.dumps(cut))
     assert main(["merge", "e1", "e0", "--run-id", "both", "--reports", reports]) == 0
     assert "1 item(s) banked, 0 skipped, 0 missing" in capsys.readouterr().out
+    assert not (p.path / "reports" / "both" / "shard.json").exists()  # a run, not a shard
