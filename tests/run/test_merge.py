@@ -51,7 +51,9 @@ def _comparable(report: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.slow  # four sessions, three at once, each building its own cache: 44 s on 2 cores
+# four sessions, three at once, each building its own cache: 44 s alone on 2 cores, 174 s at
+# load 10
+@pytest.mark.slow
 def test_three_shards_in_three_processes_merge_to_the_unsharded_report(
         tmp_path: Path, kg_cache: Path) -> None:
     (tmp_path / "project").mkdir()
