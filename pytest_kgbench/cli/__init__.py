@@ -16,6 +16,8 @@ rescore, import, the MCP server).
                                                     chance the question set detects an effect
     kgbench compare reports/<run-a> reports/<run-b> [--force]   pair two runs question by question
     kgbench rescore reports/<run-id>                 regrade stored answers with today's grader
+    kgbench merge RUN... --run-id NAME [--allow-incomplete]
+                                                     one run from the run folders of its shards
     kgbench mcp --pack credit --condition D1         serve the store to an MCP client (stdio)
     kgbench query --pack credit --engine sql [--persona analyst] "SELECT ..."
                                                      run one query as an agent's would run, JSON
@@ -582,6 +584,26 @@ def cmd_rescore(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge(args: argparse.Namespace) -> int:
+    """Join the shards' run folders into one run; a refusal is one line and exit 4."""
+    from pytest_kgbench.core.record import gaps_text
+    from pytest_kgbench.run.merge import REFUSED, MergeRefused, merge, spend_line
+
+    try:
+        done = merge(args.runs, args.run_id, reports=args.reports,
+                     allow_incomplete=args.allow_incomplete, registry=args.registry)
+    except MergeRefused as exc:
+        print(f"kgbench: merge refused: {' '.join(str(exc).split())}", file=sys.stderr)
+        return REFUSED
+    report = done.report
+    print(f"merged {len(done.shards)} shard(s) into {done.folder}: "
+          f"{report['counts']['items']} item(s) banked, {report['counts']['skipped']} "
+          f"skipped, {len(done.missing)} missing; {spend_line(done.spent, done.cap, report)}")
+    if done.missing:
+        print(f"INCOMPLETE: {gaps_text(done.missing, report['counts']['expected'])}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgbench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -748,6 +770,18 @@ def _run_commands(sub: Any) -> None:
     p.add_argument("--force", action="store_true",
                    help="regrade even when today's data differs from the run's (said loudly)")
     p.set_defaults(func=cmd_rescore)
+    p = sub.add_parser("merge", help="one run folder from the run folders of a run's shards "
+                       "(pytest --kgbench-shard I/N): its report computed once over the union; "
+                       "refuses (exit 4) shards that must not be mixed")
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="each shard's run folder, or its run id under --reports")
+    p.add_argument("--run-id", required=True, help="the merged run's id (a fresh folder under "
+                   "--reports)")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="merge shards that are INCOMPLETE, HALTED or INTERRUPTED: the merged "
+                   "run lists the items they did not bank")
+    p.add_argument("--reports", default="reports", help="the reports folder (default: reports)")
+    p.set_defaults(func=cmd_merge)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -79,6 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
             settings = settings_from_config(config, registry)
             _point_at_packs(config, settings)
             selection, differs = _resume_selection(config, settings)
+            settings = _shard(config, settings, registry)
             collects = _collects_questions(config, settings)
             check_settings(settings, registry, asking=not config.option.collectonly
                            and collects)
@@ -122,9 +123,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     interrupt = config.stash.get(keys.INTERRUPT, None)
     if interrupt is not None:
         interrupt.uninstall()
-    prebuilt = config.stash.get(keys.PREBUILT, None)
-    if prebuilt is not None:  # no item asked for the session's runtime
-        prebuilt.close()
+    for key in (keys.PREBUILT, keys.CUT_RUNTIME):
+        prebuilt = config.stash.get(key, None)
+        if prebuilt is not None:  # no item asked for the session's runtime
+            prebuilt.close()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -217,6 +219,50 @@ def _resume_selection(config: pytest.Config, settings: Settings
                          "(both are recorded in meta.json)")
     _apply_selection(config, stored, tuple(k for k in SELECTION if not given[k]))
     return _selection(config), differs
+
+
+def _shard(config: pytest.Config, settings: Settings, registry: Any) -> Settings:
+    """--kgbench-shard (run/shards.py): the session's shard, stashed with the run's whole
+    budgets; the settings it runs under (its share of --max-cost, --rpm and --tpm)."""
+    from pytest_kgbench.asking.cases import asks_together
+    from pytest_kgbench.plugin.options import shard_from_config
+    from pytest_kgbench.run.shards import resolve, split_limits, totals
+
+    stored = stored_meta(settings.run_dir).get("shard") if settings.plan.resume else None
+    shard = resolve(shard_from_config(config), stored if isinstance(stored, dict) else None,
+                    run_id=settings.plan.run_id, resume=settings.plan.resume,
+                    distributed=config.getoption("dist", default="no") != "no" or bool(
+                        config.getoption("tx", default=None)),
+                    together=asks_together(settings, registry))
+    if shard is None:
+        return settings
+    config.stash[keys.SHARD] = (shard, totals(settings))
+    return split_limits(settings, shard.share)
+
+
+def _cut(config: pytest.Config, items: list[pytest.Item]) -> list[pytest.Item]:
+    """The items a sharded session leaves to the other shards: a fresh run cuts its
+    selection (building every variant it asks about, to weigh the questions); a resumed one
+    keeps the items it was cut with (meta.json's `expected`), even when forced."""
+    from pytest_kgbench.run.shards import cut, mine
+
+    shard, limits = config.stash[keys.SHARD]
+    settings: Settings = config.stash[keys.SETTINGS]
+    cases = [(item, item.stash[keys.CASE]) for item in items if keys.CASE in item.stash]
+    if settings.plan.resume:
+        planned = set(stored_meta(settings.run_dir).get("expected") or ())
+        return [item for item, _ in cases if item.nodeid not in planned]
+    runtime = _prebuild(config, {(c.question.pack, c.variant) for _, c in cases})
+    config.stash[keys.CUT_RUNTIME] = runtime
+    try:
+        record = cut(runtime, [(item.nodeid, case, item.get_closest_marker("skip") is None)
+                               for item, case in cases], shard, limits)
+    except KgbenchError as exc:
+        raise pytest.UsageError(" ".join(str(exc).split())) from exc
+    store = config.stash.get(keys.RUNSTORE, None)
+    if store is not None:
+        store.shard = record
+    return [item for item, case in cases if not mine(record, case)]
 
 
 def _preflight(config: pytest.Config, settings: Settings) -> list[str]:
@@ -413,6 +459,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if store is not None:
             store.supersede(again, "its question was edited since it was banked: asked again")
         unasked += done
+    if keys.SHARD in config.stash:
+        cut = {id(i) for i in unasked}
+        unasked += _cut(config, [i for i in items if id(i) not in cut])
     if unasked:
         gone = {id(i): i for i in unasked}
         config.hook.pytest_deselected(items=list(gone.values()))
@@ -441,7 +490,10 @@ def pytest_collection_finish(session: pytest.Session) -> Generator[None, None, N
     cases = [i.stash[keys.CASE] for i in session.items if keys.CASE in i.stash]
     # this process asks the items (no xdist workers): the fixture takes this runtime
     keep = not estimate and config.getoption("dist", default="no") == "no"
-    runtime = _prebuild(config, {(c.question.pack, c.variant) for c in cases})
+    runtime = config.stash.get(keys.CUT_RUNTIME, None)  # a shard's: every variant built
+    config.stash[keys.CUT_RUNTIME] = None
+    if runtime is None:
+        runtime = _prebuild(config, {(c.question.pack, c.variant) for c in cases})
     if keep:
         config.stash[keys.PREBUILT] = runtime
     else:

@@ -63,3 +63,11 @@ nothing to give): the run lists it as missing, and --resume asks it again."""
 
 QUESTION_SETS: pytest.StashKey[dict[tuple[str, str], QuestionSet]] = pytest.StashKey()
 """The question files read this session, by path and pack (the preflight's, then collection's)."""
+
+SHARD: pytest.StashKey[Any] = pytest.StashKey()
+"""--kgbench-shard: the session's shard (run/shards.Shard) and the run's whole budgets, on
+the controller of a sharded run."""
+
+CUT_RUNTIME: pytest.StashKey[Any] = pytest.StashKey()
+"""The Runtime that built the whole selection's variants to cut it into shards: the
+prebuild's, so nothing is loaded twice (None once taken)."""

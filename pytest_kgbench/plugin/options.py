@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.core.registry import Registry
 from pytest_kgbench.core.settings import OPTIONS, PATHS, Settings
 from pytest_kgbench.run.config import build_settings
+from pytest_kgbench.run.shards import Shard, parse_shard
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -27,11 +29,34 @@ def add_options(parser: pytest.Parser) -> None:
             parser.addini(opt.ini, opt.help, default=opt.default)
     for ini, help_text, default in PATHS:
         parser.addini(ini, help_text, default=default)
+    # the shard a run is (run/shards.py): the command line only, never an ini value (the same
+    # pyproject.toml serves every shard)
+    group.addoption("--kgbench-shard", default=None, dest="kgbench_shard", metavar="I/N",
+                    help="run shard I of N (I from 0 to N - 1) of the selected items: every "
+                    "item of a question on one shard, shards balanced by estimated cost; "
+                    "--max-cost, --rpm and --tpm are then the whole run's, each shard keeping "
+                    "to its share; kgbench merge joins the shards' run folders "
+                    "(docs/scale-out.md)")
+    group.addoption("--kgbench-shard-budget", default=None, dest="kgbench_shard_budget",
+                    metavar="W0,W1,...", help="with --kgbench-shard: each shard's weight in "
+                    "the run's --max-cost, --rpm and --tpm, one per shard (default: equal)")
 
 
 def project_root(config: pytest.Config) -> Path:
     """The folder whose ini file configures the run (the rootdir without one)."""
     return Path(config.inipath).parent if config.inipath else Path(config.rootpath)
+
+
+def shard_from_config(config: pytest.Config) -> Shard | None:
+    """The shard --kgbench-shard names (InputError when it or its budget is malformed)."""
+    text = config.getoption("kgbench_shard", default=None)
+    budget = config.getoption("kgbench_shard_budget", default=None)
+    if text in (None, ""):
+        if budget not in (None, ""):
+            raise InputError("--kgbench-shard-budget", "shares a sharded run's budgets: it "
+                             "needs --kgbench-shard I/N")
+        return None
+    return parse_shard(text, budget)
 
 
 def settings_from_config(config: pytest.Config, registry: Registry) -> Settings:

@@ -129,6 +129,7 @@ class RunStore:
         self.started = _now()
         self.report: dict[str, Any] | None = None
         self.nothing_left = False  # a resumed run whose selected items were all banked
+        self.shard: dict[str, Any] | None = None  # a fresh shard's cut (run/shards.py)
         self.meta: dict[str, Any] = {
             "run_id": settings.plan.run_id, "started": self.started, "finished": None,
             "settings": settings.to_dict(), **git_commit(settings.paths.rootdir),
@@ -148,6 +149,8 @@ class RunStore:
                 self.stored_expected = [str(n) for n in old["expected"]]
             if isinstance(old.get("selection"), dict):
                 self.meta["selection"] = old["selection"]
+            if isinstance(old.get("shard"), dict):  # a shard resumed: still that shard
+                self.meta["shard"] = old["shard"]
             if self.unreadable:
                 self.meta["resumes"][-1]["unreadable"] = [
                     unreadable_text(b, self.answers_path) for b in self.unreadable]
@@ -161,8 +164,8 @@ class RunStore:
         self.expected.update(selected)
         if self.begun:
             return
-        if not self.settings.plan.resume and not selected:
-            return
+        if not self.settings.plan.resume and not selected and self.shard is None:
+            return  # (a shard given no item still makes its folder: the merge needs it)
         self.begun = True
         if self.settings.plan.resume:
             base = self.stored_expected if self.stored_expected is not None else \
@@ -174,6 +177,12 @@ class RunStore:
         self.meta["expected"] = self.planned
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "prompts").mkdir(exist_ok=True)
+        if self.shard is not None and not self.settings.plan.resume:
+            from pytest_kgbench.run.shards import SHARD_FILE, meta_block
+
+            self.meta["shard"] = meta_block(self.shard)
+            self._write_json(SHARD_FILE, self.shard)
+            self.nothing_left = not selected
         if self.settings.plan.resume:
             drop_torn_tail(self.answers_path)
             if self.unreadable:
@@ -340,9 +349,17 @@ class RunStore:
         if self.report is None:
             return
         terminalreporter.section("kgbench")
-        if self.nothing_left:
+        shard = self.meta.get("shard") or {}
+        if self.nothing_left and shard and not self.settings.plan.resume:
+            terminalreporter.write_line(f"shard {shard['index']}/{shard['count']} was dealt no "
+                                        "item (more shards than questions): nothing was asked")
+        elif self.nothing_left:
             terminalreporter.write_line(f"run {self.settings.plan.run_id} is complete: every "
                                         "selected item was banked before; nothing was asked")
+        if shard:
+            terminalreporter.write_line(
+                f"shard {shard['index']}/{shard['count']} of {shard['items_selected']} "
+                f"selected item(s); join the shards with: kgbench merge RUN... --run-id NAME")
         for line in terminal_lines(self.report):
             terminalreporter.write_line(line)
         terminalreporter.write_line(f"run folder: {self.dir}")
