@@ -76,6 +76,8 @@ LOADED = "urn:kgbench:loaded"  # the marker graph's predicate: <graph> LOADED "n
 HARNESS_TIMEOUT = 600.0        # seconds for a load or a survey query of the harness's own
 MAX_REPLY_BYTES = 256 << 20    # a reply past this is cut off (the caps keep far less)
 _TIMED_OUT = re.compile(r"time ?out|timed out|cancel", re.I)
+_VIRTUOSO_STATE = re.compile(r"^Virtuoso (\w{5}) Error ", re.M)
+_GRAPH_WORD = re.compile(r"(?<![\w:/#<])graph(?![\w:/#>])", re.I)
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,28 @@ class ServerLimit:
     partial: str | None = None  # a header saying the result was cut short ("S1TAT": by time)
     rows: str | None = None   # the request parameter of the server's own row limit
     private: bool = False     # graphs read as a user of their own (`private_url`, `secure`)
+    ask_var: str | None = None  # an ASK answered as a SELECT of this variable: a row is true
+    no_graph: str | None = None  # why a GRAPH pattern is refused on this server, or None
+    states: bool = False      # a 500 naming an SQL state may be the query's error
+
+    def query_error(self, status: int, text: str) -> bool:
+        """Whether a 5xx reply is the query's own failure, not the server's: Virtuoso answers
+        a query it cannot compile or evaluate (37000, a transitive path with neither end
+        bound; 22xxx, a division by zero; 42000, a procedure the reader may not execute)
+        with 500 and "Virtuoso <SQLSTATE> Error"; a state of a connection (08), a transaction
+        (40), the driver (HY) or a resource (53) is the server's."""
+        if not self.states or status != 500:
+            return False
+        found = _VIRTUOSO_STATE.search(text)
+        return found is not None and not found.group(1).startswith(("08", "40", "HY", "53"))
+
+    def message(self, text: str) -> str:
+        """A failed reply's message as the model is shown it: a server naming SQL states
+        (Virtuoso) puts its error first and echoes the whole query after "SPARQL query:",
+        which is left out; any other reply's last 1,000 characters."""
+        if self.states:
+            return text.split("SPARQL query:", 1)[0].strip()[:1000]
+        return text[-1000:]
 
     def params(self, seconds: float) -> dict[str, str]:
         """The request parameter giving the server `seconds`, or none."""
@@ -128,8 +152,13 @@ class ServerLimit:
 # cut there with `X-SPARQL-MaxRows`; Fuseki takes `timeout` in seconds (a decimal), up to its
 # own maximum
 OXIGRAPH = ServerLimit("Oxigraph")
-VIRTUOSO = ServerLimit("Virtuoso", "timeout", "ms", partial="x-sql-state", rows="maxrows",
-                       private=True)
+VIRTUOSO = ServerLimit(
+    "Virtuoso", "timeout", "ms", partial="x-sql-state", rows="maxrows", private=True,
+    states=True,
+    ask_var="__ASK_RETVAL",  # 7.2 writes ASK in SPARQL JSON as one row (true) or none (false)
+    no_graph=("GRAPH is not offered on this server: the store's graph is the query's default "
+              "graph and it has no named graph (Virtuoso 7.2 answers a GRAPH over a graph "
+              "outside the dataset with one empty solution, ASK true, instead of none)"))
 FUSEKI = ServerLimit("Apache Jena Fuseki", "timeout", "s")
 UNKNOWN = ServerLimit("a server of unknown kind")
 # IRIs of these schemes are a server's own extensions (Virtuoso's `bif:` built-ins and `sql:`
@@ -149,6 +178,16 @@ def server_limit(reply: Reply) -> ServerLimit:
     if "fuseki" in server or reply.header("fuseki-request-id"):
         return FUSEKI
     return UNKNOWN
+
+
+def as_boolean(doc: dict[str, Any], limit: ServerLimit | None) -> dict[str, Any]:
+    """A server's SPARQL JSON with an ASK written as a SELECT of `limit.ask_var` (Virtuoso's)
+    made the protocol's boolean document; any other document as it is."""
+    if limit is None or limit.ask_var is None or "boolean" in doc:
+        return doc
+    if [str(v) for v in (doc.get("head") or {}).get("vars") or []] != [limit.ask_var]:
+        return doc
+    return {"head": {}, "boolean": bool((doc.get("results") or {}).get("bindings"))}
 
 
 def extension_refusal(iris: Iterable[str]) -> str | None:
@@ -400,7 +439,7 @@ class Endpoint:
             raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} answered "
                                 f"{reply.status} to a query of the harness: {reply.text[:500]}")
         try:
-            return dict(json.loads(reply.body))
+            return as_boolean(dict(json.loads(reply.body)), self.limit)
         except ValueError:
             raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} sent a reply "
                                 f"that is not SPARQL JSON: {reply.text[:300]}") from None
@@ -584,6 +623,28 @@ class EndpointExecutor(SparqlExecutor):
             return True, str(reply.get("error") or "Oxigraph's parser check failed")
         return True, reply.get("rejects")
 
+    def dialect_refusal(self, statement: str, verdict: Verdict) -> str | None:
+        """Why a query the guard lets through is not sent to this server: a server's own
+        extension (any server), or a GRAPH pattern where the server cannot answer one right
+        (`ServerLimit.no_graph`); None to send it."""
+        why = extension_refusal(verdict.iris)
+        limit = self.endpoint.limit
+        if why is None and limit is not None and limit.no_graph and self._graph(statement):
+            why = limit.no_graph
+        return why
+
+    def _graph(self, statement: str) -> bool:
+        """Whether `statement` holds a GRAPH pattern: by rdflib's reading the guard made (a
+        cached one) for a text read here, by its words for a longer one (read apart: a word
+        GRAPH outside an IRI or a prefixed name counts, so a false match only refuses)."""
+        if len(statement) > PARSE_HERE:
+            return _GRAPH_WORD.search(statement) is not None
+        from pytest_kgbench.engines.guard import _prefixes_named
+        from pytest_kgbench.packs.evidence import read_sparql
+
+        reading = read_sparql(statement, _prefixes_named(statement, self.info["namespaces"]))
+        return "Graph" in reading.names
+
     def text_sent(self, statement: str) -> str:
         """The exact text the server is sent for `statement`."""
         return f"{self.prologue}\n{statement}"
@@ -603,8 +664,8 @@ class EndpointExecutor(SparqlExecutor):
                 verdict = self.classify_apart(statement, self.timeout)
         except QueryTimeout:
             verdict = None
-        if verdict is not None and verdict.runs and extension_refusal(verdict.iris):
-            verdict = replace(verdict, refused=extension_refusal(verdict.iris))
+        if verdict is not None and verdict.runs:
+            verdict = replace(verdict, refused=self.dialect_refusal(statement, verdict))
         if verdict is not None and verdict.runs:
             done, rejected = self.oxigraph_apart(
                 statement, self.timeout - (time.perf_counter() - start))
@@ -642,8 +703,9 @@ class EndpointExecutor(SparqlExecutor):
             return
         except Unreachable as exc:
             raise HarnessBroken(f"the SPARQL endpoint {url} is not answering: {exc}") from None
-        text = stream.tail if reply.status == 200 else reply.text[-1000:]
         limit = self.endpoint.limit
+        text = stream.tail if reply.status == 200 else (
+            limit.message(reply.text) if limit is not None else reply.text[-1000:])
         flagged = reply.header(limit.partial) if limit is not None and limit.partial else ""
         cut_at = reply.header("x-sparql-maxrows")
         if flagged == "S1TAT":
@@ -669,13 +731,19 @@ class EndpointExecutor(SparqlExecutor):
                     return
                 raise HarnessBroken(f"the SPARQL endpoint {url} sent a reply that is not "
                                     f"SPARQL JSON: {text[:300]}") from None
-            if doc is None:
+            ask = limit is not None and limit.ask_var is not None and \
+                stream.vars == [limit.ask_var]
+            if doc is None and ask:
+                fill_results(result, {"boolean": stream.count > 0}, self.caps)
+            elif doc is None:
                 stream.fill(result)
             else:
-                fill_results(result, doc, self.caps)
+                fill_results(result, as_boolean(doc, limit), self.caps)
         elif reply.status == 408 or (reply.status >= 500 and _TIMED_OUT.search(text)):
             result.timed_out, result.error = True, f"{stopped} (by the server)"
         elif 400 <= reply.status < 500 and reply.status not in (401, 403, 404, 405, 407):
+            result.error = f"the SPARQL endpoint rejects the query ({reply.status}): {text}"
+        elif limit is not None and limit.query_error(reply.status, text):
             result.error = f"the SPARQL endpoint rejects the query ({reply.status}): {text}"
         else:
             raise HarnessBroken(f"the SPARQL endpoint {url} answered {reply.status}: "

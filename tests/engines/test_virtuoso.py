@@ -12,7 +12,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
-from test_endpoint import gold_run, graded
+from test_endpoint import gold_run
 from virtuoso_server import session_server
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -266,15 +266,51 @@ def test_a_server_row_limit_below_the_caps_halts(virtuoso, credit_base) -> None:
 
 # --- gold, end to end ---------------------------------------------------------------------
 
+DIVISION = ("its gold query divides two integers: Virtuoso 7.2 divides as SQL does (2 / 3 = 0), "
+            "SPARQL 1.1 gives the decimal 0.666…")
+OPTIONAL_PATH = ("its gold query holds a zero-or-one path (`rs:publishedVersion?`) whose ends "
+                 "are bound only by later patterns: Virtuoso 7.2 fails it (37000 'transitive "
+                 "start not given')")
+# the questions Virtuoso cannot serve, and why (each kind pinned on a graph of a few triples in
+# test_virtuoso_differences.py; benchmarks/README.md, "The engine differential"); every
+# other gold item of D4-D6 is graded as on rdflib
+CANNOT_SERVE = {
+    "research": {
+        "research-Q18": DIVISION, "research-Q20": DIVISION, "research-Q21": DIVISION,
+        "research-Q67": DIVISION, "research-Q82": DIVISION, "research-Q83": DIVISION,
+        "research-Q29": OPTIONAL_PATH, "research-Q32": OPTIONAL_PATH,
+        "research-Q87": OPTIONAL_PATH, "research-Q89": OPTIONAL_PATH,
+        "research-Q90": OPTIONAL_PATH, "research-Q91": OPTIONAL_PATH,
+        "research-Q30": ("MIN over the identifiers joined through BIND(COALESCE(...)): "
+                         "Virtuoso 7.2 answers unbound where SPARQL 1.1 (and rdflib) give "
+                         "the smallest"),
+    },
+    "credit": {},
+}
+
+
+def same_grade(record: dict) -> dict:
+    """A record's grade, and whether each field matched (not the value the engine gave: a
+    boolean comes back from Virtuoso as 1 or 0, which the yes/no field reads alike)."""
+    return {"grade": record["grade"], "score": record["score"], "letter": record["letter"],
+            "fields": [(f["name"], f["ok"]) for f in record["fields"]],
+            "status": record["answer"]["status"]}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("pack", ["credit", "research"])
 def test_gold_passes_on_virtuoso_graded_as_on_rdflib(pytester, kg_cache, virtuoso,
                                                      pack) -> None:
-    base, _ = gold_run(pytester, kg_cache, pack, "rdflib")
+    skip = CANNOT_SERVE[pack]
+    only = [f"--deselect=questions/{pack}.yaml::{q}[{c}-gold-rep1]" for q in skip
+            for c in ("D4", "D5", "D6")]
+    base, _ = gold_run(pytester, kg_cache, pack, "rdflib", *only)
     ours, report = gold_run(pytester, kg_cache, pack, "virtuoso", "--sparql-engine",
-                            virtuoso.engine)
-    assert sorted(ours) == sorted(base)
-    assert {n: graded(r) for n, r in ours.items()} == {n: graded(r) for n, r in base.items()}
-    assert all(r["grade"] == "pass" for r in ours.values() if r["grade"] != "skip"), \
-        {n: r["grade"] for n, r in ours.items()}
+                            virtuoso.engine, *only)
+    assert sorted(ours) == sorted(base) and len(ours) > 100
+    assert not any(f"::{q}[" in n for n in ours for q in skip)
+    assert {n: same_grade(r) for n, r in ours.items()} == \
+        {n: same_grade(r) for n, r in base.items()}
+    assert all(r["grade"] == "correct" for r in ours.values()), \
+        sorted(n for n, r in ours.items() if r["grade"] != "correct")
     assert virtuoso.password not in json.dumps(report["meta"])
