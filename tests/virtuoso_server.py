@@ -235,3 +235,32 @@ def session_server(tmp: object = None):  # noqa: ANN201 - a pytest fixture's gen
         pytest.skip(why)
     with VirtuosoServer() as server:
         yield server
+
+
+def main() -> int:
+    """`python tests/virtuoso_server.py`: a throwaway server until interrupted (SIGINT or
+    SIGTERM); its `--sparql-engine` argument on stdout's first line (docs/engines.md)."""
+    import sys
+
+    why = missing()
+    if why:
+        print(why, file=sys.stderr)
+        return 2
+    stop = {"now": False}
+
+    def done(*_: object) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, done)
+    signal.signal(signal.SIGINT, done)
+    with VirtuosoServer() as server:
+        print(server.engine, flush=True)
+        print(f"Virtuoso on {server.url} (database {server.dir}); Ctrl-C stops it and deletes "
+              "the database", file=sys.stderr, flush=True)
+        while not stop["now"] and server.proc is not None and server.proc.poll() is None:
+            time.sleep(0.5)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -43,7 +43,7 @@ EXTENSIONS = [
     "SELECT ?o FROM <{fullgraph}> WHERE { ?s ?p ?o }",
     "SELECT ?o FROM NAMED <{fullgraph}> WHERE { GRAPH ?g { ?s ?p ?o } }",
     "SELECT (<bif:delay>(30) AS ?x) WHERE {}",
-    "PREFIX b: <bif:> SELECT ?o WHERE { ?s ?p ?o . ?o b:contains '\"sntnl*\"' }",
+    "PREFIX b: <bif:> SELECT ?o WHERE { ?s ?p ?o . ?o b:contains '\"leak*\"' }",
     "SELECT (bif:file_to_string('/etc/passwd') AS ?x) WHERE {}",
     "SELECT (<sql:SPARQL_EVAL>('SELECT * FROM <{fullgraph}> WHERE { ?s ?p ?o }', '', 1) AS ?x)"
     " WHERE {}",
