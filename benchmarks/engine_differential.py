@@ -20,7 +20,9 @@ tests/engines/test_virtuoso_differences.py pins each Virtuoso difference.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -47,12 +49,39 @@ def same_rows(a: Any, b: Any, as_text: bool = False) -> bool:
                                       for x, y in zip(ra, rb, strict=True))
 
 
+_STATE = re.compile(r"Virtuoso (\w{5}) Error (\w+)")
+_DIVISION = re.compile(r"(\?\w+|\))\s*/\s*(\?\w+|\(|COUNT|SUM|xsd:)", re.I)
+
+
+def _error_kind(result: Any) -> str:
+    """A failed result's kind as the table groups it: Virtuoso's SQL state and error code,
+    or the first words of the refusal/error."""
+    text = str(result.refused or result.error or "") if result is not None else ""
+    found = _STATE.search(text)
+    if found:
+        return f"Virtuoso {found.group(1)} {found.group(2)}"
+    return " ".join(text.split()[:6])[:60]
+
+
+def _bool_as_int(a: Any, b: Any) -> bool:
+    """Every cell where `a` (rdflib) has a boolean holds an integer in `b`, all else equal."""
+    if len(a.rows) != len(b.rows) or not any(isinstance(c, bool) for r in a.rows for c in r):
+        return False
+    for ra, rb in zip(a.rows, b.rows, strict=True):
+        for x, y in zip(ra, rb, strict=False):
+            if isinstance(x, bool) and not (type(y) is int and (y != 0) == x):
+                return False
+    return True
+
+
 def kind_of(statement: str, base: Any, other: Any, fields: Any = None,
             base_fields: Any = None) -> str:
     """'same', or the kind of difference between `other`'s result and `base`'s (rdflib)."""
     ob, oo = outcome(base), outcome(other)
     if ob != oo:
-        return f"rdflib {ob}, this engine {oo}"
+        why = f" ({_error_kind(other)})" if oo in ("error", "refused") else \
+            f" ({_error_kind(base)})" if ob in ("error", "refused") else ""
+        return f"rdflib {ob}, this engine {oo}{why}"
     if ob != "ok":
         return "same" if ob != "timeout" else "both timeout"
     if base_fields is not None and not same_answer(base_fields, fields):
@@ -61,9 +90,33 @@ def kind_of(statement: str, base: Any, other: Any, fields: Any = None,
         return "same"
     if base_fields is None and same_rows(base, other):
         return "same"
+    if _bool_as_int(base, other):
+        return "a boolean as an integer (1/0; IN: the position)"
+    if not base.rows and other.rows and all(c is None for r in other.rows for c in r):
+        return "an aggregate over no match: one unbound row (SPARQL's), rdflib none"
     if list(base.columns) == list(other.columns) and same_rows(base, other, as_text=True):
         return "typing (the same values, another datatype or lexical form)"
-    return why_differ(statement, base, other)
+    why = why_differ(statement, base, other)
+    if why == "other" and len(base.rows) == len(other.rows) and \
+            _DIVISION.search(re.sub(r"<[^>]*>", "", statement)):
+        return "a division, integers divided as SQL does (read from the text)"
+    return why
+
+
+DETAILS: list[dict[str, Any]] = []  # every difference, for --details
+
+
+def _detail(engine: str, kind: str, key: str, statement: str, base: Any,
+            other: Any) -> dict[str, Any]:
+    def shown(r: Any) -> Any:
+        if r is None:
+            return None
+        return {"outcome": outcome(r), "error": r.refused or r.error,
+                "rows": [list(map(str, row)) for row in (r.rows or [])[:5]],
+                "count": r.row_count}
+
+    return {"engine": engine, "kind": kind, "query": key, "text": statement,
+            "rdflib": shown(base), "engine_result": shown(other)}
 
 
 def pack_queries(external: str | None, kinds: Sequence[str]) -> list[tuple[str, Any, list]]:
@@ -130,6 +183,8 @@ def run_packs(engines: Mapping[str, str], packs: list, timeout: float,
                 table.setdefault(engine, Counter())[k] += 1
                 if k != "same":
                     examples.setdefault((engine, k), []).append(f"{name} {q.label}")
+                    DETAILS.append(_detail(engine, k, f"{name} {q.label}", q.statement,
+                                           base, r))
     return n
 
 
@@ -183,6 +238,7 @@ def run_ck25(engines: Mapping[str, str], external: str, timeout: float,
             table.setdefault(engine, Counter())[k] += 1
             if k != "same":
                 examples.setdefault((engine, k), []).append(key)
+                DETAILS.append(_detail(engine, k, key, statement, base, r))
     runtime.close()
     return n
 
@@ -194,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--kinds", default="gold,trap")
     ap.add_argument("--external-data", default=os.environ.get("KGBENCH_EXTERNAL"))
     ap.add_argument("--no-ck25", action="store_true")
+    ap.add_argument("--details", default=None, help="write every difference here (JSON)")
     args = ap.parse_args(argv)
     servers = Servers(args.timeout)
     names = ["rdflib"] + [e for e in args.engines.split(",") if e and e != "rdflib"]
@@ -235,6 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\n{what}: {version}")
     for what, why in servers.skipped.items():
         print(f"\n{what}: skipped, {why}")
+    if args.details:
+        Path(args.details).write_text(json.dumps(DETAILS, indent=1, default=str))
     print(f"\nwall time {time.perf_counter() - started:.0f} s")
     return 0
 
