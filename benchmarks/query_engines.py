@@ -12,7 +12,9 @@ answer differs from the default's on a query is named in the table, never silent
 
 A bare `endpoint` starts a throwaway Oxigraph server on 127.0.0.1 (the dev extra's `oxigraph
 serve`, with its own `--timeout-s` at the limit, so a query the client gave up on stops there
-too), and a bare `postgres` a throwaway PostgreSQL server from the machine's initdb/postgres,
+too), a bare `virtuoso` a throwaway Virtuoso from the machine's package (its
+MaxQueryExecutionTime at the limit; tests/virtuoso_server.py), and a bare `postgres` a
+throwaway PostgreSQL server from the machine's initdb/postgres,
 both as the tests start them (tests/oxigraph_server.py, tests/pg_server.py); where one cannot
 be started, its column is skipped with the reason. `endpoint=URL` and `postgres=DSN` use yours.
 
@@ -43,7 +45,8 @@ from machine import load, machine  # noqa: E402 - beside this script
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULTS = {"sparql": "rdflib", "sql": "duckdb"}
-SERVER_KINDS = {"endpoint": "sparql", "postgres": "sql"}  # bare names: a throwaway server
+SERVER_KINDS = {"endpoint": "sparql", "virtuoso": "sparql",  # bare names: a throwaway server
+                "postgres": "sql"}
 WHERE = {"sparql": ("sparql",), "sql": ("sql", "executed")}  # a language's reference queries
 OK = "ok"
 OVER = "> limit"
@@ -247,7 +250,8 @@ class Servers:
             return self.specs.get(name)
         sys.path.insert(0, str(ROOT / "tests"))
         try:
-            self.specs[name] = (self._oxigraph() if name == "endpoint" else self._postgres())
+            self.specs[name] = {"endpoint": self._oxigraph, "virtuoso": self._virtuoso,
+                                "postgres": self._postgres}[name]()
         except Exception as exc:  # noqa: BLE001 - any failure: the column is skipped, said why
             self.skipped[name] = f"{type(exc).__name__}: {exc}"
         return self.specs.get(name)
@@ -267,6 +271,21 @@ class Servers:
         self.versions["endpoint"] = subprocess.run(
             [binary, "--version"], capture_output=True, text=True).stdout.strip()
         return str(server.engine)
+
+    def _virtuoso(self) -> str:
+        from virtuoso_server import VirtuosoServer, missing
+
+        why = missing()
+        if why:
+            raise RuntimeError(why)
+        server = VirtuosoServer(timeout_s=math.ceil(self.limit) + 1)
+        self.started["virtuoso"] = server
+        server.start()
+        import subprocess
+
+        said = subprocess.run([server.server_bin, "-?"], capture_output=True, text=True)
+        self.versions["virtuoso"] = " ".join((said.stdout + said.stderr).splitlines()[:2])
+        return f"endpoint={server.query_url};store={server.store_url}"
 
     def _postgres(self) -> str:
         from pg_server import PgServer, missing

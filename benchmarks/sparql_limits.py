@@ -4,6 +4,7 @@ server does once the endpoint engine's client gave up on a query.
 
     python benchmarks/sparql_limits.py --parse-cost 600,1200,2400
     python benchmarks/sparql_limits.py --after-timeout 10,5 --limit 5
+    python benchmarks/sparql_limits.py --after-timeout 10,5 --limit 5 --server virtuoso
 
 `--parse-cost` classifies each shape (guard.classify_sparql: rdflib's parser and algebra) and
 reports the CPU time of the classifying thread. `--after-timeout` starts a throwaway Oxigraph
@@ -117,27 +118,36 @@ def _running(pid: int) -> bool:
 
 
 def after_timeout_rows(built: Any, server_limits: Sequence[int], deadline: float,
-                       wait: float = 60.0) -> list[str]:
-    """Each query of AFTER_QUERIES on a throwaway Oxigraph server (tests/oxigraph_server.py,
-    its address space capped at 4 GiB) started with each `--timeout-s`, through the endpoint
+                       wait: float = 60.0, server_kind: str = "oxigraph") -> list[str]:
+    """Each query of AFTER_QUERIES on a throwaway server (`server_kind`: Oxigraph,
+    tests/oxigraph_server.py, its address space capped at 4 GiB, started with each
+    `--timeout-s`; or Virtuoso, tests/virtuoso_server.py, with each as its [SPARQL]
+    MaxQueryExecutionTime, and the engine's per-request `timeout`), through the endpoint
     engine held to `deadline`: what the client saw, and the server's CPU seconds from the
     client's return until none of its threads runs (at most `wait` s), and its peak memory."""
     import resource
 
     sys.path.insert(0, str(ROOT / "tests"))
     from oxigraph_server import OxigraphServer, oxigraph_binary
+    from virtuoso_server import VirtuosoServer
+    from virtuoso_server import missing as virtuoso_missing
 
     from pytest_kgbench.engines.stores import find_kind, guard_for
     from pytest_kgbench.run.shipped import shipped
 
     binary = oxigraph_binary()
-    if binary is None:
+    if server_kind == "oxigraph" and binary is None:
         raise SystemExit("the oxigraph CLI is not installed (pip install -e '.[dev]')")
-    out = ["| server --timeout-s | query | client | client wall | server CPU after the client "
+    if server_kind == "virtuoso" and virtuoso_missing():
+        raise SystemExit(virtuoso_missing())
+    head = "--timeout-s" if server_kind == "oxigraph" else "MaxQueryExecutionTime"
+    out = [f"| server {head} | query | client | client wall | server CPU after the client "
            "returned | server peak RSS |", "|---|---|---|---|---|---|"]
     for limit in server_limits:
         with tempfile.TemporaryDirectory(prefix="kgbench-after-") as tmp:
-            server = OxigraphServer(binary, Path(tmp) / "store", timeout_s=limit).start()
+            server: Any = (OxigraphServer(binary or "", Path(tmp) / "store", timeout_s=limit)
+                           if server_kind == "oxigraph" else VirtuosoServer(timeout_s=limit))
+            server.start()
             assert server.proc is not None
             pid = server.proc.pid
             resource.prlimit(pid, resource.RLIMIT_AS, (4 << 30, 4 << 30))
@@ -156,8 +166,9 @@ def after_timeout_rows(built: Any, server_limits: Sequence[int], deadline: float
                     spent = _cpu(pid) - before
                     after = f"{spent:.2f} s" + (f" (still running at {wait:g} s)"
                                                 if quiet < 2 else "")
-                    seen = ("timeout" if result.timed_out else result.error[:40]
-                            if result.error else f"{result.row_count} rows")
+                    seen = ((result.error or "timeout") if result.timed_out
+                            else result.error[:60] if result.error
+                            else f"{result.row_count} rows")
                     peak = next((int(x.split()[1]) >> 10 for x in Path(
                         f"/proc/{pid}/status").read_text().splitlines()
                         if x.startswith("VmHWM")), 0)
@@ -178,6 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="what an Oxigraph server started with each --timeout-s does after "
                          "the endpoint's client (held to --limit) gave up")
     ap.add_argument("--limit", type=float, default=5.0, help="the client's deadline (s)")
+    ap.add_argument("--server", default="oxigraph", choices=("oxigraph", "virtuoso"),
+                    help="the server --after-timeout starts")
     ap.add_argument("--pack", default="credit")
     ap.add_argument("--variant", default="base")
     ap.add_argument("--cache", default=str(ROOT / ".kgbench-cache"))
@@ -193,7 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         built = build_variant(find_pack(args.pack, ROOT / "datasets", ROOT / "ontology"),
                               args.variant, Path(args.cache))
         limits = [int(x) for x in args.after_timeout.split(",")]
-        print("\n".join(after_timeout_rows(built, limits, args.limit)))
+        print("\n".join(after_timeout_rows(built, limits, args.limit,
+                                           server_kind=args.server)))
     print(f"\nat the end: {load()}")
     return 0
 

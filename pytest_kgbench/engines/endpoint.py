@@ -37,17 +37,19 @@ is a broken harness (`HarnessBroken`: the run halts).
 from __future__ import annotations
 
 import hashlib
+import hmac
 import http.client
 import json
 import math
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlencode, urlsplit, urlunsplit
 
 from pytest_kgbench.core.errors import HarnessBroken, InputError
 from pytest_kgbench.engines import CAPS, Caps, QueryResult, QueryTimeout
@@ -74,6 +76,8 @@ LOADED = "urn:kgbench:loaded"  # the marker graph's predicate: <graph> LOADED "n
 HARNESS_TIMEOUT = 600.0        # seconds for a load or a survey query of the harness's own
 MAX_REPLY_BYTES = 256 << 20    # a reply past this is cut off (the caps keep far less)
 _TIMED_OUT = re.compile(r"time ?out|timed out|cancel", re.I)
+_VIRTUOSO_STATE = re.compile(r"^Virtuoso (\w{5}) Error ", re.M)
+_GRAPH_WORD = re.compile(r"(?<![\w:/#<])graph(?![\w:/#>])", re.I)
 
 
 @dataclass(frozen=True)
@@ -94,14 +98,42 @@ class Reply:
 
 @dataclass(frozen=True)
 class ServerLimit:
-    """How one kind of SPARQL server takes a per-query time limit through the protocol: the
-    request parameter and its unit, or none (`param` None: only the server's own setting
-    bounds a query; the client can only close its connection)."""
+    """One kind of SPARQL server, as the engine treats it (the per-server dialect, told by the
+    server's first reply, `server_limit`): how it takes a per-query time limit through the
+    protocol (the request parameter and its unit, or none: `param` None, only the server's
+    own setting bounds a query and the client can only close its connection), the header
+    that flags a result it cut short, the parameter of its own row limit, and whether each
+    graph is kept readable by a user of its own (`private`: Virtuoso's graph-level security,
+    since its protocol dataset does not override a query's FROM or GRAPH)."""
 
     name: str
     param: str | None = None
     unit: str = "s"           # "ms", or "s" (a decimal)
-    partial: str | None = None  # a header whose value "S1TAT" says: cut short, partial result
+    partial: str | None = None  # a header saying the result was cut short ("S1TAT": by time)
+    rows: str | None = None   # the request parameter of the server's own row limit
+    private: bool = False     # graphs read as a user of their own (`private_url`, `secure`)
+    ask_var: str | None = None  # an ASK answered as a SELECT of this variable: a row is true
+    no_graph: str | None = None  # why a GRAPH pattern is refused on this server, or None
+    states: bool = False      # a 500 naming an SQL state may be the query's error
+
+    def query_error(self, status: int, text: str) -> bool:
+        """Whether a 5xx reply is the query's own failure, not the server's: Virtuoso answers
+        a query it cannot compile or evaluate (37000, a transitive path with neither end
+        bound; 22xxx, a division by zero; 42000, a procedure the reader may not execute)
+        with 500 and "Virtuoso <SQLSTATE> Error"; a state of a connection (08), a transaction
+        (40), the driver (HY) or a resource (53) is the server's."""
+        if not self.states or status != 500:
+            return False
+        found = _VIRTUOSO_STATE.search(text)
+        return found is not None and not found.group(1).startswith(("08", "40", "HY", "53"))
+
+    def message(self, text: str) -> str:
+        """A failed reply's message as the model is shown it: a server naming SQL states
+        (Virtuoso) puts its error first and echoes the whole query after "SPARQL query:",
+        which is left out; any other reply's last 1,000 characters."""
+        if self.states:
+            return text.split("SPARQL query:", 1)[0].strip()[:1000]
+        return text[-1000:]
 
     def params(self, seconds: float) -> dict[str, str]:
         """The request parameter giving the server `seconds`, or none."""
@@ -114,13 +146,25 @@ class ServerLimit:
 
 # each server kind, told by its replies' headers (`server_limit`): Oxigraph 0.5 takes no
 # per-query limit (its only parameters are default-graph-uri, named-graph-uri and
-# union-default-graph; `oxigraph serve --timeout-s` bounds every query); Virtuoso's /sparql
-# takes `timeout` in milliseconds and answers a query cut short with its partial result and
-# `X-SQL-State: S1TAT`; Fuseki takes `timeout` in seconds (a decimal), up to its own maximum
+# union-default-graph; `oxigraph serve --timeout-s` bounds every query); Virtuoso 7.2's
+# /sparql takes `timeout` in milliseconds, answers a query it cut short with 200, the rows it
+# had and `X-SQL-State: S1TAT` (tests/engines/test_virtuoso.py), takes `maxrows` and says it
+# cut there with `X-SPARQL-MaxRows`; Fuseki takes `timeout` in seconds (a decimal), up to its
+# own maximum
 OXIGRAPH = ServerLimit("Oxigraph")
-VIRTUOSO = ServerLimit("Virtuoso", "timeout", "ms", partial="x-sql-state")
+VIRTUOSO = ServerLimit(
+    "Virtuoso", "timeout", "ms", partial="x-sql-state", rows="maxrows", private=True,
+    states=True,
+    ask_var="__ASK_RETVAL",  # 7.2 writes ASK in SPARQL JSON as one row (true) or none (false)
+    no_graph=("GRAPH is not offered on this server: the store's graph is the query's default "
+              "graph and it has no named graph (Virtuoso 7.2 answers a GRAPH over a graph "
+              "outside the dataset with one empty solution, ASK true, instead of none)"))
 FUSEKI = ServerLimit("Apache Jena Fuseki", "timeout", "s")
 UNKNOWN = ServerLimit("a server of unknown kind")
+# IRIs of these schemes are a server's own extensions (Virtuoso's `bif:` built-ins and `sql:`
+# procedures), no SPARQL 1.1: a query naming one is refused on every endpoint
+EXTENSION_SCHEMES = ("bif:", "sql:")
+NO_NAMED = "urn:kgbench:no-named-graph"  # the named graph a private server's queries get: none
 
 
 def server_limit(reply: Reply) -> ServerLimit:
@@ -136,18 +180,132 @@ def server_limit(reply: Reply) -> ServerLimit:
     return UNKNOWN
 
 
+def as_boolean(doc: dict[str, Any], limit: ServerLimit | None) -> dict[str, Any]:
+    """A server's SPARQL JSON with an ASK written as a SELECT of `limit.ask_var` (Virtuoso's)
+    made the protocol's boolean document; any other document as it is."""
+    if limit is None or limit.ask_var is None or "boolean" in doc:
+        return doc
+    if [str(v) for v in (doc.get("head") or {}).get("vars") or []] != [limit.ask_var]:
+        return doc
+    return {"head": {}, "boolean": bool((doc.get("results") or {}).get("bindings"))}
+
+
+def extension_refusal(iris: Iterable[str]) -> str | None:
+    """Why a query naming `iris` is not sent to a server: a server's own extension, or None."""
+    named = sorted(i for i in iris if i.lower().startswith(EXTENSION_SCHEMES))
+    if not named:
+        return None
+    return (f"{named[0]} is a server's own extension (Virtuoso's bif: built-ins and sql: "
+            "procedures are not offered): write standard SPARQL 1.1")
+
+
+class Auth:
+    """A user and password for HTTP authentication: Digest (RFC 7616, MD5 with qop=auth, as
+    Virtuoso's /sparql-auth and /sparql-graph-crud-auth ask) once a server's challenge is
+    known, Basic where that is what it asks for. Thread-safe: the challenge is shared."""
+
+    def __init__(self, user: str, password: str) -> None:
+        self.user = user
+        self.password = password
+        self._challenge: dict[str, str] | None = None
+        self._basic = False
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def learn(self, header: str) -> bool:
+        """Take a 401's WWW-Authenticate header; False when it asks for nothing this knows."""
+        scheme, _, rest = header.strip().partition(" ")
+        with self._lock:
+            if scheme.lower() == "basic":
+                self._basic = True
+                return True
+            if scheme.lower() != "digest":
+                return False
+            self._challenge = {m[0].lower(): m[1] or m[2] for m in re.findall(
+                r'(\w+)\s*=\s*(?:"([^"]*)"|([^,\s]+))', rest)}
+            self._count = 0
+            return "nonce" in self._challenge
+
+    def header(self, method: str, target: str) -> str | None:
+        """The Authorization header of a request, or None before any challenge."""
+        import base64
+        import os
+
+        with self._lock:
+            if self._basic:
+                token = base64.b64encode(f"{self.user}:{self.password}".encode()).decode()
+                return f"Basic {token}"
+            c = self._challenge
+            if c is None:
+                return None
+            self._count += 1
+            count = f"{self._count:08x}"
+
+        def md5(text: str) -> str:
+            return hashlib.md5(text.encode(), usedforsecurity=False).hexdigest()
+
+        cnonce = os.urandom(8).hex()
+        ha1 = md5(f"{self.user}:{c.get('realm', '')}:{self.password}")
+        ha2 = md5(f"{method}:{target}")
+        parts = [f'username="{self.user}"', f'realm="{c.get("realm", "")}"',
+                 f'nonce="{c["nonce"]}"', f'uri="{target}"', 'algorithm="MD5"']
+        if "auth" in c.get("qop", "").split(","):
+            digest = md5(f"{ha1}:{c['nonce']}:{count}:{cnonce}:auth:{ha2}")
+            parts += ["qop=auth", f"nc={count}", f'cnonce="{cnonce}"']
+        else:
+            digest = md5(f"{ha1}:{c['nonce']}:{ha2}")
+        parts.append(f'response="{digest}"')
+        if "opaque" in c:
+            parts.append(f'opaque="{c["opaque"]}"')
+        return "Digest " + ", ".join(parts)
+
+
+def url_auth(url: str) -> tuple[str, Auth | None]:
+    """`url` without the user and password in it, and those as an `Auth` (or None)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, None
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return (urlunsplit(parts._replace(netloc=netloc)),
+            Auth(unquote(parts.username), unquote(parts.password or "")))
+
+
 class Unreachable(Exception):
     """The server did not answer (refused, reset, not HTTP)."""
 
 
 def request(method: str, url: str, *, body: bytes | Any = None,
             headers: Mapping[str, str] | None = None, timeout: float,
-            sink: Callable[[bytes], bool] | None = None) -> Reply:
+            sink: Callable[[bytes], bool] | None = None, auth: Auth | None = None) -> Reply:
     """One HTTP request within `timeout` seconds in all (every read of the reply is bounded by
     what is left); raises `QueryTimeout` past it and `Unreachable` if the server does not
     answer. `body`: bytes, or an open file (sent with its length). `sink`: a 200 reply's body
     goes to it chunk by chunk (not kept in the Reply) until it returns False, which ends the
-    read and closes the connection."""
+    read and closes the connection. `auth`: answered a 401's challenge once (the request sent
+    again, within the same time), and sent ahead once the challenge is known."""
+    deadline = time.monotonic() + timeout
+    for attempt in (0, 1):
+        sent = dict(headers or {})
+        if auth is not None:
+            target = urlunsplit(("", "", urlsplit(url).path or "/", urlsplit(url).query, ""))
+            value = auth.header(method, target)
+            if value is not None:
+                sent["Authorization"] = value
+        if attempt and hasattr(body, "seek"):
+            body.seek(0)
+        reply = _request(method, url, body=body, headers=sent, sink=sink,
+                         timeout=max(deadline - time.monotonic(), 0.001))
+        if reply.status != 401 or auth is None or attempt or \
+                not auth.learn(reply.header("www-authenticate")):
+            return reply
+    return reply
+
+
+def _request(method: str, url: str, *, body: bytes | Any, headers: Mapping[str, str],
+             timeout: float, sink: Callable[[bytes], bool] | None) -> Reply:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Unreachable(f"not an http(s) URL: {url}")
@@ -203,23 +361,65 @@ def redacted(url: str) -> str:
 
 
 class Endpoint:
-    """A SPARQL 1.1 Protocol server: its query URL and its Graph Store Protocol URL."""
+    """A SPARQL 1.1 Protocol server: its query URL and its Graph Store Protocol URL (a user and
+    password in the store URL authenticate the loads, and on a `private` server create and
+    grant each graph's reader)."""
 
     def __init__(self, query_url: str, store_url: str) -> None:
         self.query_url = query_url
-        self.store_url = store_url
+        self.store_url, self.admin = url_auth(store_url)
         self.limit: ServerLimit | None = None  # the server's kind, from its first reply
+        self._readers: dict[str, Auth] = {}
+
+    @property
+    def private_url(self) -> str:
+        """A private server's authenticated query URL: Virtuoso's /sparql-auth beside the
+        /sparql the engine is given."""
+        parts = urlsplit(self.query_url)
+        return urlunsplit(parts._replace(path=parts.path.rstrip("/") + "-auth"))
+
+    def kind(self) -> ServerLimit:
+        """The server's kind, asking it `ASK {}` if no reply has told it yet."""
+        if self.limit is None:
+            self.select("ASK {}", LOADED, admin=False)
+        return self.limit or UNKNOWN
+
+    def reader(self, graph: str) -> Auth:
+        """The user that may read `graph` alone on a private server: its name from the graph's,
+        its password derived from the loader's (so every worker and every later run finds the
+        same without storing one)."""
+        if graph not in self._readers:
+            if self.admin is None:
+                raise HarnessBroken(
+                    f"{self.kind().name} keeps each persona's graph readable by a user of its "
+                    "own, which the engine creates as the server's administrator: name the "
+                    "store URL with its credentials, endpoint=QUERY_URL;store=http://dba:"
+                    "PASSWORD@HOST:PORT/sparql-graph-crud-auth")
+            digest = hashlib.sha256(graph.encode()).hexdigest()[:20]
+            password = hmac.new(self.admin.password.encode(), graph.encode(),
+                                hashlib.sha256).hexdigest()[:32]
+            self._readers[graph] = Auth(f"kgb_{digest}", password)
+        return self._readers[graph]
 
     def post_query(self, text: str, graph: str, timeout: float, *, bounded: bool = False,
-                   sink: Callable[[bytes], bool] | None = None) -> Reply:
+                   sink: Callable[[bytes], bool] | None = None, rows: int | None = None,
+                   admin: bool = False) -> Reply:
         """`text` evaluated over `graph` alone: the protocol's dataset is that default graph
-        and no named graph (it overrides any FROM of the query's). `bounded`: the server is
-        given `timeout` as the query's own limit too, where its protocol takes one. `sink`:
-        reads a 200 reply as it comes (`request`)."""
+        and no named graph (it overrides any FROM of the query's on a server that keeps the
+        protocol; on a `private` one, the query is sent as the user that may read `graph`
+        alone, or as the loader with `admin`). `bounded`: the server is given `timeout` as
+        the query's own limit too, and `rows` as its row limit, where its protocol takes
+        them. `sink`: reads a 200 reply as it comes (`request`)."""
         params = {"query": text, "default-graph-uri": graph}
+        url, auth = self.query_url, None
+        if self.limit is not None and self.limit.private:
+            params["named-graph-uri"] = NO_NAMED
+            url, auth = self.private_url, (self.admin if admin else self.reader(graph))
         if bounded and self.limit is not None:
             params.update(self.limit.params(timeout))
-        reply = request("POST", self.query_url, body=urlencode(params).encode(),
+            if rows is not None and self.limit.rows:
+                params[self.limit.rows] = str(rows)
+        reply = request("POST", url, body=urlencode(params).encode(), auth=auth,
                         timeout=timeout, sink=sink, headers={
                             "Accept": RESULTS_JSON,
                             "Content-Type": "application/x-www-form-urlencoded"})
@@ -227,11 +427,11 @@ class Endpoint:
             self.limit = server_limit(reply)
         return reply
 
-    def select(self, text: str, graph: str) -> dict[str, Any]:
+    def select(self, text: str, graph: str, *, admin: bool = False) -> dict[str, Any]:
         """A query of the harness's own (a survey, a marker): its SPARQL JSON; any failure is
         a broken harness."""
         try:
-            reply = self.post_query(text, graph, HARNESS_TIMEOUT)
+            reply = self.post_query(text, graph, HARNESS_TIMEOUT, admin=admin)
         except (QueryTimeout, Unreachable) as exc:
             raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} failed a "
                                 f"query of the harness: {exc}") from None
@@ -239,7 +439,7 @@ class Endpoint:
             raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} answered "
                                 f"{reply.status} to a query of the harness: {reply.text[:500]}")
         try:
-            return dict(json.loads(reply.body))
+            return as_boolean(dict(json.loads(reply.body)), self.limit)
         except ValueError:
             raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} sent a reply "
                                 f"that is not SPARQL JSON: {reply.text[:300]}") from None
@@ -252,7 +452,7 @@ class Endpoint:
         url = with_params(self.store_url, graph=graph)
         try:
             with path.open("rb") as fh:
-                reply = request(method, url, body=fh, timeout=HARNESS_TIMEOUT,
+                reply = request(method, url, body=fh, timeout=HARNESS_TIMEOUT, auth=self.admin,
                                 headers={"Content-Type": content_type,
                                          "Content-Length": str(path.stat().st_size)})
         except (QueryTimeout, Unreachable, OSError) as exc:
@@ -262,6 +462,33 @@ class Endpoint:
             raise HarnessBroken(f"the Graph Store Protocol at {redacted(self.store_url)} "
                                 f"answered {reply.status} to {method} {path.name}: "
                                 f"{reply.text[:500]}")
+
+    def secure(self, graph: str) -> None:
+        """On a private server, `graph`'s reader: created (or its password set again), granted
+        SPARQL_SELECT alone (no SPARQL_UPDATE: no write, no LOAD), and read permission on
+        `graph` alone (Virtuoso's graph-level security: every other graph, the full view's
+        among them, is empty to it whatever the query names: FROM, GRAPH, `define input:`);
+        the anonymous user ('nobody') may read no graph. Run by the loader as SQL procedures
+        called from SPARQL, the one channel the protocol has (each an error halts the run)."""
+        if not self.kind().private:
+            return
+        user = self.reader(graph)
+        calls = [(f"USER_CREATE('{user.user}', '{user.password}')", "already exists"),
+                 (f"bif:user_set_password('{user.user}', '{user.password}')", None),
+                 (f"USER_GRANT_ROLE('{user.user}', 'SPARQL_SELECT')", "already"),
+                 ("RDF_DEFAULT_USER_PERMS_SET('nobody', 0)", None),
+                 (f"RDF_DEFAULT_USER_PERMS_SET('{user.user}', 0)", None),
+                 (f"RDF_GRAPH_USER_PERMS_SET('{graph}', '{user.user}', 1)", None)]
+        for call, tolerated in calls:
+            name, _, args = call.partition("(")
+            function = name if name.startswith("bif:") else f"<sql:{name}>"
+            reply = self.post_query(f"SELECT ({function}({args} AS ?done) WHERE {{}}",
+                                    graph, HARNESS_TIMEOUT, admin=True)
+            if reply.status != 200 and not (tolerated and tolerated in reply.text):
+                shown = call.replace(user.password, "***")
+                raise HarnessBroken(f"the SPARQL endpoint {redacted(self.query_url)} answered "
+                                    f"{reply.status} to the loader's {shown}: "
+                                    f"{reply.text.replace(user.password, '***')[:500]}")
 
 
 def graph_name(source: StoreSource, view: str, data: str, ontology: bool) -> str:
@@ -396,6 +623,28 @@ class EndpointExecutor(SparqlExecutor):
             return True, str(reply.get("error") or "Oxigraph's parser check failed")
         return True, reply.get("rejects")
 
+    def dialect_refusal(self, statement: str, verdict: Verdict) -> str | None:
+        """Why a query the guard lets through is not sent to this server: a server's own
+        extension (any server), or a GRAPH pattern where the server cannot answer one right
+        (`ServerLimit.no_graph`); None to send it."""
+        why = extension_refusal(verdict.iris)
+        limit = self.endpoint.limit
+        if why is None and limit is not None and limit.no_graph and self._graph(statement):
+            why = limit.no_graph
+        return why
+
+    def _graph(self, statement: str) -> bool:
+        """Whether `statement` holds a GRAPH pattern: by rdflib's reading the guard made (a
+        cached one) for a text read here, by its words for a longer one (read apart: a word
+        GRAPH outside an IRI or a prefixed name counts, so a false match only refuses)."""
+        if len(statement) > PARSE_HERE:
+            return _GRAPH_WORD.search(statement) is not None
+        from pytest_kgbench.engines.guard import _prefixes_named
+        from pytest_kgbench.packs.evidence import read_sparql
+
+        reading = read_sparql(statement, _prefixes_named(statement, self.info["namespaces"]))
+        return "Graph" in reading.names
+
     def text_sent(self, statement: str) -> str:
         """The exact text the server is sent for `statement`."""
         return f"{self.prologue}\n{statement}"
@@ -415,6 +664,8 @@ class EndpointExecutor(SparqlExecutor):
                 verdict = self.classify_apart(statement, self.timeout)
         except QueryTimeout:
             verdict = None
+        if verdict is not None and verdict.runs:
+            verdict = replace(verdict, refused=self.dialect_refusal(statement, verdict))
         if verdict is not None and verdict.runs:
             done, rejected = self.oxigraph_apart(
                 statement, self.timeout - (time.perf_counter() - start))
@@ -437,7 +688,7 @@ class EndpointExecutor(SparqlExecutor):
         """`statement` to the server over the persona's graph, unguarded (the tests call it to
         show what the protocol's dataset alone lets through)."""
         return self.endpoint.post_query(self.text_sent(statement), self.graph, timeout,
-                                        bounded=True, sink=sink)
+                                        bounded=True, sink=sink, rows=self.caps.count_rows + 1)
 
     def _ask(self, result: QueryResult, statement: str, left: float) -> None:
         url = redacted(self.endpoint.query_url)
@@ -452,11 +703,22 @@ class EndpointExecutor(SparqlExecutor):
             return
         except Unreachable as exc:
             raise HarnessBroken(f"the SPARQL endpoint {url} is not answering: {exc}") from None
-        text = stream.tail if reply.status == 200 else reply.text[-1000:]
         limit = self.endpoint.limit
-        if limit is not None and limit.partial and reply.header(limit.partial) == "S1TAT":
+        text = stream.tail if reply.status == 200 else (
+            limit.message(reply.text) if limit is not None else reply.text[-1000:])
+        flagged = reply.header(limit.partial) if limit is not None and limit.partial else ""
+        cut_at = reply.header("x-sparql-maxrows")
+        if flagged == "S1TAT":
             # Virtuoso's own limit: a partial result, never shown as if it were the whole
             result.timed_out, result.error = True, f"{stopped} (by the server)"
+        elif flagged:
+            raise HarnessBroken(f"the SPARQL endpoint {url} flagged its result as incomplete "
+                                f"({limit.partial if limit else ''}: {flagged}, "
+                                f"{reply.header('x-sql-message')[:300]})")
+        elif cut_at and cut_at != str(self.caps.count_rows + 1):
+            raise HarnessBroken(f"the SPARQL endpoint {url} cut a result at {cut_at} rows, "
+                                f"its own row limit (Virtuoso's [SPARQL] ResultSetMaxRows): "
+                                f"raise it past {self.caps.count_rows + 1} or remove it")
         elif reply.status == 200 and reply.cut:  # the query's doing, not the server's
             result.error = (f"the result passed {MAX_REPLY_BYTES >> 20} MiB before its end: "
                             "aggregate or filter")
@@ -469,13 +731,19 @@ class EndpointExecutor(SparqlExecutor):
                     return
                 raise HarnessBroken(f"the SPARQL endpoint {url} sent a reply that is not "
                                     f"SPARQL JSON: {text[:300]}") from None
-            if doc is None:
+            ask = limit is not None and limit.ask_var is not None and \
+                stream.vars == [limit.ask_var]
+            if doc is None and ask:
+                fill_results(result, {"boolean": stream.count > 0}, self.caps)
+            elif doc is None:
                 stream.fill(result)
             else:
-                fill_results(result, doc, self.caps)
+                fill_results(result, as_boolean(doc, limit), self.caps)
         elif reply.status == 408 or (reply.status >= 500 and _TIMED_OUT.search(text)):
             result.timed_out, result.error = True, f"{stopped} (by the server)"
         elif 400 <= reply.status < 500 and reply.status not in (401, 403, 404, 405, 407):
+            result.error = f"the SPARQL endpoint rejects the query ({reply.status}): {text}"
+        elif limit is not None and limit.query_error(reply.status, text):
             result.error = f"the SPARQL endpoint rejects the query ({reply.status}): {text}"
         else:
             raise HarnessBroken(f"the SPARQL endpoint {url} answered {reply.status}: "
@@ -566,7 +834,8 @@ def ensure_loaded(endpoint: Endpoint, graph: str, load: list[tuple[Path, str]],
     from filelock import FileLock
 
     def loaded() -> bool:
-        doc = endpoint.select(f"ASK {{ <{graph}> <{LOADED}> ?n }}", marker(graph))
+        endpoint.kind()  # a private server's marker is read as the loader
+        doc = endpoint.select(f"ASK {{ <{graph}> <{LOADED}> ?n }}", marker(graph), admin=True)
         return bool(doc.get("boolean"))
 
     if loaded():
@@ -577,6 +846,7 @@ def ensure_loaded(endpoint: Endpoint, graph: str, load: list[tuple[Path, str]],
             return False
         for i, (path, fmt) in enumerate(load):
             endpoint.put("PUT" if i == 0 else "POST", graph, path, fmt)
+        endpoint.secure(graph)
         note = lock_dir / f".endpoint-{key}.nt"
         note.write_text(f'<{graph}> <{LOADED}> "{len(load)} files" .\n', encoding="utf-8")
         try:
