@@ -568,7 +568,8 @@ def write_ntriples(database: Path, specs: Mapping[str, TableSpec], mapping: Mapp
         if early is not None:
             early()
         ids, heads = _namespaces(con, mapped)
-        count, in_table = _sorted_lines(con, mapped, {t.order for t in targets.values()})
+        count, in_table = _sorted_lines(con, mapped, {t.order for t in targets.values()},
+                                         work)
         for path, target in targets.items():
             if target.order == "any":
                 continue  # written already
@@ -602,9 +603,16 @@ def _namespaces(con: Any, mapped: str) -> tuple[set[str], set[str]]:
     return ids, heads
 
 
-def _sorted_lines(con: Any, mapped: str, orders: set[str]) -> tuple[int, set[str]]:
-    """The mapped graph's distinct lines as the temporary table kg_s, sorted when a target of
-    `orders` reads it in an order the sort gives: how many lines, and the orders it is in."""
+SORT_IN_PARTS = 256 << 20  # bytes of mapped lines from which they are made distinct and
+#                            sorted a range of subjects at a time (_sorted_parts)
+PART_BYTES = 192 << 20  # about the bytes of lines of one such range
+
+
+def _sorted_lines(con: Any, mapped: str, orders: set[str], work: Path | None = None
+                  ) -> tuple[int, set[str]]:
+    """The mapped graph's distinct lines as kg_s (a temporary table, or a view of sorted files
+    in `work` for a big graph: _sorted_parts), sorted when a target of `orders` reads it in an
+    order the sort gives: how many lines, and the orders it is in."""
     # a subject's lines in line order start with its rdf:type when no predicate sorts
     # before it: then the one sorted table is in the turtle order too
     type_first = not _one(con, f"SELECT count(*) FROM (SELECT DISTINCT p FROM {mapped}) "
@@ -613,11 +621,65 @@ def _sorted_lines(con: Any, mapped: str, orders: set[str]) -> tuple[int, set[str
     sort = "ORDER BY line" if orders & in_table else ""
     if sort:
         con.execute("SET preserve_insertion_order = true")  # a scan keeps the sort
+    if work is not None:
+        size = _one(con, f"SELECT sum(strlen(s) + strlen(p) + strlen(o) + 4) FROM {mapped}")
+        if size and size >= SORT_IN_PARTS:
+            count = _sorted_parts(con, mapped, int(size), work)
+            return count, in_table
     # a line is its triple (a subject and a predicate hold no space): DISTINCT lines are
     # the distinct triples, and a line's predicate is its second term
     con.execute("CREATE TEMP TABLE kg_s AS SELECT DISTINCT s || ' ' || p || ' ' || o || "
                 f"' .' AS line FROM {mapped} {sort}")
     return int(_one(con, "SELECT count(*) FROM kg_s")), in_table
+
+
+_READ_LINES = ("read_csv({}, columns = {{'line': 'VARCHAR'}}, header = false, delim = '\t', "
+               "quote = '', escape = '', auto_detect = false)")
+
+
+def _sorted_parts(con: Any, mapped: str, size: int, work: Path) -> int:
+    """The mapped lines made distinct and sorted a range of subjects at a time, so that DuckDB
+    never holds more than one range (a DISTINCT or ORDER BY of the whole graph does not
+    spill: at 200,000 issuers, 1.8 GB of lines, it failed within 1 GB): the subjects' range
+    bounds are drawn from a sample of the triples, each line is written once into the file of
+    its range (one pass of the mapping), and each file is sorted into a file of its own. Lines
+    of one subject share a range, and a subject's lines sort together and in the order of the
+    subjects (no term holds a space, the separator, and none sorts below it), so the files
+    in range order are the graph's lines in order: kg_s becomes a view of them. How many
+    lines."""
+    import shutil
+
+    parts = max(2, -(-size // PART_BYTES))
+    sample = [s for (s,) in con.execute(
+        f"SELECT s FROM {mapped} USING SAMPLE reservoir({parts * 200} ROWS) REPEATABLE (1)"
+    ).fetchall()]
+    sample.sort()
+    bounds = sorted({sample[len(sample) * i // parts] for i in range(1, parts)})
+    folder = work / "kg-parts"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    listed = "[" + ", ".join(_sql_str(b) for b in bounds) + "]"
+    con.execute("SET partitioned_write_flush_threshold = 65536")
+    con.execute(f"COPY (SELECT len(list_filter({listed}, lambda b: b <= s)) AS part, "
+                f"s || ' ' || p || ' ' || o || ' .' AS line FROM {mapped}) TO "
+                f"{_sql_str(str(folder))} (FORMAT csv, HEADER false, QUOTE '', ESCAPE '', "
+                "DELIMITER '\t', PARTITION_BY (part))")
+    count, files = 0, []
+    for part in range(len(bounds) + 1):
+        found = sorted((folder / f"part={part}").glob("*.csv"))
+        if not found:
+            continue
+        files.append(work / f"kg-sorted-{part:04d}.nt")
+        listed_files = "[" + ", ".join(_sql_str(str(f)) for f in found) + "]"
+        done = con.execute(f"COPY (SELECT DISTINCT line FROM {_READ_LINES.format(listed_files)} "
+                           f"ORDER BY line) TO {_sql_str(str(files[-1]))} (FORMAT csv, "
+                           "HEADER false, QUOTE '', ESCAPE '', DELIMITER '\t')").fetchone()
+        count += int(done[0]) if done else 0
+        shutil.rmtree(folder / f"part={part}")
+    shutil.rmtree(folder, ignore_errors=True)
+    listed_files = "[" + ", ".join(_sql_str(str(f)) for f in files) + "]"
+    con.execute(f"CREATE TEMP VIEW kg_s AS SELECT line FROM {_READ_LINES.format(listed_files)}")
+    return count
 
 
 def _copy_into(con: Any, query: str, path: Path, read: Callable[[], None]) -> None:
