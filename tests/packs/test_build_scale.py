@@ -491,6 +491,55 @@ def test_a_big_builds_rules_read_their_predicates_in_a_process_of_their_own(
     assert not any(p.endswith(("#email", "#phone")) for p in named)
 
 
+@pytest.mark.parametrize("pack", ["credit", "research"])
+def test_a_big_graph_sorted_a_range_of_subjects_at_a_time_is_the_same_graph(
+        pack, kg_cache, tmp_path, monkeypatch, request) -> None:
+    """Past SORT_IN_PARTS bytes of lines, the mapped lines are made distinct and sorted a range
+    of subjects at a time (rdfmap._sorted_parts): every file is the one the whole-graph sort
+    writes, byte for byte, and no part is left in the scratch folder."""
+    source = request.getfixturevalue(f"{pack}_pack")
+    whole = build_variant(source, "base", kg_cache)
+    calls: list[int] = []
+    parts = rdfmap._sorted_parts
+
+    def spy(con: object, mapped: str, size: int, work: Path) -> int:
+        calls.append(size)
+        count = parts(con, mapped, size, work)
+        assert not (work / "kg-parts").exists()
+        return count
+
+    monkeypatch.setattr(rdfmap, "SORT_IN_PARTS", 0)
+    monkeypatch.setattr(rdfmap, "PART_BYTES", 4096)  # many ranges, some of one subject
+    monkeypatch.setattr(rdfmap, "_sorted_parts", spy)
+    split = build_variant(source, "base", tmp_path / "cache")
+    assert calls and calls[0] > 20 * 4096, "the graph was sorted in many parts"
+    files = {rel: digest for rel, (_, digest) in whole.manifest["integrity"].items()
+             if not rel.endswith(".duckdb")}
+    assert {rel: digest for rel, (_, digest) in split.manifest["integrity"].items()
+            if not rel.endswith(".duckdb")} == files
+    assert split.dir.name == whole.dir.name and split.manifest["triples"] == \
+        whole.manifest["triples"]
+
+
+def test_odd_values_sorted_in_parts_are_the_reference_graph(tmp_path, monkeypatch) -> None:
+    """The odd values' graph sorted a range of subjects at a time: the same bytes."""
+    csv_dir = tmp_path / "csv"
+    csv_dir.mkdir()
+    write_csv(csv_dir / "things.csv", ODD, ODD_ROWS)
+    create_database(tmp_path / "raw.duckdb", {"things": ODD}, csv_dir)
+    from pytest_kgbench.packs.schema import read_tables
+
+    reference = rdfmap.map_tables(read_tables(csv_dir, {"things": ODD}), {"things": ODD},
+                                  ODD_MAP)
+    monkeypatch.setattr(rdfmap, "SORT_IN_PARTS", 0)
+    monkeypatch.setattr(rdfmap, "PART_BYTES", 64)
+    out = tmp_path / "g.nt"
+    count, _, _ = rdfmap.write_ntriples(tmp_path / "raw.duckdb", {"things": ODD}, ODD_MAP,
+                                        {out: rdfmap.NtTarget()}, tmp_path)
+    assert count == len(reference)
+    assert out.read_text(encoding="utf-8") == to_sorted_ntriples(reference)
+
+
 def test_rule_predicates_are_none_when_any_predicate_could_be_read() -> None:
     """A variable or negated predicate, or a GRAPH clause, could read any triple: then no
     subset of the graph is claimed to be enough."""
