@@ -259,7 +259,11 @@ def build_variant(pack: Pack, variant: str, cache_dir: Path, *, seed: int | None
             if progress is not None:
                 progress(f"building {pack.name}/{variant} (seed {seed})…"
                          + (f" the cached build is damaged: {why}" if why else ""))
-            write_variant(pack, variant, seed, tmp)
+            try:
+                write_variant(pack, variant, seed, tmp)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)  # a big build's gigabytes not left
+                raise
             try:
                 shutil.rmtree(target, ignore_errors=why is None)
                 tmp.rename(target)
@@ -349,6 +353,7 @@ def write_variant(pack: Pack, variant: str, seed: int, out: Path) -> None:
     finally:
         build.beside.settle()  # on a failure, nothing left writing into a folder about to go
         build.checks.settle()
+        build.stop_rules()  # a rules' worker not waited for (the build failed): ended
         shutil.rmtree(build.work, ignore_errors=True)
     build.write_manifest(variant, seed, counts, views)
 
@@ -549,6 +554,13 @@ class _Build:
             self.seconds["shacl_rules"] = round(time.perf_counter() - begun, 3)
         self.peak["shacl_rules"] = peak_rss_mib()
         return self.derived
+
+    def stop_rules(self) -> None:
+        """End a rules' worker that was not waited for (a build failing beside it)."""
+        while self.waits:
+            stop = getattr(self.waits.pop(), "stop", None)
+            if stop is not None:
+                stop()
 
     def rules_then_checks(self) -> Path | None:
         """rules_done, and then the executed tables' check done (its failure raised)."""

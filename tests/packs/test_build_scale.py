@@ -540,6 +540,32 @@ def test_odd_values_sorted_in_parts_are_the_reference_graph(tmp_path, monkeypatc
     assert out.read_text(encoding="utf-8") == to_sorted_ntriples(reference)
 
 
+def test_a_build_failing_beside_its_rules_worker_ends_it(credit_pack, tmp_path,
+                                                         monkeypatch) -> None:
+    """A build that fails while its rules run apart does not leave the worker going on alone
+    (it held gigabytes at 200,000 issuers): the worker is stopped and has exited."""
+    from pytest_kgbench.packs.rdf import ontology
+
+    workers: list[object] = []
+    apart = ontology.derive_apart
+
+    def spy(*args: object) -> object:
+        workers.append(apart(*args))  # type: ignore[arg-type]
+        return workers[-1]
+
+    def fail(self: object, typed: object) -> None:
+        raise RuntimeError("the executed tables failed")
+
+    monkeypatch.setattr(build_mod, "RULES_APART", 0)
+    monkeypatch.setattr(ontology, "derive_apart", spy)
+    monkeypatch.setattr(build_mod._Build, "write_executed", fail)
+    with pytest.raises(RuntimeError, match="executed tables failed"):
+        build_variant(credit_pack, "base", tmp_path / "cache")
+    assert len(workers) == 1
+    assert workers[0].proc.poll() is not None  # type: ignore[attr-defined]
+    assert not list((tmp_path / "cache" / "credit").glob("*.tmp*")), "nothing left behind"
+
+
 def test_rule_predicates_are_none_when_any_predicate_could_be_read() -> None:
     """A variable or negated predicate, or a GRAPH clause, could read any triple: then no
     subset of the graph is claimed to be enough."""

@@ -14,6 +14,7 @@ and a property's domain and range (`vocabulary`).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -555,7 +556,6 @@ def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
     (derive_dump) and exits without freeing its store (3 s of a gigabytes-large store's
     teardown, left to the OS); the dump is sorted here, once it has gone. A worker that
     fails is not second-guessed: derive_file runs again here, raising what it raises."""
-    import json
     import subprocess
     import sys
 
@@ -568,7 +568,20 @@ def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
     proc.stdin.write(shapes_ttl.encode("utf-8"))
     proc.stdin.close()
 
-    def wait() -> int:
+    return _Worker(proc, (ntriples, shapes_ttl, out, work))
+
+
+class _Worker:
+    """derive_apart's worker under way: called, waits for it (derive_file's count, once `out`
+    is written); stop() ends it unawaited (a build that failed beside it: the worker would
+    otherwise go on alone, holding its store, gigabytes at 200,000 issuers)."""
+
+    def __init__(self, proc: Any, args: tuple[Path, str, Path, Path]) -> None:
+        self.proc, self.args = proc, args
+
+    def __call__(self) -> int:
+        ntriples, shapes_ttl, out, work = self.args
+        proc = self.proc
         assert proc.stdout is not None
         stdout = proc.stdout.read()
         proc.stdout.close()
@@ -579,7 +592,12 @@ def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
             return sort_dump([Path(d) for d in done["dumps"]], out, work)
         return derive_file(ntriples, shapes_ttl, out, work)
 
-    return wait
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 def _derive_worker(argv: list[str]) -> None:
