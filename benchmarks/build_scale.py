@@ -9,6 +9,7 @@ tests/pack_declared.py).
     python benchmarks/build_scale.py                                  # 1k, 2k, 10k, 20k, 100k
     python benchmarks/build_scale.py --sizes 1000,10000 --agree 10000
     python benchmarks/build_scale.py --sizes 100000,100000,100000 --shipped --agree 0  # repeats
+    nice -n 10 python benchmarks/build_scale.py --sizes 1000000 --shipped --agree 0 --timeout 3600
 
 Each size runs as `python -m pytest_kgbench.cli build --pack credit --issuers N` (the pack's
 own `scale:` flag) into an empty cache. Peak RSS is that of the build and every process below
@@ -68,21 +69,54 @@ print("KGBENCH-CHILD " + json.dumps({"code": code, "wall": wall, "own_peak_mib":
 
 
 
-def child(args: list[str], timeout: float) -> dict:
-    """Run the CLI in a fresh process; its exit code, wall time and peak RSS (MiB)."""
-    started = time.perf_counter()
+def available_mib() -> float:
+    """/proc/meminfo's MemAvailable, MiB (infinite where there is none)."""
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD, *args], cwd=ROOT,
-                              capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"code": "timeout", "wall": time.perf_counter() - started, "peak_mib": None}
-    for line in proc.stdout.splitlines():
-        if line.startswith("KGBENCH-CHILD "):
-            out = json.loads(line.split(" ", 1)[1])
-            out["stdout"] = proc.stdout
-            return out
-    return {"code": proc.returncode, "wall": time.perf_counter() - started, "peak_mib": None,
-            "stderr": proc.stderr[-2000:]}
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            return next(int(x.split()[1]) for x in fh if x.startswith("MemAvailable:")) / 1024
+    except (OSError, StopIteration):
+        return math.inf
+
+
+def child(args: list[str], timeout: float, floor_mib: float = 0) -> dict:
+    """Run the CLI in a fresh process (a session of its own); its exit code, wall time and
+    peak RSS (MiB). The watchdog: when the machine's available memory falls below
+    `floor_mib`, the process and every one below it are killed (code "watchdog"), and so
+    they are at the timeout; the lowest available memory seen is returned too."""
+    import os
+    import signal
+
+    started = time.perf_counter()
+    low = available_mib()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, *args], cwd=ROOT, stdout=out,
+                                stderr=err, text=True, start_new_session=True)
+        code: int | str | None = None
+        while (code := proc.poll()) is None:
+            free = available_mib()
+            low = min(low, free)
+            killed = "watchdog" if free < floor_mib else "timeout" \
+                if time.perf_counter() - started > timeout else None
+            if killed:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                code = killed
+                break
+            time.sleep(0.2)
+        wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    for line in stdout.splitlines():
+        if line.startswith("KGBENCH-CHILD ") and not isinstance(code, str):
+            res = json.loads(line.split(" ", 1)[1])
+            res.update(stdout=stdout, low_mib=low)
+            return res
+    # the error's own line (a traceback's last line may be advice, as DuckDB's is)
+    errors = [x for x in stderr.splitlines() if "Error" in x or "Exception" in x]
+    return {"code": code, "wall": wall, "peak_mib": None, "low_mib": low,
+            "stderr": (errors[-1] if errors else stderr.strip()[-300:]) if code != "watchdog"
+            else f"killed: MemAvailable fell below {floor_mib:.0f} MiB ({low:.0f} MiB)"}
 
 
 def manifest(cache: Path, pack: str) -> dict:
@@ -113,13 +147,14 @@ def scale(args: argparse.Namespace) -> list[dict]:
     print(f"\ncredit at {args.param}=N, a fresh process and an empty cache each")
     stages = ("raw", "executed", "shacl_rules", "restricted")
     head = " | ".join(f"{s} s (peak MiB)" for s in stages)
-    print(f"| {args.param} | triples | {head} | wall s | peak RSS MiB | load 1/5/15 |")
-    print("|" + "---|" * (5 + len(stages)))
+    print(f"| {args.param} | triples | {head} | wall s | peak RSS MiB | lowest MemAvailable "
+          "MiB | load 1/5/15 |")
+    print("|" + "---|" * (6 + len(stages)))
     for n in args.sizes:
         with tempfile.TemporaryDirectory(prefix="kgbench-scale-") as cache:
             before = load()
             res = child(["build", "--pack", args.pack, f"--{args.param}", str(n), "--cache",
-                         cache], args.timeout)
+                         cache], args.timeout, args.min_available_mib)
             man = manifest(Path(cache), args.pack)
         secs, peaks = man.get("build_seconds", {}), man.get("build_peak_rss_mib", {})
         cells = " | ".join(f"{secs[s]:.1f} ({peaks.get(s) or 0:.0f})" if s in secs else "-"
@@ -128,9 +163,9 @@ def scale(args: argparse.Namespace) -> list[dict]:
         status = "" if res["code"] == 0 else f" **{res['code']}**"
         triples = f"{man['triples']:,}" if "triples" in man else "-"
         print(f"| {n:,} | {triples} | {cells} | {res['wall']:.1f}{status} | "
-              f"{peak} | {before} -> {load()} |", flush=True)
+              f"{peak} | {res['low_mib']:.0f} | {before} -> {load()} |", flush=True)
         if res["code"] != 0:
-            print("   ", (res.get("stderr") or "").strip().splitlines()[-1:], flush=True)
+            print("   ", res.get("stderr") or "", flush=True)
         rows.append({"n": n, "wall": res["wall"] if res["code"] == 0 else None,
                      "peak": res.get("peak_mib") if res["code"] == 0 else None})
     print("\ngrowth, time:   " + "; ".join(growth(rows, "wall")))
@@ -239,6 +274,9 @@ def main() -> None:
                     type=lambda s: [int(x) for x in s.split(",") if x],
                     help="issuers (or --param) per run, comma-separated; '' for none")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per size")
+    ap.add_argument("--min-available-mib", type=float, default=3072,
+                    help="the watchdog: a size's build is killed when the machine's available "
+                    "memory (MemAvailable) falls below this (0: never)")
     ap.add_argument("--shipped", nargs="*", default=["credit", "research"],
                     help="the packs whose every variant is rebuilt (none: skip)")
     ap.add_argument("--cache", default=None, help="the agreement check's build cache "
