@@ -119,8 +119,8 @@ def child(args: list[str], timeout: float, floor_mib: float = 0) -> dict:
             else f"killed: MemAvailable fell below {floor_mib:.0f} MiB ({low:.0f} MiB)"}
 
 
-def manifest(cache: Path, pack: str) -> dict:
-    found = sorted((cache / pack).glob("*/manifest.json"))
+def manifest(cache: Path, pack: str, variant: str = "") -> dict:
+    found = sorted((cache / pack).glob(f"{variant}*/manifest.json"))
     return json.loads(found[-1].read_text(encoding="utf-8")) if found else {}
 
 
@@ -151,11 +151,19 @@ def scale(args: argparse.Namespace) -> list[dict]:
           "MiB | load 1/5/15 |")
     print("|" + "---|" * (6 + len(stages)))
     for n in args.sizes:
-        with tempfile.TemporaryDirectory(prefix="kgbench-scale-") as cache:
+        with tempfile.TemporaryDirectory(prefix="kgbench-scale-") as scratch:
+            # --keep: the build stays in that cache (emptied of this variant first), for the
+            # queries after it; otherwise in an empty folder that goes with the run
+            cache = args.keep or scratch
+            if args.keep:
+                import shutil
+
+                for old in Path(cache, args.pack).glob(f"{args.param}={n}-*"):
+                    shutil.rmtree(old) if old.is_dir() else old.unlink()
             before = load()
             res = child(["build", "--pack", args.pack, f"--{args.param}", str(n), "--cache",
                          cache], args.timeout, args.min_available_mib)
-            man = manifest(Path(cache), args.pack)
+            man = manifest(Path(cache), args.pack, f"{args.param}={n}-")
         secs, peaks = man.get("build_seconds", {}), man.get("build_peak_rss_mib", {})
         cells = " | ".join(f"{secs[s]:.1f} ({peaks.get(s) or 0:.0f})" if s in secs else "-"
                            for s in stages)
@@ -281,6 +289,9 @@ def main() -> None:
                     help="the packs whose every variant is rebuilt (none: skip)")
     ap.add_argument("--cache", default=None, help="the agreement check's build cache "
                     "(default: an empty folder; the sizes always build from scratch)")
+    ap.add_argument("--keep", default=None, help="build the sizes into this cache and keep "
+                    "them there (each size's earlier build removed first), e.g. for "
+                    "query_engines.py --cache")
     ap.add_argument("--agree", type=int, default=10000, help="the size to check agreement at "
                     "(0: skip)")
     args = ap.parse_args()
