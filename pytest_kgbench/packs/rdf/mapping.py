@@ -650,6 +650,8 @@ def _sorted_parts(con: Any, mapped: str, size: int, work: Path) -> int:
         f"SELECT s FROM {mapped} USING SAMPLE reservoir({parts * 200} ROWS) REPEATABLE (1)"
     ).fetchall()]
     sample.sort()
+    # the bounds only balance the ranges: whatever they are, the files in order hold the same
+    # lines (at 1,000,000 issuers: 48 ranges of the 9 GB of lines, the build at most 1.6 GB)
     bounds = sorted({sample[len(sample) * i // parts] for i in range(1, parts)})
     folder = work / "kg-parts"
     shutil.rmtree(folder, ignore_errors=True)
