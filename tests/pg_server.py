@@ -15,11 +15,12 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from oxigraph_server import free_port  # beside this file
 
 USER = "kgbench"  # the loader: the server's superuser
 
@@ -45,12 +46,6 @@ def missing() -> str | None:
         return ("PostgreSQL's initdb and postgres are not on this machine "
                 "(apt-get install postgresql)")
     return None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class PgServer:
@@ -93,7 +88,7 @@ class PgServer:
                   "--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8", "--locale=C",
                   "--no-sync", "--no-instructions")
         for _ in range(5):  # a port taken between finding it and binding it: another one
-            self.port = _free_port()
+            self.port = free_port()
             log = (self.dir / "server.log").open("ab")
             self.proc = subprocess.Popen(
                 [str(self.bin / "postgres"), "-D", str(self.dir / "data"), "-p", str(self.port),

@@ -24,6 +24,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from oxigraph_server import _die_with_parent, free_port  # beside this file
+
 SERVER_TIMEOUT_S = 10  # [SPARQL] MaxQueryExecutionTime: above any test's own deadline
 
 
@@ -39,24 +41,6 @@ def missing() -> str | None:
         return ("Virtuoso's virtuoso-t and isql-vt are not on this machine "
                 "(apt-get install virtuoso-opensource)")
     return None
-
-
-def _die_with_parent() -> None:
-    """SIGTERM to the server when the process that started it ends, even killed."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 INI = """[Database]
@@ -154,7 +138,7 @@ class VirtuosoServer:
 
     def start(self, wait: float = 180.0) -> VirtuosoServer:
         for _ in range(5):  # a port taken between finding it and binding it: others
-            self.sql_port, self.http_port = _free_port(), _free_port()
+            self.sql_port, self.http_port = free_port(), free_port()
             if self.sql_port == self.http_port:
                 continue
             ini = self.dir / "virtuoso.ini"

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from pytest_kgbench.core.files import write_atomic
 from pytest_kgbench.core.fingerprints import code_fingerprints, grader_files
 from pytest_kgbench.core.interrupt import INTERRUPTED
 from pytest_kgbench.core.record import (
@@ -375,17 +376,6 @@ class RunStore:
     def _write_json(self, name: str, value: Any) -> None:
         write_atomic(self.dir / name,
                      json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `path`, to disk, then rename it over `path`: a
-    kill at any moment leaves the old file or the new one, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
 
 
 def drop_torn_tail(path: Path) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 
 from pytest_kgbench.analysis.runs import RunSummary, summarise
 from pytest_kgbench.core.errors import KgbenchError
+from pytest_kgbench.core.files import write_atomic
 from pytest_kgbench.core.record import (
     BankedRecord,
     grades_json,
@@ -282,17 +283,8 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
-
-
 def _write_json(path: Path, value: Any) -> None:
-    _write(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(path, json.dumps(value, indent=2, ensure_ascii=False) + "\n")
 
 
 def merged_settings(shards: Sequence[ShardRun], run_id: str) -> Settings:
@@ -420,8 +412,8 @@ def _write_run(out: Path, meta: Mapping[str, Any], report: Mapping[str, Any],
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "prompts").mkdir(parents=True)
     for name, path in prompts.items():
-        _write(tmp / "prompts" / name, path.read_text(encoding="utf-8"))
-    _write(tmp / "answers.jsonl", "".join(record_line(r).decode("utf-8") for r in records))
+        write_atomic(tmp / "prompts" / name, path.read_text(encoding="utf-8"))
+    write_atomic(tmp / "answers.jsonl", "".join(record_line(r).decode("utf-8") for r in records))
     if spent is not None:
         _write_json(tmp / LEDGER, {"spent": spent, "reserved": {},
                                    "shards": {str(s["index"]): s["spent"]
@@ -430,9 +422,9 @@ def _write_run(out: Path, meta: Mapping[str, Any], report: Mapping[str, Any],
     _write_json(tmp / "questions.json", questions_json(by_node))
     _write_json(tmp / "grades.json", grades_json(by_node))
     _write_json(tmp / "report.json", report)
-    _write(tmp / "report.md", render_markdown(report, registry) + "\n".join(
+    write_atomic(tmp / "report.md", render_markdown(report, registry) + "\n".join(
         shard_lines(meta)) + "\n")
-    _write(tmp / "report.html", render_html(report, list(by_node)))
+    write_atomic(tmp / "report.html", render_html(report, list(by_node)))
     _write_json(tmp / "meta.json", meta)
     tmp.rename(out)
 
