@@ -29,6 +29,14 @@ class HarnessBroken(KgbenchError):
     rejected credential). The session halts at once; banked results stay intact."""
 
 
+class ReferenceFailed(HarnessBroken):
+    """A question's reference query failed on its store (an error, or a result with no
+    answer's fields), as opposed to running past its deadline. Where the store is one the
+    harness vouches for, the run halts as for any broken harness; on a server it does not
+    (`Executor.checks_reference`), the question is one that server cannot serve, and is skipped
+    with the reason (run/items.py, `ItemRunner.unservable`)."""
+
+
 class TransientModelError(KgbenchError):
     """A model call failed for a reason worth retrying (rate limit, overload, reset) after the
     SDK's own retries. pytest-rerunfailures reruns the item; it is never graded."""

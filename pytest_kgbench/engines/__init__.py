@@ -227,6 +227,16 @@ class Executor(ABC):
     language: str  # "sql" or "sparql": the language its queries are written in
     unit: str      # what `catalog` counts: "rows" or "instances"
     guard: Any     # the persona's Guard
+    caps: Caps = CAPS  # what one query may give back
+    checks_reference = False
+    """Whether the harness does not vouch for this store's answers (a SPARQL server of the
+    user's, whose dialect may differ from SPARQL 1.1): then each question's reference query
+    runs on it before the question is asked, and a question it answers wrong is skipped with
+    the reason, for every agent, never graded (run/items.py, `ItemRunner.unservable`)."""
+
+    def engine_name(self) -> str:
+        """The store as a skip's reason names it."""
+        return f"the {self.language} engine"
 
     @abstractmethod
     def run(self, statement: str) -> QueryResult:

@@ -553,7 +553,12 @@ def survey(endpoint: Endpoint, graph: str, guard: Guard, local: Any,
 
 class EndpointExecutor(SparqlExecutor):
     """A persona's graph on a SPARQL endpoint, behind the guard: the catalog, the description
-    and the store block are `SparqlExecutor`'s, over what the server counted."""
+    and the store block are `SparqlExecutor`'s, over what the server counted. A server's
+    answers are checked against each question's key before the question is asked
+    (`checks_reference`): Virtuoso divides integers as SQL does, and its compiler fails on
+    some queries SPARQL 1.1 allows."""
+
+    checks_reference = True
 
     def __init__(self, endpoint: Endpoint, graph: str, info: dict[str, Any], guard: Guard,
                  timeout: float = 60.0, caps: Caps = CAPS) -> None:
@@ -579,6 +584,9 @@ class EndpointExecutor(SparqlExecutor):
     @property
     def info(self) -> dict[str, Any]:
         return self._info
+
+    def engine_name(self) -> str:
+        return f"{self.endpoint.kind().name} at {redacted(self.endpoint.query_url)}"
 
     def close(self) -> None:
         if self._apart is not None:

@@ -171,7 +171,7 @@ def full_executor(built: Any, cond: Any, persona: str, engines: Mapping[str, str
                                    prefixes=turtle_prefixes(files.prefixes))
     executor = open_store(built, cond, persona, engines=engines, timeout=timeout,
                           registry=registry)
-    executor.caps = full  # type: ignore[attr-defined]  # in-process engines: caps per query
+    executor.caps = full  # in-process engines: caps per query
     return executor
 
 

@@ -15,12 +15,17 @@ from pytest_kgbench.agents import BaseAgent, Task
 from pytest_kgbench.asking.cases import Case, session_of
 from pytest_kgbench.asking.prompts import Prompt
 from pytest_kgbench.core.conditions import Condition
-from pytest_kgbench.core.errors import HarnessBroken, ItemSkipped, TransientModelError
+from pytest_kgbench.core.errors import (
+    HarnessBroken,
+    ItemSkipped,
+    ReferenceFailed,
+    TransientModelError,
+)
 from pytest_kgbench.core.questions import KEY_QUERIES, Question
 from pytest_kgbench.core.record import ItemRecord
 from pytest_kgbench.core.registry import Registry
 from pytest_kgbench.core.settings import Settings
-from pytest_kgbench.engines import Executor
+from pytest_kgbench.engines import Caps, Executor
 from pytest_kgbench.engines.stores import guard_for, refusal
 from pytest_kgbench.metrics import MetricInput, measure_all, ordered
 from pytest_kgbench.packs.build import Built
@@ -56,6 +61,7 @@ class Prepared:
     built: Built
     executor: Executor | None
     task: Task
+    unservable: str | None = None  # why its store cannot serve the question (a skip)
 
 
 def case_key(case: Case) -> tuple[str, str, str]:
@@ -73,6 +79,7 @@ class ItemRunner:
         self._sessions: dict[tuple[str, tuple[str, ...]], tuple[Asked, dict[str, Answer]]] = {}
         self._prepared: dict[tuple[str, str, str], Prepared] = {}  # items answered ahead
         self._given: dict[tuple[str, str], list[str]] = {}
+        self._served: dict[tuple[str, ...], str | None] = {}  # unservable, per question/store
         self.broken: str | None = None  # the harness broke after the item's answer was made
 
     @property
@@ -134,7 +141,46 @@ class ItemRunner:
         task = Task(question=q, condition=cond, prompt=prompt,
                     guard=guard_for(built, q.persona), built=built, model=case.model,
                     repeat=case.repeat, executor=executor)
-        return Prepared(built, executor, task)
+        return Prepared(built, executor, task, self.unservable(case, task))
+
+    def unservable(self, case: Case, task: Task) -> str | None:
+        """Why the item's store cannot serve its question, or None; such an item is skipped
+        with the reason, for every agent, never graded (a limit of the harness or of the
+        store is not the model's miss). Two reasons, for querying conditions only:
+
+        - the key lists more values than one query hands over (`past_row_cap`), a limit that
+          grows with the data;
+        - the store is one the harness does not vouch for (`Executor.checks_reference`: a
+          SPARQL server of the user's) and the question's reference query, run on it as the
+          gold agent runs it, is not graded correct there: an error of the server's compiler,
+          SQL's integer division (Virtuoso). Checked once per question, condition and
+          persona in a process. A reference past its deadline is not a verdict on the
+          server: the run halts, as for a reference that fails on a store the harness
+          vouches for."""
+        q, executor = case.question, task.executor
+        if executor is None or q.expect != "answer":
+            return None
+        built = task.built
+        key = self.runtime.key(q, built)
+        cached = (q.pack, case.variant, q.id, case.condition.id, q.persona)
+        if cached in self._served:
+            return self._served[cached]
+        why = past_row_cap(q, key, executor.caps)
+        if why is None and executor.checks_reference:
+            where = f"{executor.engine_name()} cannot serve {q.id} under {case.condition.id}"
+            try:
+                answer = self.runtime.agent("gold").ask(task)
+            except ReferenceFailed as exc:
+                why = f"{where}: {exc}"
+            else:
+                got = self.grade(q, case.condition, built, key, answer)
+                if got.grade != "correct":
+                    fields = "; ".join(f"{f.name}: expected {f.expected!r}, got {f.got!r}"
+                                       for f in got.fields if not f.ok)
+                    why = (f"{where}: its reference query is graded {got.grade} there "
+                           f"({'; '.join(x for x in (got.reason, fields) if x)})")
+        self._served[cached] = why
+        return why
 
     @staticmethod
     def answer(agent: BaseAgent, prepared: Prepared) -> Asked:
@@ -142,6 +188,9 @@ class ItemRunner:
         task = prepared.task
         started = _now()
         t0 = time.perf_counter()
+        if prepared.unservable is not None:
+            return Asked(task.prompt, Answer(status="skipped", error=prepared.unservable),
+                         task.sent, skipped=prepared.unservable, started=started)
         try:
             asked = Asked(task.prompt, agent.ask(task), task.sent)
         except ItemSkipped as exc:
@@ -353,6 +402,20 @@ class ItemRunner:
             elif f.kind == "entity_list":
                 out += [str(v) for v in key.get(f.name) or []]
         return out
+
+
+def past_row_cap(q: Question, key: dict[str, Any] | None, caps: Caps) -> str | None:
+    """Why no answer read through one query can hold the key: a list field of the key longer
+    than the rows a query hands over (`Caps.rows`); or None. At 200,000 issuers some lists
+    hold thousands of entities, and even the gold agent's reference query is cut at the cap:
+    a limit of the harness, which grows with the data, not a model's miss."""
+    for f in q.fields:
+        value = (key or {}).get(f.name)
+        if isinstance(value, list) and len(value) > caps.rows:
+            return (f"{q.id}: its key lists {len(value):,} values in '{f.name}' and a query "
+                    f"hands over at most {caps.rows:,} rows: no answer read through the "
+                    "store can hold them (a limit of the harness, not graded)")
+    return None
 
 
 def _now() -> str:

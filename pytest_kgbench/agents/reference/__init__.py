@@ -16,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from pytest_kgbench.agents import BaseAgent, Task
-from pytest_kgbench.core.errors import HarnessBroken
+from pytest_kgbench.core.errors import HarnessBroken, ReferenceFailed
 from pytest_kgbench.scoring.answers import Answer, answer_text, fields_from_rows
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ class ReferenceAgent(BaseAgent):
                                 f"({self.settings.limits.query_timeout:g} s): {result.error or ''}"
                                 .rstrip(": "))
         if result.error and not elsewhere:
-            raise HarnessBroken(f"{where} failed: {result.error.splitlines()[0]}")
+            raise ReferenceFailed(f"{where} failed: {result.error.splitlines()[0]}")
         answer = Answer(queries=[result], rounds=1)
         if task.executor is not None:  # querying: the query is one run_query call
             answer.tool_calls.append({"name": "run_query", "input": {"query": statement},
@@ -105,7 +105,7 @@ class ReferenceAgent(BaseAgent):
                 fields = fields_from_rows(q.fields, result.columns, result.rows)
             except KeyError as exc:
                 if not elsewhere:
-                    raise HarnessBroken(f"{where} gives no answer's fields: {exc}") from exc
+                    raise ReferenceFailed(f"{where} gives no answer's fields: {exc}") from exc
                 answer.text = f"The reference query's result does not fit the answer: {exc}"
                 answer.status = "error"
                 answer.error = str(exc)

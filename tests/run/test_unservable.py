@@ -1,0 +1,141 @@
+"""A question its store cannot serve is skipped with the reason, for every agent, never graded:
+a key longer than a query hands over, and (on a server the harness does not vouch for) a
+reference query the server answers wrong. A harness limit is never a model's miss."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_kgbench.core.questions import load_questions
+from pytest_kgbench.engines import Caps
+from pytest_kgbench.run.items import past_row_cap
+
+
+def _pack(folder: Path, items: int, hand: bool = True) -> Path:
+    """A pack of one CSV table of `items` items (every third discontinued) and two questions:
+    the items in the catalogue (a list as long as the table's two thirds) and their count;
+    the list's key written by hand (`hand`), else the gold query's result."""
+    (folder / "data").mkdir(parents=True)
+    rows = "".join(f"S{i:04d},{i % 7 + 1},{str(i % 3 == 0).lower()}\n" for i in range(items))
+    listed = sorted(f"S{i:04d}" for i in range(items) if i % 3)
+    (folder / "data" / "items.csv").write_text("sku,price,discontinued\n" + rows,
+                                               encoding="utf-8")
+    (folder / "pack.yaml").write_text("name: plain\n", encoding="utf-8")
+    (folder / "definitions.md").write_text(
+        "# Definitions\n\nThe catalogue: the items not discontinued.\n", encoding="utf-8")
+    (folder / "questions.yaml").write_text(yaml.safe_dump([
+        {"id": "plain-Q1", "tier": "L1", "text": "Which items are in the catalogue?",
+         "answer": {"skus": {"kind": "string_list"}},
+         "gold": {"sql": "SELECT sku AS skus FROM items WHERE NOT discontinued ORDER BY sku"},
+         **({"hand_key": {"skus": listed}} if hand else {})},
+        {"id": "plain-Q2", "tier": "L1", "text": "How many items are in the catalogue?",
+         "answer": {"n": {"kind": "number"}},
+         "gold": {"sql": "SELECT count(*) AS n FROM items WHERE NOT discontinued"}},
+    ]), encoding="utf-8")
+    return folder
+
+
+def test_a_key_longer_than_the_row_cap_is_named_with_both_lengths(tmp_path: Path) -> None:
+    folder = _pack(tmp_path / "plain", 3)
+    q1, q2 = load_questions(folder / "questions.yaml", pack="plain").questions
+    caps = Caps(rows=2)
+    assert past_row_cap(q1, {"skus": ["a", "b"]}, caps) is None  # at the cap: it fits
+    why = past_row_cap(q1, {"skus": ["a", "b", "c"]}, caps)
+    assert why is not None and why.startswith("plain-Q1: its key lists 3 values in 'skus'")
+    assert "at most 2 rows" in why
+    assert past_row_cap(q2, {"n": 3}, caps) is None  # not a list
+    assert past_row_cap(q1, None, caps) is None  # no key (an abstain question)
+
+
+def test_gold_skips_a_list_past_the_row_cap_and_answers_the_rest(tmp_path: Path,
+                                                                 pytester: pytest.Pytester
+                                                                 ) -> None:
+    """900 items, 600 of them in the catalogue: the list's key is past the 500 rows a query
+    hands over. Before, gold's query was cut at 500 rows and graded wrong, failing the
+    must-pass run; now the list is skipped under the querying conditions, with the reason, and
+    the count beside it is answered."""
+    folder = _pack(tmp_path / "plain", 900)
+    pytester.makeini(f"[pytest]\nkgbench_cache = {pytester.path / 'cache'}\n")
+    result = pytester.runpytest_subprocess("--pack", str(folder), "--agent", "gold",
+                                           "--condition", "D1,D2", "-p", "no:cacheprovider",
+                                           "-rs")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*2 passed, 2 skipped*"])
+    (line,) = [x for x in result.outlines if x.startswith("run folder: ")]
+    report = json.loads((Path(line.removeprefix("run folder: ")) / "report.json")
+                        .read_text(encoding="utf-8"))
+    assert sorted((s["nodeid"].split("::")[1], s["reason"]) for s in report["skipped"]) == [
+        (f"plain-Q1[{c}-gold-rep1]", "plain-Q1: its key lists 600 values in 'skus' and a "
+         "query hands over at most 500 rows: no answer read through the store can hold them "
+         "(a limit of the harness, not graded)") for c in ("D1", "D2")]
+    assert {(i["question"], i["grade"]) for i in report["items"]} == {("plain-Q2", "correct")}
+
+
+def test_a_key_taken_from_a_gold_query_past_the_caps_halts(tmp_path: Path,
+                                                           pytester: pytest.Pytester) -> None:
+    """A key read from its gold query's result was cut at the 500 rows a query hands over,
+    and gold, cut alike, was graded correct against it: a key must be whole, so the run halts
+    naming the question, and nothing is graded against a cut key."""
+    folder = _pack(tmp_path / "plain", 900, hand=False)
+    pytester.makeini(f"[pytest]\nkgbench_cache = {pytester.path / 'cache'}\n")
+    result = pytester.runpytest_subprocess("--pack", str(folder), "--agent", "gold",
+                                           "--condition", "D1", "-p", "no:cacheprovider",
+                                           "-p", "no:randomly")
+    assert result.ret == 3, result.stdout.str()
+    result.stdout.fnmatch_lines(["*question plain-Q1: its key is the result of its gold sql "
+                                 "query, which is past what a query hands over (600 rows, "
+                                 "500 kept*"])
+    answers = [json.loads(line) for f in (pytester.path / "reports").glob("*/answers.jsonl")
+               for line in f.read_text(encoding="utf-8").splitlines()]
+    assert not [a for a in answers if a["question"] == "plain-Q1"], answers
+
+
+def _starter_with_a_wrong_sparql(tmp_path: Path) -> Path:
+    """The starter pack (kgbench init) and a question whose SPARQL reference answers another
+    customer's country than its key (the gold SQL's result): as a server answering a
+    reference wrong would."""
+    from pytest_kgbench.cli import main
+
+    folder = tmp_path / "shop"
+    assert main(["init", str(folder)]) == 0
+    questions = yaml.safe_load((folder / "questions.yaml").read_text(encoding="utf-8"))
+    q1 = next(q for q in questions if q["id"] == "shop-Q1")
+    questions.append({**q1, "id": "shop-Q5", "gold": {
+        "sql": q1["gold"]["sql"],
+        "sparql": q1["gold"]["sparql"].replace('"Chen Wei"', '"Ada Byrne"')}})
+    (folder / "questions.yaml").write_text(yaml.safe_dump(questions), encoding="utf-8")
+    return folder
+
+
+def test_a_reference_a_server_answers_wrong_is_skipped_there_and_fails_in_process(
+        tmp_path: Path, pytester: pytest.Pytester, oxigraph) -> None:
+    """On a store the harness vouches for (rdflib in process), a reference graded wrong is
+    the harness failing: gold's must-pass run fails on it. On a SPARQL server
+    (`--sparql-engine endpoint=…`), whose answers the harness does not vouch for, the
+    question's reference runs first and the question is skipped there, with the reason, for
+    every agent: a model is never graded on what the server itself answers wrong."""
+    folder = _starter_with_a_wrong_sparql(tmp_path)
+    pytester.makeini(f"[pytest]\nkgbench_cache = {pytester.path / 'cache'}\n")
+    common = ("--pack", str(folder), "--condition", "D4", "-p", "no:cacheprovider",
+              "-p", "no:randomly")
+    vouched = pytester.runpytest_subprocess(*common, "--agent", "gold")
+    assert vouched.ret == 1, vouched.stdout.str()
+    vouched.stdout.fnmatch_lines(["*the gold agent must answer every item correctly: graded "
+                                  "wrong*", "*1 failed, 2 passed, 2 skipped*"])
+    for agent in ("gold", "trap"):
+        served = pytester.runpytest_subprocess(*common, "--agent", agent, "--sparql-engine",
+                                               oxigraph.engine)
+        assert served.ret == 0, served.stdout.str()
+        (line,) = [x for x in served.outlines if x.startswith("run folder: ")]
+        report = json.loads((Path(line.removeprefix("run folder: ")) / "report.json")
+                            .read_text(encoding="utf-8"))
+        reasons = {s["nodeid"].split("::")[1]: s["reason"] for s in report["skipped"]}
+        assert reasons[f"shop-Q5[D4-{agent}-rep1]"] == (
+            f"Oxigraph at {oxigraph.query_url} cannot serve shop-Q5 under D4: its reference "
+            "query is graded wrong there (no field matches the key; country: expected 'SG', "
+            "got 'IE')"), reasons
+        assert {i["question"] for i in report["items"]} == {"shop-Q1", "shop-Q2"}
