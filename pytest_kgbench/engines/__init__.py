@@ -48,6 +48,10 @@ class Caps:
 
 
 CAPS = Caps()
+WHOLE = Caps(rows=1_000_000, result_chars=1 << 40, count_rows=1_000_000)
+"""Caps no result of the harness's own reaches: a store over a reading prompt's data that the
+reading gold agent queries (it proves the prompt holds the facts, whatever a query may hand a
+model), an imported query's whole result for the challenge's metric."""
 
 
 @dataclass

@@ -810,7 +810,7 @@ class EndpointStore(StoreKind):
         info = survey(endpoint, graph, guard, local_namespaces(prefixes, load), hidden)
         return EndpointExecutor(endpoint, graph, info, guard, timeout=timeout)
 
-    def from_context(self, context: str, guard: Guard) -> None:
+    def from_context(self, context: str, guard: Guard, caps: Caps = CAPS) -> None:
         return None  # a reading prompt's store is the default engine's
 
     def classify(self, guard: Guard, statement: str) -> str | None:

@@ -625,7 +625,7 @@ class PostgresStore(StoreKind):
                              "-c default_transaction_read_only=on"}
         return specs, params, (_password(self.dsn), layout.password(guard.persona))
 
-    def from_context(self, context: str, guard: Guard) -> None:
+    def from_context(self, context: str, guard: Guard, caps: Caps = CAPS) -> None:
         return None  # the reading gold agent's store is the default engine's
 
     def classify(self, guard: Guard, statement: str) -> str | None:

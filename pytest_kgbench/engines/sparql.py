@@ -247,7 +247,7 @@ class GraphStore(StoreKind):
         return SparqlExecutor.over(self.plugin, load, guard, timeout=timeout,
                                    parsers=self.parsers, prefixes=prefixes, hidden=hidden)
 
-    def from_context(self, context: str, guard: Guard) -> SparqlExecutor:
+    def from_context(self, context: str, guard: Guard, caps: Caps = CAPS) -> SparqlExecutor:
         from pytest_kgbench.packs.reading import turtle_blocks
 
         owned = []
@@ -257,7 +257,7 @@ class GraphStore(StoreKind):
                 fh.write(body)
             owned.append(Path(name))
         return SparqlExecutor.over(self.plugin, [(p, "turtle") for p in owned], guard,
-                                   parsers=self.parsers, owned=tuple(owned))
+                                   parsers=self.parsers, owned=tuple(owned), caps=caps)
 
     def classify(self, guard: Guard, statement: str) -> str | None:
         return classify_sparql(statement, guard).refused

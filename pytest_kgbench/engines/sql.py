@@ -407,12 +407,12 @@ class DuckDBStore(StoreKind):
             raise HarnessBroken(f"the DuckDB store has no '{data}' data (raw or executed)")
         return WorkerSqlExecutor.start("duckdb", {"path": str(path)}, specs, guard, timeout)
 
-    def from_context(self, context: str, guard: Guard) -> SqlExecutor:
+    def from_context(self, context: str, guard: Guard, caps: Caps = CAPS) -> SqlExecutor:
         from pytest_kgbench.packs.reading import tables_from_text
 
         tables = tables_from_text(context)
         return SqlExecutor(database_from_csv_text(tables),
-                           {n: s for n, (s, _) in tables.items()}, guard)
+                           {n: s for n, (s, _) in tables.items()}, guard, caps=caps)
 
     def classify(self, guard: Guard, statement: str) -> str | None:
         return classify_sql(parser_connection(), statement, guard).refused

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.core.registry import Registry, given
+from pytest_kgbench.engines import CAPS, Caps
 from pytest_kgbench.engines.guard import Guard
 
 if TYPE_CHECKING:
@@ -52,9 +53,9 @@ class StoreKind(ABC):
         `ontology`, the definitions' triples too), behind `guard`, on the files of the
         persona's view (`source.files(guard.view)`)."""
 
-    def from_context(self, context: str, guard: Guard) -> Executor | None:
-        """A store over the data a reading prompt shows, or None if this kind cannot build
-        one (the language's default kind is used instead)."""
+    def from_context(self, context: str, guard: Guard, caps: Caps = CAPS) -> Executor | None:
+        """A store over the data a reading prompt shows, its results held to `caps`, or None
+        if this kind cannot build one (the language's default kind is used instead)."""
         return None
 
     @abstractmethod
@@ -152,13 +153,13 @@ def open_store(built: Built, where: Any, persona: str, *,
 
 def store_from_context(context: str, language: str, guard: Guard,
                        engines: Mapping[str, str] | None = None,
-                       registry: Registry | None = None) -> Executor:
+                       registry: Registry | None = None, caps: Caps = CAPS) -> Executor:
     """A store over the data a reading prompt shows (the reading gold agent's), on the named
     engine when it can build one, else on the language's default engine."""
     kind = store_kind(language, engines, registry)
-    store = kind.from_context(context, guard)
+    store = kind.from_context(context, guard, caps)
     if store is None:
-        store = store_kind(language, None, registry).from_context(context, guard)
+        store = store_kind(language, None, registry).from_context(context, guard, caps)
     if store is None:
         from pytest_kgbench.core.errors import HarnessBroken
 

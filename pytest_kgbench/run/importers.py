@@ -31,16 +31,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_kgbench.core.errors import InputError, KgbenchError
 from pytest_kgbench.core.registry import Registry, given
-
-# what an imported query may give back before the challenge metric reads it: every row (the
-# record keeps the capped result a model would have seen, as a model's run does)
-FULL_ROWS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -152,11 +148,12 @@ def full_executor(built: Any, cond: Any, persona: str, engines: Mapping[str, str
     """The store of `cond` as a model's query meets it (same executor class, files, guard and
     engine), with the row cap lifted so a whole result set comes back for the challenge's
     metric."""
-    from pytest_kgbench.engines import CAPS
+    # every row before the challenge metric reads it (the record keeps the capped result a
+    # model would have seen, as a model's run does)
+    from pytest_kgbench.engines import WHOLE as full
     from pytest_kgbench.engines.sparql import GraphStore, SparqlExecutor, turtle_prefixes
     from pytest_kgbench.engines.stores import guard_for, open_store, store_kind
 
-    full = replace(CAPS, rows=FULL_ROWS, result_chars=1 << 40, count_rows=FULL_ROWS)
     kind = store_kind(cond.language, engines, registry)
     guard = guard_for(built, persona)
     if isinstance(kind, GraphStore):

@@ -57,14 +57,16 @@ def test_gold_skips_a_list_past_the_row_cap_and_answers_the_rest(tmp_path: Path,
     """900 items, 600 of them in the catalogue: the list's key is past the 500 rows a query
     hands over. Before, gold's query was cut at 500 rows and graded wrong, failing the
     must-pass run; now the list is skipped under the querying conditions, with the reason, and
-    the count beside it is answered."""
+    the count beside it is answered. Under R1 the prompt holds the whole table and gold's
+    store over it hands over every row (it proves the prompt holds the facts): the list is
+    asked and graded there."""
     folder = _pack(tmp_path / "plain", 900)
     pytester.makeini(f"[pytest]\nkgbench_cache = {pytester.path / 'cache'}\n")
     result = pytester.runpytest_subprocess("--pack", str(folder), "--agent", "gold",
-                                           "--condition", "D1,D2", "-p", "no:cacheprovider",
-                                           "-rs")
+                                           "--condition", "R1,D1,D2", "-p",
+                                           "no:cacheprovider", "-rs")
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["*2 passed, 2 skipped*"])
+    result.stdout.fnmatch_lines(["*4 passed, 2 skipped*"])
     (line,) = [x for x in result.outlines if x.startswith("run folder: ")]
     report = json.loads((Path(line.removeprefix("run folder: ")) / "report.json")
                         .read_text(encoding="utf-8"))
@@ -72,7 +74,9 @@ def test_gold_skips_a_list_past_the_row_cap_and_answers_the_rest(tmp_path: Path,
         (f"plain-Q1[{c}-gold-rep1]", "plain-Q1: its key lists 600 values in 'skus' and a "
          "query hands over at most 500 rows: no answer read through the store can hold them "
          "(a limit of the harness, not graded)") for c in ("D1", "D2")]
-    assert {(i["question"], i["grade"]) for i in report["items"]} == {("plain-Q2", "correct")}
+    assert sorted((i["question"], i["condition"], i["grade"]) for i in report["items"]) == [
+        ("plain-Q1", "R1", "correct"), ("plain-Q2", "D1", "correct"),
+        ("plain-Q2", "D2", "correct"), ("plain-Q2", "R1", "correct")]
 
 
 def test_a_key_taken_from_a_gold_query_past_the_caps_halts(tmp_path: Path,
