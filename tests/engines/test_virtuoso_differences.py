@@ -6,7 +6,9 @@ here and tells the differential's explanation to be revisited."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from virtuoso_server import session_server
@@ -147,3 +149,141 @@ def test_virtuoso_s_own_functions_are_refused_before_the_server(engines) -> None
                   "SELECT (<sql:SPARQL_EVAL>('x', '', 1) AS ?x) WHERE {}"]:
         result = engines["virtuoso"].run(query)
         assert result.refused and "server's own extension" in result.refused, query
+
+
+# --- comparisons with < and <=: two defects of Virtuoso's, found on the credit pack ----------
+
+DATES = ["2019-01-01", "2020-07-04", "2021-05-30", "2024-04-18", "2026-01-01"]
+Compared = dict[str, dict[str, SparqlExecutor]]
+EX = ("PREFIX ex: <http://example.org/>\n"
+      "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n")
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory,
+             virtuoso: Any) -> Iterator[Compared]:
+    """Three graphs on the module's Virtuoso, loaded in this order, each also on rdflib and
+    Oxigraph in process: `first` holds the string "BBB+" alone (so Virtuoso stores it before
+    the others), `ratings` four plain strings, `dates` five xsd:date values."""
+    from pytest_kgbench.engines.endpoint import (
+        Endpoint,
+        EndpointExecutor,
+        ensure_loaded,
+        local_namespaces,
+        survey,
+    )
+
+    guard = Guard(persona="x")
+    endpoint = Endpoint(virtuoso.query_url, virtuoso.store_url)
+    graphs = {
+        "first": 'ex:x ex:note "BBB+" .\n',
+        "ratings": ('ex:c1 ex:rating "AAA" . ex:c2 ex:rating "A+" . ex:c3 ex:rating "BBB" . '
+                    'ex:c4 ex:rating "CCC" .\n'),
+        "dates": "".join(f'ex:a{i} ex:date "{d}"^^xsd:date .\n' for i, d in enumerate(DATES)),
+    }
+    out: Compared = {}
+    for name, body in graphs.items():
+        folder = Path(tmp_path_factory.mktemp(f"virtuoso-compared-{name}"))
+        path = folder / "g.ttl"
+        path.write_text("@prefix ex: <http://example.org/> .\n"
+                        "@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .\n" + body,
+                        encoding="utf-8")
+        load = [(path, "turtle")]
+        graph = f"urn:kgbench:test:compared:{name}"
+        assert ensure_loaded(endpoint, graph, load, folder)
+        info = survey(endpoint, graph, guard, local_namespaces({}, load))
+        out[name] = {
+            "rdflib": SparqlExecutor.over("default", load, guard, timeout=20.0),
+            "oxigraph": SparqlExecutor.over("Oxigraph", load, guard, timeout=20.0,
+                                            parsers=("oxigraph",)),
+            "virtuoso": EndpointExecutor(endpoint, graph, info, guard, timeout=20.0)}
+    yield out
+    for executors in out.values():
+        for ex in executors.values():
+            ex.close()
+
+
+def _firsts(executors: dict[str, SparqlExecutor], where: str,
+            select: str = "?v") -> dict[str, list[str]]:
+    """Each engine's first column for `SELECT select WHERE { where } ORDER BY ?v`."""
+    query = EX + f"SELECT {select} WHERE {{ {where} }} ORDER BY ?v"
+    out = {}
+    for name, ex in executors.items():
+        result = ex.run(query)
+        assert result.ok, (name, result.error)
+        out[name] = [row[0] for row in result.rows]
+    return out
+
+
+def test_a_date_under_a_lone_less_or_equal_is_lost_on_virtuoso(compared: Compared) -> None:
+    # credit/chains gold Q18, Q19, Q65, Q66 (and their traps): `?d <= "2024-12-31"^^xsd:date`
+    # in the MAX(?d) sub-select. Virtuoso runs `O <= date`, the range's only bound, as a
+    # search of its quad index and misses rows (here all five, the search on RDF_QUAD_POGS;
+    # on credit/chains loaded after credit/base and /large, all but 15 of its 1,022 action
+    # dates, on the primary key); `<`, NOT `>`, or a lower bound added, find them. Whether
+    # the search runs follows the data (with two, three or four dates the same filter kept
+    # all): one variant's answer says nothing of another's.
+    dates = compared["dates"]
+    below = DATES[:4]
+    lone = _firsts(dates, '?a ex:date ?v FILTER(?v <= "2024-12-31"^^xsd:date)')
+    assert lone == {"rdflib": below, "oxigraph": below, "virtuoso": []}
+    # the ceiling-rank query's shape: MAX over nothing is one unbound row; joined, no row
+    last = ('{ SELECT (MAX(?d) AS ?last) WHERE { ?x ex:date ?d '
+            'FILTER(?d <= "2024-12-31"^^xsd:date) } } ?a ex:date ?last BIND(?last AS ?v)')
+    assert _firsts(dates, last) == {"rdflib": ["2024-04-18"], "oxigraph": ["2024-04-18"],
+                                    "virtuoso": []}
+    # the same dates by the portable spellings (what the four gold queries would need)
+    for where in ['?a ex:date ?v FILTER(?v < "2025-01-01"^^xsd:date)',
+                  '?a ex:date ?v FILTER(!(?v > "2024-12-31"^^xsd:date))',
+                  '?a ex:date ?v FILTER(?v < "2024-12-31"^^xsd:date)',
+                  '?a ex:date ?v FILTER(?v >= "1900-01-01"^^xsd:date && '
+                  '?v <= "2024-12-31"^^xsd:date)']:
+        assert _firsts(dates, where) == {e: below for e in dates}, where
+    assert _firsts(dates, last.replace('?d <= "2024-12-31"', '?d < "2025-01-01"')) == {
+        e: ["2024-04-18"] for e in dates}
+
+
+def test_strings_compare_by_when_virtuoso_stored_them(compared: Compared,
+                                                      virtuoso: Any) -> None:
+    # credit Q58, Q61 traps (credit/large, /chains), Q16, Q59 traps (chains): `?rating <=
+    # "BBB+"`. Virtuoso keeps each string literal of the quad table as a reference to a row
+    # of its RDF_OBJ table (a box holding that row's id, not the string), and compares two
+    # such boxes without reading the strings: in a search of its index, by id (the order the
+    # strings were first stored on the server, by any graph; one load stores its own new
+    # strings in their sorted order, so a small graph of its own answers right); as a
+    # predicate on a row, `<` and `>` are unknown and only `=` decides. Which of the two
+    # runs is the plan's choice. Here "BBB+" was stored by `first`, before every rating, and
+    # "B", in no graph, is stored when a query names it, after them all.
+    ratings = _firsts(compared["ratings"], "?c ex:rating ?v")
+    assert ratings == {e: ["A+", "AAA", "BBB", "CCC"] for e in ratings}
+
+    def virtuoso_and_sparql(where: str, v: list[str], sparql: list[str]) -> None:
+        got = _firsts(compared["ratings"], "?c ex:rating ?v FILTER(" + where + ")")
+        assert got == {"rdflib": sparql, "oxigraph": sparql, "virtuoso": v}, where
+
+    # by id: "BBB+" below every rating, "B" above them all
+    virtuoso_and_sparql('?v <= "BBB+"', [], ["A+", "AAA", "BBB"])
+    virtuoso_and_sparql('?v < "B"', ["A+", "AAA", "BBB", "CCC"], ["A+", "AAA"])
+    virtuoso_and_sparql('?v > "B"', [], ["BBB", "CCC"])
+    # as a predicate on each row (an OR, a NOT): only the equal string is kept
+    virtuoso_and_sparql('?v <= "BBB" || ?v = "zz"', ["BBB"], ["A+", "AAA", "BBB"])
+    virtuoso_and_sparql('!(?v > "BBB")', ["BBB"], ["A+", "AAA", "BBB"])
+    virtuoso_and_sparql('?v < "BBB+" || ?v = "BBB+"', [], ["A+", "AAA", "BBB"])
+    # STR() compares the strings: SPARQL's rows on all three
+    for where, rows in [('STR(?v) <= "BBB+"', ["A+", "AAA", "BBB"]),
+                        ('STR(?v) < "B"', ["A+", "AAA"]),
+                        ('STR(?v) > "B"', ["BBB", "CCC"]),
+                        ('STR(?v) <= "CCC"', ["A+", "AAA", "BBB", "CCC"])]:
+        virtuoso_and_sparql(where, rows, rows)
+    # the ids themselves: "BBB+" (stored first) below every rating, the ratings' in their
+    # sorted order; references (not complete boxes), plain (type and language 257: none)
+    ids = virtuoso.isql(
+        "select __ro2sq(O), rdf_box_ro_id(O), rdf_box_is_complete(O), rdf_box_type(O), "
+        "rdf_box_lang(O) from DB.DBA.RDF_QUAD where G in (iri_to_id("
+        "'urn:kgbench:test:compared:first'), iri_to_id('urn:kgbench:test:compared:ratings')) "
+        "and __tag(O) = 246;")
+    stored = {r[0]: [int(c) for c in r[1:]]
+              for r in (line.split() for line in ids.splitlines()) if len(r) == 5}
+    assert set(stored) == {"BBB+", "A+", "AAA", "BBB", "CCC"}, ids
+    assert all(r[1:] == [0, 257, 257] for r in stored.values()), stored
+    assert sorted(stored, key=lambda s: stored[s][0]) == ["BBB+", "A+", "AAA", "BBB", "CCC"]
