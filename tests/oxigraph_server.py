@@ -42,6 +42,34 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Throwaway:
+    """A throwaway server's lifetime (PostgreSQL's, Virtuoso's): `start()` returns it
+    running, `_stop()` ends its process; stop() also removes its folder (`dir`), and as a
+    context manager it is stopped even when its start fails half-way."""
+
+    dir: Path
+
+    def start(self):  # noqa: ANN201 - the subclass's own type
+        raise NotImplementedError
+
+    def _stop(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):  # noqa: ANN204 - the subclass's own type
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 class OxigraphServer:
     """`oxigraph serve --location DIR --bind 127.0.0.1:PORT`; `url` is its base URL."""
 

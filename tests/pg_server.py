@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from oxigraph_server import free_port  # beside this file
+from oxigraph_server import Throwaway, free_port  # beside this file
 
 USER = "kgbench"  # the loader: the server's superuser
 
@@ -48,7 +48,7 @@ def missing() -> str | None:
     return None
 
 
-class PgServer:
+class PgServer(Throwaway):
     """`with PgServer() as server:` a running server; `server.dsn` is its loader's DSN."""
 
     def __init__(self) -> None:
@@ -139,16 +139,3 @@ class PgServer:
                 self.proc.wait(10)
         self.proc = None
 
-    def stop(self) -> None:
-        self._stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> PgServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -24,7 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from oxigraph_server import _die_with_parent, free_port  # beside this file
+from oxigraph_server import Throwaway, _die_with_parent, free_port  # beside this file
 
 SERVER_TIMEOUT_S = 10  # [SPARQL] MaxQueryExecutionTime: above any test's own deadline
 
@@ -89,7 +89,7 @@ MaxQueryExecutionTime = {timeout_s}
 """
 
 
-class VirtuosoServer:
+class VirtuosoServer(Throwaway):
     """`with VirtuosoServer() as server:` a running server; `server.engine` is its
     `--sparql-engine` argument (the dba password in the store URL, which the engine redacts)."""
 
@@ -194,19 +194,6 @@ class VirtuosoServer:
     def pid(self) -> int | None:
         return None if self.proc is None else self.proc.pid
 
-    def stop(self) -> None:
-        self._stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> VirtuosoServer:
-        try:
-            return self.start()
-        except BaseException:
-            self.stop()
-            raise
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def session_server(tmp: object = None):  # noqa: ANN201 - a pytest fixture's generator
