@@ -109,7 +109,8 @@ def comparison_dicts(records: Sequence[ItemRecord], settings: Settings, multi_mo
     """The comparisons of report.json: each with its paired difference of tool calls
     (`tool_calls`, call_difference) beside the difference of accuracy, and the questions each
     side lost to a skip (`lost`: a prompt longer than the model accepts; `refused` says why
-    such a comparison has no p-value)."""
+    such a comparison has no p-value), and how many questions a side's store could not serve
+    (`dropped`: left out of both sides)."""
     out = []
     default = (records or skipped)[0]["model"] if (records or skipped) else ""
     for c in build_comparisons(records, settings, multi_model, skipped):
@@ -122,6 +123,7 @@ def comparison_dicts(records: Sequence[ItemRecord], settings: Settings, multi_mo
                 "b": len(lost_questions(records, skipped, b, model_b, c.tier))}
         d["lost"] = lost
         d["refused"] = refusal(lost)
+        d["dropped"] = len(dropped_questions(skipped, (a, model_a), (b, model_b), c.tier))
         out.append(d)
     return out
 
@@ -132,15 +134,33 @@ def _label_arm(label: str, default_model: str) -> tuple[str, str]:
     return cond, model or default_model
 
 
+UNSERVABLE = "unservable"
+"""The behaviour of an item skipped because its store cannot serve the question (run/items.py,
+`ItemRunner.unservable`): the same for every model, so a comparison leaves the question out of
+both sides (`dropped_questions`) and keeps its test, where a prompt past a model's window
+(`lost_questions`) takes the test away."""
+
+
+def _arm(rows: Iterable[ItemRecord], condition: str, model: str, tier: str) -> set[str]:
+    return {question_key(r) for r in rows if r["condition"] == condition
+            and r["model"] == model and r["tier"] == tier}
+
+
 def lost_questions(records: Iterable[ItemRecord], skipped: Iterable[ItemRecord], condition: str,
                    model: str, tier: str) -> list[str]:
     """The questions of one arm and tier never scored because their items were skipped unasked
-    (a prompt longer than the model accepts: errors.ItemSkipped)."""
-    def of(rows: Iterable[ItemRecord]) -> set[str]:
-        return {question_key(r) for r in rows if r["condition"] == condition
-                and r["model"] == model and r["tier"] == tier}
+    for the model's sake (a prompt longer than the model accepts: errors.ItemSkipped); not
+    those its store could not serve (`dropped_questions`)."""
+    asked = [r for r in skipped if r.get("behaviour") != UNSERVABLE]
+    return sorted(_arm(asked, condition, model, tier) - _arm(records, condition, model, tier))
 
-    return sorted(of(skipped) - of(records))
+
+def dropped_questions(skipped: Iterable[ItemRecord], a: tuple[str, str], b: tuple[str, str],
+                      tier: str) -> set[str]:
+    """The questions of a tier that the store of either side, (condition, model), could not
+    serve: left out of both sides of the comparison."""
+    unservable = [r for r in skipped if r.get("behaviour") == UNSERVABLE]
+    return _arm(unservable, *a, tier) | _arm(unservable, *b, tier)
 
 
 def refusal(lost: Mapping[str, int]) -> str | None:
@@ -180,8 +200,11 @@ def build_comparisons(records: Sequence[ItemRecord], settings: Settings, multi_m
 
     def add(cond_a: str, model_a: str, cond_b: str, model_b: str, tier: str, label_a: str,
             label_b: str) -> None:
-        sa = arm_scores(records, cond_a, model_a, tier)
-        sb = arm_scores(records, cond_b, model_b, tier)
+        dropped = dropped_questions(skipped, (cond_a, model_a), (cond_b, model_b), tier)
+        sa = {q: s for q, s in arm_scores(records, cond_a, model_a, tier).items()
+              if q not in dropped}
+        sb = {q: s for q, s in arm_scores(records, cond_b, model_b, tier).items()
+              if q not in dropped}
         lost = {"a": len(lost_questions(records, skipped, cond_a, model_a, tier)),
                 "b": len(lost_questions(records, skipped, cond_b, model_b, tier))}
         refused = refusal(lost)

@@ -571,14 +571,14 @@ def _comparisons(report: Mapping[str, Any]) -> str:
                      discordant_text(c.get("discordant")), p_cell(c, "mcnemar_p"),
                      p_cell(c, "holm_p"),
                      "yes" if c.get("can_reach_significance") else "no", lost_text(c),
-                     calls_text(c.get("tool_calls"))])
+                     str(c.get("dropped", 0)), calls_text(c.get("tool_calls"))])
         dim.append("" if c.get("can_reach_significance") and not c.get("refused") else "dim")
     refused = "".join(f"<li>{_e(c.get('a'))} vs {_e(c.get('b'))} ({_e(c.get('tier'))}): "
                       f"{_e(c['refused'])}</li>" for c in comps if c.get("refused"))
     return _table(["a", "b", "tier", "n", "diff b − a, pts [95% CI]",
                    "discordant +b / −a", "McNemar p", "Holm p", "can reach p<0.05",
-                   "skipped a / b", "tool calls b − a (Wilcoxon p)"],
-                  rows, num=(3, 4, 5, 6, 7, 9, 10), row_class=dim) + (
+                   "skipped a / b", "dropped", "tool calls b − a (Wilcoxon p)"],
+                  rows, num=(3, 4, 5, 6, 7, 9, 10, 11), row_class=dim) + (
         f'<p class="bad">Comparisons without a p-value:</p><ul>{refused}</ul>' if refused
         else "")
 

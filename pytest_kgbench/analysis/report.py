@@ -435,7 +435,9 @@ def comparison_lines(report: Mapping[str, Any]) -> list[str]:
              "'could reach' says whether that many discordant questions could give "
              "p < 0.05 at all; skipped a / b: the questions each side lost to a prompt "
              "longer than the model accepts (a comparison that lost any has no p-value: "
-             "a paired test would silently drop them).", ""]
+             "a paired test would silently drop them); dropped: the questions either "
+             "side's store could not serve (its reference query answered wrong there), "
+             "left out of both sides, for every model alike.", ""]
     rows = []
     for c in report["comparisons"]:
         rows.append([c["a"], c["b"], c["tier"], str(c["n_questions"]),
@@ -443,10 +445,10 @@ def comparison_lines(report: Mapping[str, Any]) -> list[str]:
                      ci_text(c["ci95"]), discordant_text(c["discordant"]),
                      p_cell(c, "mcnemar_p"), p_cell(c, "holm_p"),
                      "yes" if c["can_reach_significance"] else "no", lost_text(c),
-                     calls_text(c.get("tool_calls"))])
+                     str(c.get("dropped", 0)), calls_text(c.get("tool_calls"))])
     lines += _table(["a", "b", "tier", "n", "diff (pts)", "95% CI", "+b / −a",
                      "McNemar p", "Holm p", "could reach p<0.05", "skipped a / b",
-                     "tool calls b − a (Wilcoxon p)"], rows) + [""]
+                     "dropped", "tool calls b − a (Wilcoxon p)"], rows) + [""]
     lines += [f"- {c['a']} vs {c['b']} ({c['tier']}): {c['refused']}"
               for c in report["comparisons"] if c.get("refused")]
     lines += [""] if any(c.get("refused") for c in report["comparisons"]) else []

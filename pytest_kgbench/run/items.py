@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_kgbench.agents import BaseAgent, Task
+from pytest_kgbench.analysis.comparisons import UNSERVABLE
 from pytest_kgbench.asking.cases import Case, session_of
 from pytest_kgbench.asking.prompts import Prompt
 from pytest_kgbench.core.conditions import Condition
@@ -49,6 +50,7 @@ class Asked:
     answer: Answer
     sent: dict[str, Any] = field(default_factory=dict)
     skipped: str | None = None
+    unservable: bool = False  # skipped because its store cannot serve the question
     started: str = ""       # when the asking began (UTC, ISO seconds)
     elapsed: float = 0.0    # how long the asking took, seconds
 
@@ -119,7 +121,8 @@ class ItemRunner:
         answer = asked.answer
         key = self.runtime.key(q, built)
         if asked.skipped is not None:
-            result = Grade("skipped", None, "skipped", SKIPPED_LETTER, [], asked.skipped)
+            result = Grade("skipped", None, UNSERVABLE if asked.unservable else "skipped",
+                           SKIPPED_LETTER, [], asked.skipped)
             metrics: dict[str, Any] = {}
         else:
             result = self.grade(q, cond, built, key, answer)
@@ -190,7 +193,8 @@ class ItemRunner:
         t0 = time.perf_counter()
         if prepared.unservable is not None:
             return Asked(task.prompt, Answer(status="skipped", error=prepared.unservable),
-                         task.sent, skipped=prepared.unservable, started=started)
+                         task.sent, skipped=prepared.unservable, unservable=True,
+                         started=started)
         try:
             asked = Asked(task.prompt, agent.ask(task), task.sent)
         except ItemSkipped as exc:

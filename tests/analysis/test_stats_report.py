@@ -193,6 +193,31 @@ def test_a_side_that_lost_every_question_still_shows_its_pair() -> None:
     assert comp["mcnemar_p"] is None and comp["refused"]
 
 
+def test_questions_a_store_cannot_serve_leave_both_sides_and_keep_the_test() -> None:
+    """Three questions its store cannot serve (D4 on a server answering their references
+    wrong: skipped as `unservable`, for every model alike) are left out of both sides of D1 vs
+    D4, and the test over the other six stands: they are not lost for the model's sake, as a
+    prompt past its window is (which takes the test away)."""
+    records = []
+    for i in range(9):
+        records.append(_record(f"q{i}", "D1", 0.0, mode="querying"))
+        if i < 3:
+            rec = _record(f"q{i}", "D4", None, grade="skipped", mode="querying")
+            rec["behaviour"], rec["reason"] = "unservable", "Virtuoso at … cannot serve"
+            records.append(rec)
+        else:
+            records.append(_record(f"q{i}", "D4", 1.0, mode="querying"))
+    report = _report(records, ("D1", "D4"))
+    (comp,) = report["comparisons"]
+    assert comp["dropped"] == 3 and comp["lost"] == {"a": 0, "b": 0}
+    assert comp["refused"] is None and comp["n_questions"] == 6
+    assert comp["mcnemar_p"] == stats.mcnemar_exact(0, 6)
+    assert comp["diff"] == 1.0  # the six both sides answered, not D1's nine against D4's six
+    row = next(line for line in render_markdown(report).splitlines()
+               if line.startswith("| D1 | D4 |"))
+    assert "| 0 / 0 | 3 |" in row
+
+
 def test_the_headline_gives_each_reading_arm_its_prompt_size_over_r1() -> None:
     report = _report(_with_skips(), ("R1", "R2", "R4"))
     conds = report["conditions"]
