@@ -135,12 +135,14 @@ def test_a_template_that_makes_no_iri_is_the_packs_error(tmp_path, field, mappin
     assert out.read_text(encoding="utf-8").count("\n") == 3  # the type, id and v
 
 
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in-memory", "on-disk"])
 @pytest.mark.parametrize("defer", [False, True], ids=["in-turn", "last-rules-apart"])
 def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_path,
-                                                               defer) -> None:
+                                                               defer, on_disk) -> None:
     """pyshacl is the reference: every rule inserted in turn, and the rules no later rule
     reads run last, side by side, as CONSTRUCT queries (what a big build does), give its
-    triples byte for byte."""
+    triples byte for byte — with the store in memory, and on disk (a big graph's: each rule
+    inserted by a CONSTRUCT bulk-loaded), its folder removed after."""
     from pytest_kgbench.packs.rdf.ontology import deferred_rules, rule_io
 
     shapes = (REPO / "ontology" / "credit" / "shapes.ttl").read_text(encoding="utf-8")
@@ -149,8 +151,8 @@ def test_rules_run_from_the_file_derive_what_run_rules_derives(credit_base, tmp_
     source = tmp_path / "g.nt"
     source.write_text(to_sorted_ntriples(credit_base.graph), encoding="utf-8")
     out = tmp_path / "derived.nt"
-    n = derive_file(source, shapes, out, tmp_path, defer=defer)
-    assert not list(tmp_path.glob("derived.nt.*"))  # the dumps removed
+    n = derive_file(source, shapes, out, tmp_path, defer=defer, on_disk=on_disk)
+    assert not list(tmp_path.glob("derived.nt.*"))  # the dumps and the store removed
     expected = to_sorted_ntriples(run_rules(credit_base.graph, shapes, store="Oxigraph"))
     assert n == expected.count("\n") > 500
     assert out.read_text(encoding="utf-8") == expected
@@ -405,9 +407,10 @@ def test_dropping_predicates_a_block_at_a_time_drops_what_a_line_at_a_time_drops
         assert (tmp_path / "c.nt").read_bytes() == line_at_a_time({"email"})
 
 
+@pytest.mark.parametrize("on_disk", [False, True], ids=["in-memory", "on-disk"])
 @pytest.mark.parametrize("defer", [False, True], ids=["in-turn", "last-rules-apart"])
-def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_path,
-                                                                            defer) -> None:
+def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_path, defer,
+                                                                            on_disk) -> None:
     """derive_file leaves out what the raw graph already holds, compared as pyoxigraph spells
     it: a raw triple written with escapes (`\\u0041` for `A`) or another spelling of a
     datatype is still the triple a rule derives again, and is not in the output — also when
@@ -427,7 +430,7 @@ def test_a_derived_triple_the_raw_graph_holds_however_spelt_is_not_derived(tmp_p
         ' . ?y ex:parentOf ?z }"')
     assert shapes != SHAPES
     out = tmp_path / "d.nt"
-    assert derive_file(source, shapes, out, tmp_path, defer=defer) == 1
+    assert derive_file(source, shapes, out, tmp_path, defer=defer, on_disk=on_disk) == 1
     assert out.read_text(encoding="utf-8") == (
         "<http://example.org/b> <http://example.org/parentOf> <http://example.org/c> .\n")
     assert not list(tmp_path.glob("d.nt.*"))  # the dump is gone

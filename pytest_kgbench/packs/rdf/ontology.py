@@ -386,7 +386,7 @@ DERIVED = "urn:kgbench:derived"  # the named graph the rules' triples are gather
 
 
 def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = None, *,
-                defer: bool | None = None) -> int:
+                defer: bool | None = None, on_disk: bool | None = None) -> int:
     """Run a pack's SHACL rules on the graph of `ntriples` (a file, sorted N-Triples) and
     write the triples they derive, sorted N-Triples (to_sorted_ntriples' bytes), into `out`;
     returns how many.
@@ -397,19 +397,22 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
     added), the store is dumped to a file (derive_dump), and DuckDB writes its lines sorted
     (sort_dump). A rule set direct execution cannot mirror runs through pyshacl on the
     parsed graph (run_rules). `work` (default: the system's temporary folder) holds the
-    dump and whatever DuckDB spills."""
+    dump, an on-disk store (derive_dump's `on_disk`) and whatever DuckDB spills."""
     import tempfile
 
     work = Path(work or tempfile.gettempdir())
-    done = derive_dump(ntriples, shapes_ttl, out, work, defer=defer)
+    done = derive_dump(ntriples, shapes_ttl, out, work, defer=defer, on_disk=on_disk)
     return done if isinstance(done, int) else sort_dump(done, out, work)
 
 
 DEFER_FROM = 32 << 20  # bytes of input from which derive_dump runs the last rules apart
+ON_DISK_FROM = 3 << 29  # bytes of input (1.5 GiB) from which derive_dump's store is on disk
+#                         (RocksDB; 200,000 issuers' 1.0 GiB stays in memory: 4.4 GB and 198 s
+#                         there, 2.5 GB and 669 s on disk)
 
 
 def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
-                defer: bool | None = None) -> list[Path] | int:
+                defer: bool | None = None, on_disk: bool | None = None) -> list[Path] | int:
     """derive_file up to its dump: the files in `work` of the triples the rules derived that
     the raw graph does not hold, a line each, in no order (for sort_dump); or, where pyshacl
     ran the rules, how many it derived, written into `out` already.
@@ -420,7 +423,12 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     own beside the store's dump — unless one of them writes a predicate the raw graph uses
     (what it derives could be there already): then every rule is inserted in turn. `defer`
     says whether to look for such rules; by default, from DEFER_FROM bytes of input (on a
-    small graph the threads and rdflib's reading of the rules cost more than they save)."""
+    small graph the threads and rdflib's reading of the rules cost more than they save).
+
+    `on_disk` puts the store in a folder of `work` (_disk_store) rather than in memory; by
+    default from ON_DISK_FROM bytes of input (pyoxigraph's in-memory store held 4.4 GB for
+    1.07 GB of input at 200,000 issuers, and 16 GB and growing for 5.39 GB at 1,000,000; on
+    disk its queries take several times as long, so a graph that fits stays in memory)."""
     import pyoxigraph as ox
 
     plan = rule_plan(shapes_ttl)
@@ -428,11 +436,16 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     if plan is None or any(u is None for u in updates):
         return _derive_by_pyshacl(ntriples, shapes_ttl, out)
     raw, mine = f"<{DERIVED}/raw>", f"<{DERIVED}>"
-    store = ox.Store()
-    # lenient: the file is the build's own N-Triples, its terms written by DuckDB from the
-    # mapping's checked templates or by a serializer (a quarter of the load's time)
-    store.load(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES,
-               to_graph=ox.NamedNode(raw[1:-1]), lenient=True)
+    stem = f"{out.name}.{os.getpid()}"
+    if on_disk is None:
+        on_disk = ntriples.stat().st_size >= ON_DISK_FROM
+    folder = work / f"{stem}.store" if on_disk else None
+    store = _disk_store(ntriples, raw, folder) if folder is not None else ox.Store()
+    if folder is None:
+        # lenient: the file is the build's own N-Triples, its terms written by DuckDB from
+        # the mapping's checked templates or by a serializer (a quarter of the load's time)
+        store.load(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES,
+                   to_graph=ox.NamedNode(raw[1:-1]), lenient=True)
     in_raw = _predicates(store, raw)
     if defer is None:
         defer = ntriples.stat().st_size >= DEFER_FROM
@@ -441,7 +454,12 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     if io is not None and any(f"<{p}>" in in_raw for i in later for p in io[i][1]):
         later = set()
     for k, update in enumerate(updates):  # each reads the raw graph and what rules added
-        if k not in later:
+        if k in later:
+            continue
+        if folder is not None:
+            _insert_by_load(store, plan[k], f"FROM {raw} FROM {mine}", mine,
+                            work / f"{stem}.rule")
+        else:
             store.update(str(update).format(into=f"GRAPH {mine}", using=f"USING {raw} USING "
                                             f"{mine}"))
     # what the rules derived that the raw graph holds already is not theirs: looked for only
@@ -452,14 +470,55 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
         store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
                      f"{{ {' '.join(sorted(shared))} }} GRAPH {mine} {{ ?s ?p ?o }} "
                      f"GRAPH {raw} {{ ?s ?p ?o }} }}")
-    stem = f"{out.name}.{os.getpid()}"
     dumps = [work / f"{stem}.all"]
     files, wait = _construct_apart(store, {k: plan[k] for k in sorted(later)},
                                    f"FROM {raw} FROM {mine}", work, stem)
     dumps += files
     store.dump(str(dumps[0]), ox.RdfFormat.N_TRIPLES, from_graph=ox.NamedNode(mine[1:-1]))
     wait()
+    if folder is not None:  # the store's files, gigabytes at 1,000,000 issuers, not kept
+        import shutil
+
+        del store
+        shutil.rmtree(folder, ignore_errors=True)
     return dumps
+
+
+def _disk_store(ntriples: Path, graph: str, folder: Path) -> Any:
+    """A pyoxigraph store in `folder` (RocksDB) holding `ntriples` in the named graph
+    `graph`: bulk_load writes its index files a batch at a time, so the process holds a
+    batch, not the graph (lenient as derive_dump's in-memory load)."""
+    import shutil
+
+    import pyoxigraph as ox
+
+    shutil.rmtree(folder, ignore_errors=True)  # a killed worker's, of the same pid
+    store = ox.Store(str(folder))
+    store.bulk_load(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES,
+                    to_graph=ox.NamedNode(graph[1:-1]), lenient=True)
+    return store
+
+
+def _insert_by_load(store: Any, rule: str, dataset: str, graph: str, scratch: Path) -> None:
+    """A rule's CONSTRUCT over `dataset` added to the named graph `graph`: its triples
+    written to `scratch` and bulk-loaded, not inserted by a SPARQL update (an on-disk store
+    runs an update as one transaction, which holds every triple it adds in memory). The same
+    triples as as_insert's update: an INSERT's template instantiated by the same solutions,
+    a store holding each triple once."""
+    import pyoxigraph as ox
+
+    query = construct_from(rule, dataset)
+    assert query is not None  # as_insert read it
+    triples = store.query(query)
+    assert isinstance(triples, ox.QueryTriples)
+    try:
+        with scratch.open("wb") as fh:
+            ox.serialize(triples, fh, ox.RdfFormat.N_TRIPLES)
+        del triples  # the query's hold on the store let go before it is written
+        store.bulk_load(path=str(scratch), format=ox.RdfFormat.N_TRIPLES,
+                        to_graph=ox.NamedNode(graph[1:-1]), lenient=True)
+    finally:
+        scratch.unlink(missing_ok=True)
 
 
 def _derive_by_pyshacl(ntriples: Path, shapes_ttl: str, out: Path) -> int:
