@@ -425,10 +425,8 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     says whether to look for such rules; by default, from DEFER_FROM bytes of input (on a
     small graph the threads and rdflib's reading of the rules cost more than they save).
 
-    `on_disk` puts the store in a folder of `work` (_disk_store) rather than in memory; by
-    default from ON_DISK_FROM bytes of input (pyoxigraph's in-memory store held 4.4 GB for
-    1.07 GB of input at 200,000 issuers, and 16 GB and growing for 5.39 GB at 1,000,000; on
-    disk its queries take several times as long, so a graph that fits stays in memory)."""
+    `on_disk` puts the store in a folder of `work` (_disk_store), by default from
+    ON_DISK_FROM bytes of input (in memory: 16 GB and growing for 5.39 GB of input)."""
     import pyoxigraph as ox
 
     plan = rule_plan(shapes_ttl)
@@ -440,12 +438,8 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     if on_disk is None:
         on_disk = ntriples.stat().st_size >= ON_DISK_FROM
     folder = work / f"{stem}.store" if on_disk else None
-    store = _disk_store(ntriples, raw, folder) if folder is not None else ox.Store()
-    if folder is None:
-        # lenient: the file is the build's own N-Triples, its terms written by DuckDB from
-        # the mapping's checked templates or by a serializer (a quarter of the load's time)
-        store.load(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES,
-                   to_graph=ox.NamedNode(raw[1:-1]), lenient=True)
+    store = _disk_store(ntriples, raw, folder) if folder is not None else \
+        _memory_store(ntriples, raw)
     in_raw = _predicates(store, raw)
     if defer is None:
         defer = ntriples.stat().st_size >= DEFER_FROM
@@ -454,14 +448,9 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     if io is not None and any(f"<{p}>" in in_raw for i in later for p in io[i][1]):
         later = set()
     for k, update in enumerate(updates):  # each reads the raw graph and what rules added
-        if k in later:
-            continue
-        if folder is not None:
-            _insert_by_load(store, plan[k], f"FROM {raw} FROM {mine}", mine,
-                            work / f"{stem}.rule")
-        else:
-            store.update(str(update).format(into=f"GRAPH {mine}", using=f"USING {raw} USING "
-                                            f"{mine}"))
+        if k not in later:
+            _insert(store, plan[k], str(update), (raw, mine),
+                    work / f"{stem}.rule" if folder is not None else None)
     # what the rules derived that the raw graph holds already is not theirs: looked for only
     # under the predicates both graphs use (a scan of each graph's predicates, not a probe
     # of raw for every derived triple: 7 s at 100,000 issuers)
@@ -482,6 +471,31 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
         del store
         shutil.rmtree(folder, ignore_errors=True)
     return dumps
+
+
+def _memory_store(ntriples: Path, graph: str) -> Any:
+    """A pyoxigraph store in memory holding `ntriples` in the named graph `graph` (lenient:
+    the file is the build's own N-Triples, its terms written by DuckDB from the mapping's
+    checked templates or by a serializer; a quarter of the load's time)."""
+    import pyoxigraph as ox
+
+    store = ox.Store()
+    store.load(path=str(ntriples), format=ox.RdfFormat.N_TRIPLES,
+               to_graph=ox.NamedNode(graph[1:-1]), lenient=True)
+    return store
+
+
+def _insert(store: Any, rule: str, update: str, graphs: tuple[str, str],
+            scratch: Path | None) -> None:
+    """One rule of the plan run against the raw graph and what rules added (`graphs`: the
+    raw graph's and the derived graph's names, bracketed), its triples added to the derived
+    graph: as the SPARQL update `update` (as_insert's) in memory, or, with `scratch` (an
+    on-disk store), as its CONSTRUCT bulk-loaded through that file (_insert_by_load)."""
+    raw, mine = graphs
+    if scratch is not None:
+        _insert_by_load(store, rule, f"FROM {raw} FROM {mine}", mine, scratch)
+    else:
+        store.update(update.format(into=f"GRAPH {mine}", using=f"USING {raw} USING {mine}"))
 
 
 def _disk_store(ntriples: Path, graph: str, folder: Path) -> Any:
