@@ -229,6 +229,43 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_is_delivered_after_it() -> None:
         intr.uninstall()
 
 
+def test_a_ctrl_c_that_lands_in_a_weakset_callback_is_delivered_after_it() -> None:
+    """A SIGINT that arrives while a WeakSet drops a dead entry (its `_remove`, a weak
+    reference's callback: not a __del__) must not raise there either: CI's Ctrl-C of an xdist
+    run printed "Exception ignored in: <function WeakSet.__init__.<locals>._remove …>" with a
+    KeyboardInterrupt traceback. The interrupt comes once the callback has returned."""
+    import signal
+    import sys
+    import time
+    import weakref
+
+    from pytest_kgbench.core.interrupt import Interrupt
+
+    remove = weakref.WeakSet()._remove  # type: ignore[attr-defined]
+
+    class InRemove:  # the frame the signal lands in: WeakSet's callback, called from here
+        f_code = remove.__code__
+        f_globals = remove.__globals__
+        f_back = sys._getframe()
+
+    intr = Interrupt(hard_second=True)
+    assert intr.install()
+    raised_inside: list[BaseException] = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with intr.abortable():
+                try:
+                    intr._handle(signal.SIGINT, InRemove())  # type: ignore[arg-type]
+                except BaseException as exc:  # noqa: BLE001 - what the callback would swallow
+                    raised_inside.append(exc)
+                for _ in range(500):
+                    time.sleep(0.01)
+        assert raised_inside == []
+        assert intr.requested is not None
+    finally:
+        intr.uninstall()
+
+
 @pytest.mark.parametrize("agent", ["anthropic", "openai"])
 def test_a_ctrl_c_while_an_sdk_client_is_made_raises_once_it_is_whole(
         agent: str, monkeypatch) -> None:
