@@ -100,13 +100,6 @@ def query_key(question: Question, built: Built) -> dict[str, Any]:
                                 f"of its gold {language} query, which "
                                 f"{'was refused' if result.refused else 'failed'}: "
                                 f"{result.refused or result.error}")
-        if result.truncated:  # a key cut at the caps would grade a whole answer wrong
-            raise HarnessBroken(f"{question.file}: question {question.id}: its key is the "
-                                f"result of its gold {language} query, which is past what a "
-                                f"query hands over ({result.row_count:,} rows, "
-                                f"{len(result.rows):,} kept; cells cut: {result.cells_cut}): "
-                                "a key must be whole; give the question a key function "
-                                "(docs/packs.md)")
         try:
             _QUERIED[cache] = fields_from_rows(question.fields, result.columns, result.rows)
         except KeyError as exc:

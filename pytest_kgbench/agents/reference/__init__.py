@@ -62,17 +62,14 @@ class ReferenceAgent(BaseAgent):
         """The executor to run on: the item's own, or one rebuilt from the prompt's text."""
         if task.executor is not None:
             return task.executor
-        from pytest_kgbench.engines import WHOLE
         from pytest_kgbench.engines.stores import store_from_context
 
         lang = task.condition.language
         cache_key = (task.prompt.context_sha256 + task.guard.persona, lang)
         if cache_key not in self._stores:
-            # whole results: the store proves the prompt holds the facts, whatever a query
-            # may hand a model
             self._stores[cache_key] = store_from_context(
                 task.prompt.context, lang, task.guard, self.settings.stores.engines,
-                self.registry, WHOLE)
+                self.registry)
         return self._stores[cache_key]
 
     def ask(self, task: Task) -> Answer:
