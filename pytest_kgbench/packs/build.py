@@ -455,6 +455,7 @@ class _Build:
     withheld: dict[str, frozenset[str]] = field(default_factory=dict)
     shapes_ttl: str | None = None
     rules: frozenset[str] | None = None  # the rules' predicates, when they run apart
+    groups: frozenset[str] = frozenset()  # the predicates the rules join by (Pack.rule_groups)
     derived: Path | None = None
     waits: list[Callable[[], int]] = field(default_factory=list)
     rules_began: float = 0.0
@@ -480,6 +481,7 @@ class _Build:
         self.rules = ontology.rule_predicates(self.shapes_ttl) \
             if self.shapes_ttl is not None and cells >= RULES_APART else None
         self.derived = self.out / "derived.nt" if self.shapes_ttl is not None else None
+        self.groups = pack.rule_groups if self.shapes_ttl is not None else frozenset()
         self.withheld = withheld_columns(pack)
 
     def write_graph(self, typed: Tables) -> None:
@@ -494,7 +496,7 @@ class _Build:
 
         if self.derived is not None and self.shapes_ttl is not None and self.rules is not None:
             self.waits.append(ontology.derive_apart(rules_input, self.shapes_ttl, self.derived,
-                                                    self.work))
+                                                    self.work, self.groups))
             self.rules_began = time.perf_counter()
 
     def start_restricted(self, values: set[str]) -> None:
@@ -550,7 +552,8 @@ class _Build:
         else:
             begun = time.perf_counter()
             assert self.shapes_ttl is not None and self.graph is not None
-            ontology.derive_file(self.graph.rules_input, self.shapes_ttl, self.derived, self.work)
+            ontology.derive_file(self.graph.rules_input, self.shapes_ttl, self.derived, self.work,
+                                 groups=self.groups)
             self.seconds["shacl_rules"] = round(time.perf_counter() - begun, 3)
         self.peak["shacl_rules"] = peak_rss_mib()
         return self.derived
@@ -890,7 +893,8 @@ def _restrict_derived(pack: Pack, folder: Path, graph: GraphFiles, derived: Path
                     for p in predicates)
         if rerun:
             again = folder / "derived.nt.all"
-            ontology.derive_file(folder / "data.nt", text, again, graph.rules_input.parent)
+            ontology.derive_file(folder / "data.nt", text, again, graph.rules_input.parent,
+                                 groups=pack.rule_groups)
             _drop_file(again, folder / "derived.nt", predicates)
             again.unlink()
         else:  # checked while the view's copy is made: most often a second name of it

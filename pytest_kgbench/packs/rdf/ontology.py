@@ -386,7 +386,8 @@ DERIVED = "urn:kgbench:derived"  # the named graph the rules' triples are gather
 
 
 def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = None, *,
-                defer: bool | None = None, on_disk: bool | None = None) -> int:
+                defer: bool | None = None, on_disk: bool | None = None,
+                groups: frozenset[str] = frozenset(), part_bytes: int | None = None) -> int:
     """Run a pack's SHACL rules on the graph of `ntriples` (a file, sorted N-Triples) and
     write the triples they derive, sorted N-Triples (to_sorted_ntriples' bytes), into `out`;
     returns how many.
@@ -401,7 +402,8 @@ def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = 
     import tempfile
 
     work = Path(work or tempfile.gettempdir())
-    done = derive_dump(ntriples, shapes_ttl, out, work, defer=defer, on_disk=on_disk)
+    done = derive_dump(ntriples, shapes_ttl, out, work, defer=defer, on_disk=on_disk,
+                       groups=groups, part_bytes=part_bytes)
     return done if isinstance(done, int) else sort_dump(done, out, work)
 
 
@@ -412,7 +414,9 @@ ON_DISK_FROM = 3 << 29  # bytes of input (1.5 GiB) from which derive_dump's stor
 
 
 def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
-                defer: bool | None = None, on_disk: bool | None = None) -> list[Path] | int:
+                defer: bool | None = None, on_disk: bool | None = None,
+                groups: frozenset[str] = frozenset(), part_bytes: int | None = None
+                ) -> list[Path] | int:
     """derive_file up to its dump: the files in `work` of the triples the rules derived that
     the raw graph does not hold, a line each, in no order (for sort_dump); or, where pyshacl
     ran the rules, how many it derived, written into `out` already.
@@ -426,13 +430,20 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     small graph the threads and rdflib's reading of the rules cost more than they save).
 
     `on_disk` puts the store in a folder of `work` (_disk_store), by default from
-    ON_DISK_FROM bytes of input (in memory: 16 GB and growing for 5.39 GB of input)."""
+    ON_DISK_FROM bytes of input (in memory: 16 GB and growing for 5.39 GB of input) — unless
+    the pack names the predicates its rules join nodes by (`groups`, rule_parts): then, from
+    ON_DISK_FROM bytes (or whenever `part_bytes` is given; 0: never), the graph is split into
+    parts of about `part_bytes` (rule_parts.PART_BYTES) and the rules run on each part in
+    memory in turn (_derive_in_parts)."""
     import pyoxigraph as ox
 
     plan = rule_plan(shapes_ttl)
     updates = [as_insert(q) for q in plan] if plan is not None else []
     if plan is None or any(u is None for u in updates):
         return _derive_by_pyshacl(ntriples, shapes_ttl, out)
+    parts = _parts(ntriples, groups, part_bytes)
+    if parts is not None:
+        return _derive_in_parts(ntriples, shapes_ttl, out, work, (groups, parts), defer=defer)
     raw, mine = f"<{DERIVED}/raw>", f"<{DERIVED}>"
     stem = f"{out.name}.{os.getpid()}"
     if on_disk is None:
@@ -470,6 +481,51 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
 
         del store
         shutil.rmtree(folder, ignore_errors=True)
+    return dumps
+
+
+def _parts(ntriples: Path, groups: frozenset[str], part_bytes: int | None) -> int | None:
+    """How many parts derive_dump splits the graph into (its `groups` and `part_bytes`), or
+    None: the rules run on the whole graph."""
+    from pytest_kgbench.packs.rdf import rule_parts
+
+    if not groups or part_bytes == 0 or \
+            (part_bytes is None and ntriples.stat().st_size < ON_DISK_FROM):
+        return None
+    count = rule_parts.part_count(ntriples, part_bytes or rule_parts.PART_BYTES)
+    return count if count > 1 else None
+
+
+def _derive_in_parts(ntriples: Path, shapes_ttl: str, out: Path, work: Path,
+                     parts: tuple[frozenset[str], int], *, defer: bool | None) -> list[Path]:
+    """derive_dump on each part of the graph in turn (rule_parts.split_parts: `parts` is the
+    predicates the groups are joined by and how many parts), in memory: every part's dumps.
+    A triple derived in two parts (from the shared triples) is one line after sort_dump."""
+    import shutil
+
+    from pytest_kgbench.packs.rdf import rule_parts
+
+    stem = f"{out.name}.{os.getpid()}"
+    try:
+        files = rule_parts.split_parts(ntriples, parts[0], work, parts[1], stem)
+    finally:
+        shutil.rmtree(work / f"{stem}.spill", ignore_errors=True)
+    dumps: list[Path] = []
+    try:
+        for k, part in enumerate(files):
+            done = derive_dump(part, shapes_ttl, out.with_name(f"{out.name}.part{k}"), work,
+                               defer=defer, on_disk=False, part_bytes=0)
+            assert isinstance(done, list)  # derive_dump read the same plan
+            dumps += done
+            part.unlink()
+            trim_heap()  # the part's store freed before the next one's is built
+    except BaseException:
+        for dump in dumps:
+            dump.unlink(missing_ok=True)
+        raise
+    finally:
+        for part in files:
+            part.unlink(missing_ok=True)
     return dumps
 
 
@@ -621,13 +677,13 @@ def sort_dump(dumps: list[Path], out: Path, work: Path) -> int:
     return int(count[0])
 
 
-def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
-                 ) -> Callable[[], int]:
-    """derive_file in a process of its own, started now, so that a build goes on beside it
-    (pyoxigraph holds the GIL: a thread would not run beside Python). Returns the wait: it
-    returns derive_file's count once `out` is written. The worker stops at its dump
-    (derive_dump) and exits without freeing its store (3 s of a gigabytes-large store's
-    teardown, left to the OS); the dump is sorted here, once it has gone. A worker that
+def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path,
+                 groups: frozenset[str] = frozenset()) -> Callable[[], int]:
+    """derive_file (its `groups` too) in a process of its own, started now, so that a build
+    goes on beside it (pyoxigraph holds the GIL: a thread would not run beside Python).
+    Returns the wait: it returns derive_file's count once `out` is written. The worker stops
+    at its dump (derive_dump) and exits without freeing its store (3 s of a gigabytes-large
+    store's teardown, left to the OS); the dump is sorted here, once it has gone. A worker that
     fails is not second-guessed: derive_file runs again here, raising what it raises."""
     import subprocess
     import sys
@@ -635,13 +691,14 @@ def derive_apart(ntriples: Path, shapes_ttl: str, out: Path, work: Path
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys; from pytest_kgbench.packs.rdf.ontology import "
-         "_derive_worker; _derive_worker(sys.argv[1:])", str(ntriples), str(out), str(work)],
+         "_derive_worker; _derive_worker(sys.argv[1:])", str(ntriples), str(out), str(work),
+         json.dumps(sorted(groups))],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert proc.stdin is not None
     proc.stdin.write(shapes_ttl.encode("utf-8"))
     proc.stdin.close()
 
-    return _Worker(proc, (ntriples, shapes_ttl, out, work))
+    return _Worker(proc, (ntriples, shapes_ttl, out, work), groups)
 
 
 class _Worker:
@@ -649,8 +706,9 @@ class _Worker:
     is written); stop() ends it unawaited (a build that failed beside it: the worker would
     otherwise go on alone, holding its store, gigabytes at 200,000 issuers)."""
 
-    def __init__(self, proc: Any, args: tuple[Path, str, Path, Path]) -> None:
-        self.proc, self.args = proc, args
+    def __init__(self, proc: Any, args: tuple[Path, str, Path, Path],
+                 groups: frozenset[str]) -> None:
+        self.proc, self.args, self.groups = proc, args, groups
 
     def __call__(self) -> int:
         ntriples, shapes_ttl, out, work = self.args
@@ -663,7 +721,7 @@ class _Worker:
             if "count" in done:
                 return int(done["count"])
             return sort_dump([Path(d) for d in done["dumps"]], out, work)
-        return derive_file(ntriples, shapes_ttl, out, work)
+        return derive_file(ntriples, shapes_ttl, out, work, groups=self.groups)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -679,7 +737,8 @@ def _derive_worker(argv: list[str]) -> None:
     import json
     import sys
 
-    done = derive_dump(Path(argv[0]), sys.stdin.read(), Path(argv[1]), Path(argv[2]))
+    done = derive_dump(Path(argv[0]), sys.stdin.read(), Path(argv[1]), Path(argv[2]),
+                       groups=frozenset(json.loads(argv[3])))
     print(json.dumps({"count": done} if isinstance(done, int)
                      else {"dumps": [str(d) for d in done]}))
     sys.stdout.flush()
