@@ -108,3 +108,26 @@ def test_a_bad_rules_entry_names_its_field(tmp_path, entry, said) -> None:
     with pytest.raises(InputError, match=said) as caught:
         _ = pack.rule_groups
     assert caught.value.field.startswith("rules") and "pack.yaml" in str(caught.value)
+
+
+def test_a_rules_worker_writing_to_stdout_does_not_wait_for_the_build(tmp_path) -> None:
+    """The build reads its rules' worker's pipe only once it waits for it: anything a library
+    prints in the worker (DuckDB's progress bar in the split, at 1,000,000 issuers) must not
+    fill that pipe and stop the worker until then. Here derive_dump prints 1 MB and the pipe
+    is not read until the worker has exited: it exits, and its answer is the one line."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import sys; from pytest_kgbench.packs.rdf import ontology as o\n"
+            "def noisy(*a, **k):\n    print('x' * (1 << 20)); return 7\n"
+            "o.derive_dump = noisy; o._derive_worker(sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", code, "in.nt", "out.nt", str(tmp_path), "[]"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=tmp_path)
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.close()
+    try:
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+    assert json.loads(proc.stdout.read().decode()) == {"count": 7}

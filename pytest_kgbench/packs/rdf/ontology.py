@@ -737,11 +737,16 @@ def _derive_worker(argv: list[str]) -> None:
     import json
     import sys
 
+    # the answer's pipe kept for the answer: anything else written to stdout (a library's
+    # progress bar) would fill the pipe, which the build reads only once it waits, and stop
+    # the worker until then
+    answer = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
     done = derive_dump(Path(argv[0]), sys.stdin.read(), Path(argv[1]), Path(argv[2]),
                        groups=frozenset(json.loads(argv[3])))
-    print(json.dumps({"count": done} if isinstance(done, int)
-                     else {"dumps": [str(d) for d in done]}))
-    sys.stdout.flush()
+    answer.write(json.dumps({"count": done} if isinstance(done, int)
+                            else {"dumps": [str(d) for d in done]}) + "\n")
+    answer.flush()
     os._exit(0)
 
 

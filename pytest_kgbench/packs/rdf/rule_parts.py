@@ -48,6 +48,7 @@ def split_parts(ntriples: Path, links: frozenset[str], work: Path, parts: int,
     con = duckdb.connect(config={"threads": 2, "memory_limit": "2GB",
                                  "temp_directory": str(work / f"{stem}.spill")})
     try:
+        con.execute("SET enable_progress_bar = false")  # stdout: a rules' worker's pipe
         _components(con, ntriples, links)
         # hash(NULL) is a number: a subject in no group must stay NULL (in every part)
         con.execute(f"CREATE TABLE tp AS SELECT t.line, CASE WHEN g.rep IS NOT NULL THEN "
