@@ -455,7 +455,7 @@ class _Build:
     withheld: dict[str, frozenset[str]] = field(default_factory=dict)
     shapes_ttl: str | None = None
     rules: frozenset[str] | None = None  # the rules' predicates, when they run apart
-    groups: frozenset[str] = frozenset()  # the predicates the rules join by (Pack.rule_groups)
+    groups: frozenset[str] = frozenset()  # the predicates the rules join by (rule_parts)
     derived: Path | None = None
     waits: list[Callable[[], int]] = field(default_factory=list)
     rules_began: float = 0.0
@@ -466,7 +466,7 @@ class _Build:
     def plan(self, counts: Mapping[str, int]) -> None:
         """Settle whether the build writes a restricted view (its folder made) and whether its
         rules run apart."""
-        from pytest_kgbench.packs.rdf import ontology
+        from pytest_kgbench.packs.rdf import ontology, rule_parts
 
         pack = self.pack
         self.restrict = any(pack.personal.values())
@@ -481,7 +481,8 @@ class _Build:
         self.rules = ontology.rule_predicates(self.shapes_ttl) \
             if self.shapes_ttl is not None and cells >= RULES_APART else None
         self.derived = self.out / "derived.nt" if self.shapes_ttl is not None else None
-        self.groups = pack.rule_groups if self.shapes_ttl is not None else frozenset()
+        self.groups = rule_parts.rule_groups(pack) if self.shapes_ttl is not None \
+            else frozenset()
         self.withheld = withheld_columns(pack)
 
     def write_graph(self, typed: Tables) -> None:
@@ -883,7 +884,7 @@ def _restrict_derived(pack: Pack, folder: Path, graph: GraphFiles, derived: Path
     """Write the restricted view's derived.nt (the rules' output without the personal
     predicates, or the rules run again on the view's graph) and check it for personal values:
     whether the rules were run again."""
-    from pytest_kgbench.packs.rdf import ontology
+    from pytest_kgbench.packs.rdf import ontology, rule_parts
 
     rerun = checked = False
     if derived is not None:
@@ -894,7 +895,7 @@ def _restrict_derived(pack: Pack, folder: Path, graph: GraphFiles, derived: Path
         if rerun:
             again = folder / "derived.nt.all"
             ontology.derive_file(folder / "data.nt", text, again, graph.rules_input.parent,
-                                 groups=pack.rule_groups)
+                                 groups=rule_parts.rule_groups(pack))
             _drop_file(again, folder / "derived.nt", predicates)
             again.unlink()
         else:  # checked while the view's copy is made: most often a second name of it

@@ -75,30 +75,6 @@ class Pack:
         return self.manifest.get("rdf") or {}
 
     @property
-    def rule_groups(self) -> frozenset[str]:
-        """The predicate IRIs the manifest says its rules (shapes.ttl) join nodes by
-        (`rules: {grouped_by: [CURIE, ...]}`, CURIEs of rdf.prefixes): a big build may run the
-        rules a group of the graph at a time (packs/rdf/rule_parts.py). Empty: it may not."""
-        from pytest_kgbench.packs.rdf.mapping import expand
-
-        entry = self.manifest.get("rules") or {}
-        where = str(self.dir / "pack.yaml")
-        if not isinstance(entry, Mapping) or set(entry) - {"grouped_by"}:
-            raise InputError(where, "must be a mapping with one key, grouped_by",
-                             field="rules")
-        raw = entry.get("grouped_by") or []
-        if not isinstance(raw, list):
-            raise InputError(where, "must list predicates (CURIEs)", field="rules.grouped_by")
-        out = set()
-        for curie in raw:
-            try:
-                out.add(expand(str(curie), self.rdf.get("prefixes") or {}))
-            except InputError:
-                raise InputError(where, f"'{curie}' is neither an IRI nor a CURIE of "
-                                 "rdf.prefixes", field="rules.grouped_by") from None
-        return frozenset(out)
-
-    @property
     def definitions_ttl(self) -> Path:
         return self.ontology_file("definitions.ttl") or self.ontology_dir / "definitions.ttl"
 

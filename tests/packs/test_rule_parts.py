@@ -50,7 +50,7 @@ def test_the_rules_in_parts_derive_what_they_derive_whole(credit_pack, kg_cache,
     whole, parted = tmp_path / "whole.nt", tmp_path / "parted.nt"
     n = derive_file(source, SHAPES, whole, tmp_path, part_bytes=0)
     seen = _parts_seen(monkeypatch)
-    groups = credit_pack.rule_groups
+    groups = rule_parts.rule_groups(credit_pack)
     assert derive_file(source, SHAPES, parted, tmp_path, groups=groups,
                        part_bytes=source.stat().st_size // 7 + 1) == n > 500
     assert len(seen) == 1 and len(seen[0]) == 7, "the graph was split in 7"
@@ -81,12 +81,13 @@ def test_a_small_graph_or_a_pack_without_groups_runs_whole(credit_pack, kg_cache
     """Parts only from ON_DISK_FROM bytes of input, and only for a pack naming its groups."""
     source = _source(credit_pack, "base", kg_cache, tmp_path)
     seen = _parts_seen(monkeypatch)
-    derive_file(source, SHAPES, tmp_path / "a.nt", tmp_path, groups=credit_pack.rule_groups)
+    groups = rule_parts.rule_groups(credit_pack)
+    derive_file(source, SHAPES, tmp_path / "a.nt", tmp_path, groups=groups)
     derive_file(source, SHAPES, tmp_path / "b.nt", tmp_path, part_bytes=1000)
     assert not seen
     monkeypatch.setattr(ontology, "ON_DISK_FROM", 1)
     monkeypatch.setattr(rule_parts, "PART_BYTES", source.stat().st_size // 3 + 1)
-    derive_file(source, SHAPES, tmp_path / "c.nt", tmp_path, groups=credit_pack.rule_groups)
+    derive_file(source, SHAPES, tmp_path / "c.nt", tmp_path, groups=groups)
     assert len(seen) == 1 and len(seen[0]) == 3
     assert (tmp_path / "c.nt").read_bytes() == (tmp_path / "a.nt").read_bytes()
 
@@ -106,7 +107,7 @@ def test_a_bad_rules_entry_names_its_field(tmp_path, entry, said) -> None:
     (folder / "pack.yaml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
     pack = load_pack(folder, ontology_dir=REPO / "ontology" / "credit")
     with pytest.raises(InputError, match=said) as caught:
-        _ = pack.rule_groups
+        rule_parts.rule_groups(pack)
     assert caught.value.field.startswith("rules") and "pack.yaml" in str(caught.value)
 
 

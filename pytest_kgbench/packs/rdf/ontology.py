@@ -385,6 +385,7 @@ def to_sorted_ntriples(graph: Any) -> str:
 DERIVED = "urn:kgbench:derived"  # the named graph the rules' triples are gathered in
 
 
+# many parameters: the graph, the rules, where, and four choices a test forces one at a time
 def derive_file(ntriples: Path, shapes_ttl: str, out: Path, work: Path | None = None, *,
                 defer: bool | None = None, on_disk: bool | None = None,
                 groups: frozenset[str] = frozenset(), part_bytes: int | None = None) -> int:
@@ -413,6 +414,7 @@ ON_DISK_FROM = 3 << 29  # bytes of input (1.5 GiB) from which derive_dump's stor
 #                         there, 2.5 GB and 669 s on disk)
 
 
+# many parameters: derive_file's
 def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
                 defer: bool | None = None, on_disk: bool | None = None,
                 groups: frozenset[str] = frozenset(), part_bytes: int | None = None
@@ -452,24 +454,13 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
     store = _disk_store(ntriples, raw, folder) if folder is not None else \
         _memory_store(ntriples, raw)
     in_raw = _predicates(store, raw)
-    if defer is None:
-        defer = ntriples.stat().st_size >= DEFER_FROM
-    io = plan_io(plan) if defer else None
-    later = deferred_rules(io) if io is not None else set()
-    if io is not None and any(f"<{p}>" in in_raw for i in later for p in io[i][1]):
-        later = set()
+    later = _later(plan, in_raw, ntriples.stat().st_size >= DEFER_FROM if defer is None
+                   else defer)
     for k, update in enumerate(updates):  # each reads the raw graph and what rules added
         if k not in later:
             _insert(store, plan[k], str(update), (raw, mine),
                     work / f"{stem}.rule" if folder is not None else None)
-    # what the rules derived that the raw graph holds already is not theirs: looked for only
-    # under the predicates both graphs use (a scan of each graph's predicates, not a probe
-    # of raw for every derived triple: 7 s at 100,000 issuers)
-    shared = _predicates(store, mine) & in_raw
-    if shared:
-        store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
-                     f"{{ {' '.join(sorted(shared))} }} GRAPH {mine} {{ ?s ?p ?o }} "
-                     f"GRAPH {raw} {{ ?s ?p ?o }} }}")
+    _drop_held(store, (raw, mine), in_raw)
     dumps = [work / f"{stem}.all"]
     files, wait = _construct_apart(store, {k: plan[k] for k in sorted(later)},
                                    f"FROM {raw} FROM {mine}", work, stem)
@@ -482,6 +473,29 @@ def derive_dump(ntriples: Path, shapes_ttl: str, out: Path, work: Path, *,
         del store
         shutil.rmtree(folder, ignore_errors=True)
     return dumps
+
+
+def _drop_held(store: Any, graphs: tuple[str, str], in_raw: set[str]) -> None:
+    """What the rules derived (the second of `graphs`) that the raw graph (the first, its
+    predicates `in_raw`) holds already is not theirs: looked for only under the predicates
+    both graphs use (a scan of each graph's predicates, not a probe of raw for every derived
+    triple: 7 s at 100,000 issuers)."""
+    raw, mine = graphs
+    shared = _predicates(store, mine) & in_raw
+    if shared:
+        store.update(f"DELETE {{ GRAPH {mine} {{ ?s ?p ?o }} }} WHERE {{ VALUES ?p "
+                     f"{{ {' '.join(sorted(shared))} }} GRAPH {mine} {{ ?s ?p ?o }} "
+                     f"GRAPH {raw} {{ ?s ?p ?o }} }}")
+
+
+def _later(plan: list[str], in_raw: set[str], defer: bool) -> set[int]:
+    """The rules derive_dump runs last, apart (deferred_rules; none unless `defer`, or when
+    one of them writes a predicate of the raw graph, `in_raw`)."""
+    io = plan_io(plan) if defer else None
+    later = deferred_rules(io) if io is not None else set()
+    if io is not None and any(f"<{p}>" in in_raw for i in later for p in io[i][1]):
+        return set()
+    return later
 
 
 def _parts(ntriples: Path, groups: frozenset[str], part_bytes: int | None) -> int | None:

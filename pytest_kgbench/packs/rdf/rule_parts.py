@@ -1,12 +1,12 @@
 """A pack's rules run on a group of the graph at a time.
 
-A shapes file may say which predicates its rules join nodes by (`kgbench:groupedBy` on a shape
-holding rules, one object per predicate IRI, prefix `kgbench: <urn:kgbench:rules#>`). The
-groups are then the connected components of the graph under those predicates; a node no such
-predicate touches (a country, a scale) is in every group. The pack vouches that no rule joins
-two nodes of different groups except through such a shared node, and that what a rule derives
-about a shared node is the same from every group (a country's ceiling, not a count of its
-issuers); a test runs its rules whole and in many parts and compares the bytes.
+A pack may say which predicates its rules join nodes by (pack.yaml's `rules: {grouped_by:
+[CURIEs]}`; not in shapes.ttl, which a condition shows the model as it is). The groups are
+then the connected components of the graph under those predicates; a node no such predicate
+touches (a country, a scale) is in every group. The pack vouches that no rule joins two nodes
+of different groups except through such a shared node, and that what a rule derives about a
+shared node is the same from every group (a country's ceiling, not a count of its issuers); a
+test runs its rules whole and in many parts and compares the bytes.
 
 A big build (ontology.derive_dump) then runs the rules part after part, each part some groups
 whole and every shared triple, in a store that holds one part: the memory of a part, not of
@@ -16,9 +16,13 @@ the graph (1,000,000 credit issuers: 5.4 GB of rules' input, past 16 GB in one s
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-GROUPED_BY = "urn:kgbench:rules#groupedBy"
+if TYPE_CHECKING:
+    from pytest_kgbench.packs.schema import Pack
+
 PART_BYTES = 512 << 20  # bytes of rules' input a part holds, about (100,000 credit issuers)
 
 _LINES = ("read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = '\t', "
@@ -26,15 +30,28 @@ _LINES = ("read_csv(?, columns = {'line': 'VARCHAR'}, header = false, delim = '\
 _WRITE = "(FORMAT csv, HEADER false, QUOTE '', ESCAPE '', DELIMITER '\t')"
 
 
-def grouping_predicates(shapes_ttl: str) -> frozenset[str]:
-    """The predicate IRIs a shapes file's rule shapes say their rules join nodes by (none: the
-    rules run on the whole graph)."""
-    import rdflib
-    from rdflib.namespace import SH
+def rule_groups(pack: Pack) -> frozenset[str]:
+    """The predicate IRIs a pack's manifest says its rules (shapes.ttl) join nodes by
+    (`rules: {grouped_by: [CURIE, ...]}`, CURIEs of rdf.prefixes): a big build may run the
+    rules a group of the graph at a time. Empty: it may not."""
+    from pytest_kgbench.core.errors import InputError
+    from pytest_kgbench.packs.rdf.mapping import expand
 
-    g = rdflib.Graph().parse(data=shapes_ttl, format="turtle")
-    return frozenset(str(o) for s, o in g.subject_objects(rdflib.URIRef(GROUPED_BY))
-                     if (s, SH.rule, None) in g and isinstance(o, rdflib.URIRef))
+    entry = pack.manifest.get("rules") or {}
+    where = str(pack.dir / "pack.yaml")
+    if not isinstance(entry, Mapping) or set(entry) - {"grouped_by"}:
+        raise InputError(where, "must be a mapping with one key, grouped_by", field="rules")
+    raw = entry.get("grouped_by") or []
+    if not isinstance(raw, list):
+        raise InputError(where, "must list predicates (CURIEs)", field="rules.grouped_by")
+    out = set()
+    for curie in raw:
+        try:
+            out.add(expand(str(curie), pack.rdf.get("prefixes") or {}))
+        except InputError:
+            raise InputError(where, f"'{curie}' is neither an IRI nor a CURIE of "
+                             "rdf.prefixes", field="rules.grouped_by") from None
+    return frozenset(out)
 
 
 def split_parts(ntriples: Path, links: frozenset[str], work: Path, parts: int,
