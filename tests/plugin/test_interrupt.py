@@ -196,12 +196,11 @@ def test_ctrl_c_stops_an_xdist_run(to: str, tmp_path: Path, kg_cache: Path,
         assert len(records) == 10 and len({r["nodeid"] for r in records}) == 10
 
 
-def test_a_ctrl_c_that_lands_in_a_finalizer_is_delivered_after_it() -> None:
-    """A SIGINT that arrives while a __del__ runs (an SDK client collected mid-request) must
-    not raise there: Python prints such a KeyboardInterrupt as "Exception ignored" with a
-    traceback and drops it. The interrupt comes once the finalizer has returned."""
+def _delivered_after(land: Any) -> None:
+    """`land(handle)` makes a SIGINT arrive, through `handle(frame)`, inside code that would
+    swallow what it raised; the interrupt must not be raised there but once that code has
+    returned, inside the abortable block."""
     import signal
-    import sys
     import time
 
     from pytest_kgbench.core.interrupt import Interrupt
@@ -210,17 +209,16 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_is_delivered_after_it() -> None:
     assert intr.install()
     raised_inside: list[BaseException] = []
 
-    class Collected:
-        def __del__(self) -> None:
-            try:
-                intr._handle(signal.SIGINT, sys._getframe())
-            except BaseException as exc:  # noqa: BLE001 - what the finalizer would swallow
-                raised_inside.append(exc)
+    def handle(frame: Any) -> None:
+        try:
+            intr._handle(signal.SIGINT, frame)
+        except BaseException as exc:  # noqa: BLE001 - what that code would swallow
+            raised_inside.append(exc)
 
     try:
         with pytest.raises(KeyboardInterrupt):
             with intr.abortable():
-                Collected()  # collected at once: its __del__ takes the signal
+                land(handle)
                 for _ in range(500):
                     time.sleep(0.01)
         assert raised_inside == []
@@ -229,17 +227,29 @@ def test_a_ctrl_c_that_lands_in_a_finalizer_is_delivered_after_it() -> None:
         intr.uninstall()
 
 
+def test_a_ctrl_c_that_lands_in_a_finalizer_is_delivered_after_it() -> None:
+    """A SIGINT that arrives while a __del__ runs (an SDK client collected mid-request) must
+    not raise there: Python prints such a KeyboardInterrupt as "Exception ignored" with a
+    traceback and drops it. The interrupt comes once the finalizer has returned."""
+    import sys
+
+    def land(handle: Any) -> None:
+        class Collected:
+            def __del__(self) -> None:
+                handle(sys._getframe())
+
+        Collected()  # collected at once: its __del__ takes the signal
+
+    _delivered_after(land)
+
+
 def test_a_ctrl_c_that_lands_in_a_weakset_callback_is_delivered_after_it() -> None:
     """A SIGINT that arrives while a WeakSet drops a dead entry (its `_remove`, a weak
     reference's callback: not a __del__) must not raise there either: CI's Ctrl-C of an xdist
     run printed "Exception ignored in: <function WeakSet.__init__.<locals>._remove …>" with a
     KeyboardInterrupt traceback. The interrupt comes once the callback has returned."""
-    import signal
     import sys
-    import time
     import weakref
-
-    from pytest_kgbench.core.interrupt import Interrupt
 
     remove = weakref.WeakSet()._remove  # type: ignore[attr-defined]
 
@@ -248,22 +258,7 @@ def test_a_ctrl_c_that_lands_in_a_weakset_callback_is_delivered_after_it() -> No
         f_globals = remove.__globals__
         f_back = sys._getframe()
 
-    intr = Interrupt(hard_second=True)
-    assert intr.install()
-    raised_inside: list[BaseException] = []
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            with intr.abortable():
-                try:
-                    intr._handle(signal.SIGINT, InRemove())  # type: ignore[arg-type]
-                except BaseException as exc:  # noqa: BLE001 - what the callback would swallow
-                    raised_inside.append(exc)
-                for _ in range(500):
-                    time.sleep(0.01)
-        assert raised_inside == []
-        assert intr.requested is not None
-    finally:
-        intr.uninstall()
+    _delivered_after(lambda handle: handle(InRemove()))
 
 
 @pytest.mark.parametrize("agent", ["anthropic", "openai"])
