@@ -27,9 +27,11 @@ from pytest_kgbench.core.errors import HarnessBroken
 from pytest_kgbench.engines import (
     CAPS,
     Caps,
+    EngineFailed,
     Executor,
     QueryResult,
     TableInfo,
+    engine_rows,
     fill_capped,
     jsonable,
 )
@@ -105,23 +107,10 @@ def chunks(first: int = 16, most: int = 2048) -> Iterator[int]:
         size = min(most, size * 4)
 
 
-class _EngineFailed(Exception):
-    """The engine's own error while it handed over rows (a DuckDB error, a value Python cannot
-    convert), carried through the harness's conversion so it stays the query's result."""
-
-    def __init__(self, error: Exception) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def _fetched(cursor: Any) -> Iterator[tuple[Any, ...]]:
-    """A cursor's rows, fetched a chunk at a time (the cap stops fetching early); what the
-    engine raises while fetching comes out as `_EngineFailed`."""
+    """A cursor's rows, fetched a chunk at a time (the cap stops fetching early)."""
     for size in chunks():
-        try:
-            batch = cursor.fetchmany(size)
-        except Exception as exc:  # noqa: BLE001 - the engine's, whatever kind: the query's
-            raise _EngineFailed(exc) from exc
+        batch = cursor.fetchmany(size)
         if not batch:
             return
         yield from batch
@@ -361,8 +350,8 @@ class SqlExecutor(SqlStore):
         cursor = self.con.execute(statement)
         columns = [d[0] for d in (cursor.description or [])]
         try:
-            fill_capped(result, columns, _fetched(cursor), jsonable, self.caps)
-        except _EngineFailed as failed:
+            fill_capped(result, columns, engine_rows(_fetched(cursor)), jsonable, self.caps)
+        except EngineFailed as failed:
             raise failed.error from None  # the engine's, as it raised it: the query's result
         except MemoryError:
             raise  # the result's size, past the worker's memory: the query's
