@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -17,9 +18,10 @@ import duckdb
 import pytest
 
 from pytest_kgbench.core.errors import HarnessBroken
-from pytest_kgbench.engines import CAPS
+from pytest_kgbench.engines import CAPS, run_with_timeout
 from pytest_kgbench.engines.guard import Guard
 from pytest_kgbench.engines.sql import SqlExecutor, WorkerSqlExecutor, connect, lock
+from pytest_kgbench.engines.stores import open_store
 from pytest_kgbench.engines.worker import Worker
 from pytest_kgbench.packs.schema import TableSpec
 
@@ -168,3 +170,46 @@ def test_the_harness_failing_in_the_worker_is_harness_broken(database, tmp_path,
             ex.run("SELECT n FROM t")
     finally:
         ex.close()
+
+
+def test_no_thread_to_bound_the_guards_parse_is_harness_broken(monkeypatch) -> None:
+    """run_with_timeout (the guard's parse of a SPARQL text, in the harness's process)."""
+    monkeypatch.setattr(threading.Thread, "start", _refuse)
+    with pytest.raises(HarnessBroken, match=NO_THREAD):
+        run_with_timeout(lambda: 1, 1.0)
+
+
+@pytest.fixture(scope="module")
+def graph_engine(credit_base):
+    """The graph engine a SPARQL store's worker runs, made in this process from the very
+    configuration its worker got."""
+    from pytest_kgbench.engines.sparql_worker import GraphEngine
+
+    ex = open_store(credit_base, "sparql", "analyst", timeout=5.0)
+    try:
+        yield GraphEngine(ex.worker.config)
+    finally:
+        ex.close()
+
+
+def test_a_graph_engines_error_is_a_result_the_harness_converting_wrongly_is_broken(
+        graph_engine, monkeypatch) -> None:
+    from pytest_kgbench.engines import sparql_worker
+
+    query = "SELECT ?s WHERE { ?s ?p ?o } LIMIT 3"
+    assert len(graph_engine.run(query)["rows"]) == 3
+
+    def evaluation(res: object, width: int) -> Iterator[list[object]]:
+        raise ValueError("the engine's own failure")  # rdflib evaluates rows as they are read
+        yield []
+
+    monkeypatch.setattr(sparql_worker, "_rows", evaluation)
+    assert graph_engine.run(query)["error"] == "ValueError: the engine's own failure"
+    monkeypatch.undo()
+
+    def broken(value: object) -> object:
+        raise TypeError("a bug of the harness's")
+
+    monkeypatch.setattr(sparql_worker, "_cell", broken)
+    with pytest.raises(HarnessBroken, match="a bug of the harness's"):
+        graph_engine.run(query)
