@@ -13,11 +13,12 @@ import datetime as dt
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any, TypeVar, cast
 
+from pytest_kgbench.core.errors import HarnessBroken
 from pytest_kgbench.core.errors import QueryTimeout as QueryTimeout  # raised here; below evidence
 
 T = TypeVar("T")
@@ -295,7 +296,10 @@ def run_with_timeout(fn: Callable[[], T], timeout: float) -> T:
 
     rdflib offers no cancellation, so the work runs in a thread and, past the bound, gets a
     `QueryTimeout` raised inside it (PyThreadState_SetAsyncExc): the evaluation really stops at
-    its next bytecode instead of burning a core in the background.
+    its next bytecode instead of burning a core in the background. A thread of its own each
+    time: a stop sent as the work returns may land in the thread's code after it, where a
+    long-lived thread's loop would die of it. A thread that cannot start is the harness's
+    failure (HarnessBroken), never the work's.
     """
     box: dict[str, Any] = {}
 
@@ -310,7 +314,11 @@ def run_with_timeout(fn: Callable[[], T], timeout: float) -> T:
             pass
 
     thread = threading.Thread(target=target, daemon=True, name="kgbench-query")
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError as exc:  # "can't start new thread": no bound can be held
+        raise HarnessBroken(f"the harness could not start the thread bounding a query's "
+                            f"work: {exc}") from exc
     thread.join(timeout)
     if thread.is_alive():
         # pure-Python evaluation (rdflib) stops at its next bytecode; an engine in native code
@@ -327,3 +335,27 @@ def run_with_timeout(fn: Callable[[], T], timeout: float) -> T:
     if "error" in box:
         raise box["error"]
     return cast(T, box["value"])
+
+
+class EngineFailed(Exception):
+    """The engine's own error while it handed over a result's rows (its evaluation, a value
+    Python cannot convert), carried through the harness's conversion of the rows
+    (`fill_capped`) so it stays the query's result; what else the conversion raises is the
+    harness's own failure."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def engine_rows(rows: Iterable[T]) -> Iterator[T]:
+    """`rows`, with what their iteration raises (the engine's doing) as `EngineFailed`."""
+    it = iter(rows)
+    while True:
+        try:
+            row = next(it)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001 - the engine's, whatever kind: the query's
+            raise EngineFailed(exc) from exc
+        yield row

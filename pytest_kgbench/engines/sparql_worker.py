@@ -18,7 +18,15 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from pytest_kgbench.engines import Caps, QueryResult, fill_capped, jsonable
+from pytest_kgbench.core.errors import HarnessBroken
+from pytest_kgbench.engines import (
+    Caps,
+    EngineFailed,
+    QueryResult,
+    engine_rows,
+    fill_capped,
+    jsonable,
+)
 from pytest_kgbench.engines.guard import Guard, Verdict, classify_sparql
 
 RDF_TYPE = "http://www.w3.org/1999/02/22-rdf-syntax-ns#type"
@@ -210,13 +218,9 @@ class GraphEngine:
                 # rdflib evaluates the very algebra the guard read; Oxigraph parses the text
                 # itself, and ran only because its parser accepted it too
                 res = self.graph.query(verdict.query if self.plugin == "default" else statement)
-                if res.type == "ASK":
-                    fill_capped(result, ["ask"], [[bool(res.askAnswer)]], _cell, self.caps)
-                elif res.type == "SELECT":
-                    names = [str(v) for v in (res.vars or [])]
-                    fill_capped(result, names, _rows(res, len(names)), _cell, self.caps)
-                else:  # pragma: no cover - the guard refuses every other form
-                    result.refused = "only SELECT and ASK queries are offered"
+                self._fill(result, res)
+        except HarnessBroken:
+            raise
         except RecursionError:
             result.error = "the query is nested too deeply to evaluate"
         except MemoryError:
@@ -226,6 +230,25 @@ class GraphEngine:
         result.elapsed_s = round(time.perf_counter() - start, 4)
         result.cap_text(self.caps)
         return result.to_dict()
+
+    def _fill(self, result: QueryResult, res: Any) -> None:
+        """`result` filled with the engine's answer `res`, capped. What the engine raises
+        while it evaluates (a SELECT's rows are evaluated as they are read) is the query's
+        result; the harness's own conversion of them failing is HarnessBroken."""
+        if res.type not in ("ASK", "SELECT"):  # pragma: no cover - the guard refuses the rest
+            result.refused = "only SELECT and ASK queries are offered"
+            return
+        names = ["ask"] if res.type == "ASK" else [str(v) for v in (res.vars or [])]
+        rows = _ask(res) if res.type == "ASK" else _rows(res, len(names))
+        try:
+            fill_capped(result, names, engine_rows(rows), _cell, self.caps)
+        except EngineFailed as failed:
+            raise failed.error from None
+        except (RecursionError, MemoryError):
+            raise  # the query's nesting, its result's size: the query's
+        except Exception as exc:  # noqa: BLE001 - the engine's rows, converted by the harness
+            raise HarnessBroken(f"the harness could not convert the graph store's rows: "
+                                f"{type(exc).__name__}: {exc}") from exc
 
     def reply(self, request: Mapping[str, Any]) -> dict[str, Any]:
         op = request.get("op")
@@ -238,6 +261,10 @@ class GraphEngine:
         if op == "rejects":  # an engine's own parser on the exact text (no prefixes bound)
             return {"rejects": PARSERS[str(request["parser"])](str(request["statement"]), {})}
         return {"error": f"unknown request {op!r}"}
+
+
+def _ask(res: Any) -> Iterator[list[Any]]:
+    yield [bool(res.askAnswer)]
 
 
 def _rows(res: Any, width: int) -> Iterator[list[Any]]:

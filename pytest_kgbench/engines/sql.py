@@ -17,7 +17,8 @@ import csv
 import io
 import threading
 import time
-from collections.abc import Iterator, Mapping
+import weakref
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,9 +27,11 @@ from pytest_kgbench.core.errors import HarnessBroken
 from pytest_kgbench.engines import (
     CAPS,
     Caps,
+    EngineFailed,
     Executor,
     QueryResult,
     TableInfo,
+    engine_rows,
     fill_capped,
     jsonable,
 )
@@ -111,6 +114,79 @@ def _fetched(cursor: Any) -> Iterator[tuple[Any, ...]]:
         if not batch:
             return
         yield from batch
+
+
+class Deadline:
+    """One long-lived thread per executor that stops the query running past its deadline: a
+    query arms it (`arm`), the thread waits for that moment and calls the stop it was given,
+    and the query disarms it when done (`disarm`, which waits out a stop being sent). No
+    thread is started per query: a worker whose address space a big query has filled (its
+    RLIMIT_AS) can still be held to a deadline, where a new thread's stack could not be mapped.
+    The thread starts with the executor; one that cannot start is the harness's failure."""
+
+    def __init__(self, name: str = "kgbench-deadline") -> None:
+        self.name = name
+        self._cond = threading.Condition()
+        self._due = 0.0                         # time.monotonic() of the armed deadline
+        self._stop: Callable[[], None] | None = None  # armed: what to call at `_due`
+        self._firing = False
+        self.fired = False                      # the armed deadline passed and its stop was sent
+        self.failed: BaseException | None = None  # what the stop raised
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """The watching thread, started if it is not running; HarnessBroken if it cannot be."""
+        with self._cond:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._closed = False
+            thread = threading.Thread(target=self._watch, daemon=True, name=self.name)
+            try:
+                thread.start()
+            except RuntimeError as exc:  # no thread can be started: no deadline can be held
+                raise HarnessBroken(f"the store's deadline thread could not start: {exc}"
+                                    ) from exc
+            self._thread = thread
+
+    def arm(self, seconds: float, stop: Callable[[], None]) -> None:
+        """Call `stop` in `seconds` unless disarmed first."""
+        self.start()
+        with self._cond:
+            self._due, self._stop = time.monotonic() + seconds, stop
+            self.fired, self.failed = False, None
+            self._cond.notify_all()
+
+    def disarm(self) -> None:
+        """No stop is sent after this returns (one being sent is waited for)."""
+        with self._cond:
+            self._stop = None
+            while self._firing:
+                self._cond.wait()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed, self._stop = True, None
+            self._cond.notify_all()
+
+    def _watch(self) -> None:
+        with self._cond:
+            while not self._closed:
+                left = self._due - time.monotonic()
+                if self._stop is None or left > 0:
+                    self._cond.wait(None if self._stop is None else left)
+                    continue
+                stop, self._stop = self._stop, None
+                self.fired = self._firing = True
+                self._cond.release()
+                try:
+                    stop()
+                except BaseException as exc:  # noqa: BLE001 - the query's run reports it
+                    self.failed = exc
+                finally:
+                    self._cond.acquire()
+                    self._firing = False
+                    self._cond.notify_all()
 
 
 class SqlStore(Executor):
@@ -199,6 +275,11 @@ class SqlExecutor(SqlStore):
                  timeout: float = 60.0, caps: Caps = CAPS) -> None:
         super().__init__(specs, guard, timeout, caps)
         self.con = con
+        # the deadline's one thread, started now (a worker starts it as it loads, while its
+        # address space is free); it ends when the executor is closed or dropped
+        self.deadline = Deadline()
+        weakref.finalize(self, self.deadline.close)
+        self.deadline.start()
 
     @classmethod
     def open(cls, path: Path, specs: Mapping[str, TableSpec], guard: Guard,
@@ -208,6 +289,7 @@ class SqlExecutor(SqlStore):
         return cls(lock(connect(str(path), read_only=True)), specs, guard, timeout, caps)
 
     def close(self) -> None:
+        self.deadline.close()
         self.con.close()
 
     def _parser(self) -> Any:
@@ -216,22 +298,22 @@ class SqlExecutor(SqlStore):
 
     def run(self, statement: str) -> QueryResult:
         """Classify and run one statement within the deadline: at `timeout` seconds from the
-        start the engine is interrupted, whether the guard's parse or the query is running."""
+        start the engine is interrupted, whether the guard's parse or the query is running.
+        The engine's errors are the query's result; anything of the harness's own that fails
+        on the way (its deadline, its conversion of the rows) raises HarnessBroken."""
         with self._lock:
-            return self._run(statement)
+            try:
+                return self._run(statement)
+            except HarnessBroken:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the engine's own are caught in _run
+                raise HarnessBroken(f"the {self.title} store's own code failed on a query: "
+                                    f"{type(exc).__name__}: {exc}") from exc
 
     def _run(self, statement: str) -> QueryResult:
         result = QueryResult(language="sql", statement=statement)
         start = time.perf_counter()
-        fired = threading.Event()  # set by the deadline's timer: only then was it a timeout
-
-        def at_deadline() -> None:
-            fired.set()
-            self._interrupt()
-
-        timer = threading.Timer(self.timeout, at_deadline)
-        timer.daemon = True
-        timer.start()
+        self.deadline.arm(self.timeout, self._interrupt)  # its thread: HarnessBroken if none
         try:
             verdict = self._classify(statement)
             result.reads = self._reads(verdict.tables)
@@ -241,17 +323,20 @@ class SqlExecutor(SqlStore):
                 result.refused, result.error = verdict.refused, verdict.error
         except HarnessBroken:
             raise
-        except Exception as exc:  # noqa: BLE001 - the engine's error, or a value Python
-            #                        cannot convert: the query's result either way
-            if fired.is_set() or self._timed_out(exc):
+        except Exception as exc:  # noqa: BLE001 - the engine's error (a value Python cannot
+            #                        convert included): the query's result
+            if self.deadline.fired or self._timed_out(exc):
                 result.timed_out = True
                 result.error = f"stopped after {self.timeout:g} s"
             else:
                 result.error = self._message(exc)  # its own reason, a cancel it sent included
         finally:
-            timer.cancel()
-            timer.join()
+            self.deadline.disarm()
             result.elapsed_s = round(time.perf_counter() - start, 4)
+        if self.deadline.failed is not None:
+            failed = self.deadline.failed
+            raise HarnessBroken(f"the {self.title} store's deadline could not stop the query: "
+                                f"{type(failed).__name__}: {failed}") from failed
         if time.perf_counter() - start > self.timeout and not result.timed_out:
             result.rows, result.timed_out = [], True  # the deadline passed: nothing is late
             result.error = f"stopped after {self.timeout:g} s"
@@ -264,10 +349,18 @@ class SqlExecutor(SqlStore):
         """Run a statement the guard let through and fill `result` with its capped rows."""
         cursor = self.con.execute(statement)
         columns = [d[0] for d in (cursor.description or [])]
-        fill_capped(result, columns, _fetched(cursor), jsonable, self.caps)
+        try:
+            fill_capped(result, columns, engine_rows(_fetched(cursor)), jsonable, self.caps)
+        except EngineFailed as failed:
+            raise failed.error from None  # the engine's, as it raised it: the query's result
+        except MemoryError:
+            raise  # the result's size, past the worker's memory: the query's
+        except Exception as exc:  # noqa: BLE001 - the engine's rows, converted by the harness
+            raise HarnessBroken(f"the harness could not convert the {self.title} store's rows: "
+                                f"{type(exc).__name__}: {exc}") from exc
 
     def _interrupt(self) -> None:
-        """Stop what is running now (called from a timer thread at the deadline)."""
+        """Stop what is running now (called from the deadline's thread)."""
         self.con.interrupt()
 
     def _timed_out(self, exc: BaseException) -> bool:
@@ -364,12 +457,11 @@ class WorkerSqlExecutor(SqlStore):
         else:
             if reply is None:
                 result.timed_out = True
-            elif "broken" in reply:
-                raise HarnessBroken(str(reply["broken"]))
             elif "language" in reply:
                 result = QueryResult(**reply)
-            else:
-                result.error = str(reply.get("error") or "the store's worker failed")
+            else:  # the worker failed the request itself (a "broken" reply raised already)
+                raise HarnessBroken(f"the {self.title} store's worker failed a query: "
+                                    f"{reply.get('error') or reply}")
         if result.timed_out:
             result.rows, result.error = [], f"stopped after {self.timeout:g} s"
         result.elapsed_s = round(time.perf_counter() - start, 4)

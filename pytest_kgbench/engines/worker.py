@@ -172,7 +172,8 @@ class Worker:
     def call(self, request: Mapping[str, Any], timeout: float) -> dict[str, Any] | None:
         """The worker's reply to `request`, or None when `timeout` seconds passed first (the
         worker is then killed and replaced). Raises `WorkerDied` if it ended while the request
-        was in flight; one found dead before the request reached it is replaced first."""
+        was in flight (one found dead before the request reached it is replaced first), and
+        HarnessBroken on a `broken` reply: the harness's own code failed in the worker."""
         with self._lock:
             for attempt in (1, 2):
                 if not self.alive():
@@ -207,6 +208,8 @@ class Worker:
                 self.kill()
                 self.kills += 1
                 self.start()
+            elif "broken" in reply:  # the harness's own code failed in the worker: no result
+                raise HarnessBroken(str(reply["broken"]))
             return reply
 
     # --- the pipe -------------------------------------------------------------------------------
@@ -278,8 +281,10 @@ atexit.register(kill_all)
 def serve(handle: Any) -> None:
     """The worker's side of the protocol, for the module run in the worker: read the
     configuration, load the store (`handle(config)` returns the engine: an object with
-    `info()` and `reply(request)`), say it is ready, then answer each request in turn. The
-    worker dies with its parent, and ends when its stdin closes."""
+    `info()` and `reply(request)`), say it is ready, then answer each request in turn; what
+    `reply` raises is answered as `broken` (the parent's `Worker.call` raises HarnessBroken:
+    a query's own failure is in the reply it returns). The worker dies with its parent, and
+    ends when its stdin closes."""
     config = json.loads(sys.stdin.readline() or "{}")
     _die_with_parent(int(config.get("parent") or 0))
     _limit_memory(int(config.get("memory_bytes") or WORKER_MEMORY))
@@ -296,10 +301,12 @@ def serve(handle: Any) -> None:
         return
     for line in sys.stdin:
         try:
-            reply = engine.reply(json.loads(line))
-        except Exception as exc:  # noqa: BLE001 - a request the engine did not expect
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        out.write(json.dumps(reply).encode() + b"\n")
+            text = json.dumps(engine.reply(json.loads(line)))
+        except Exception as exc:  # noqa: BLE001 - the engine answers a query's own failure in
+            #                        its reply: what is raised is the harness's, which halts
+            text = json.dumps({"broken": f"the store's worker failed a request: "
+                                         f"{type(exc).__name__}: {exc}"})
+        out.write(text.encode() + b"\n")
         out.flush()
 
 
