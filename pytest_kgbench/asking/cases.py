@@ -94,6 +94,9 @@ def marker_lines(settings: Settings, registry: Registry | None = None) -> list[s
             continue  # collection reports it, naming the file
         for variant in (manifest.get("variants") or {"base": {}}):
             names.setdefault(str(variant), f"kgbench variant {variant}")
+    for variant in settings.plan.variants:  # a scaled one (issuers=1000000) is no pack's name
+        if variant != "all":
+            names.setdefault(variant, f"kgbench variant {variant}")
     return [f"{name}: {what}" for name, what in names.items()]
 
 

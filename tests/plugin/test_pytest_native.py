@@ -36,6 +36,18 @@ def test_markers_select_exactly_and_are_registered(project) -> None:
     assert ids and all("[R1-gold-rep1]" in i for i in ids)  # R10 is not R1 under -m
 
 
+def test_a_scaled_variants_marker_is_registered(project) -> None:
+    """A size given on the command line (`--variant issuers=45`) is a variant no manifest
+    names; its marker is registered all the same: no PytestUnknownMarkWarning, and
+    --strict-markers collects it."""
+    p = project()
+    result = p.runpytest("questions", "--collect-only", "-q", "--strict-markers",
+                         "-W", "error::pytest.PytestUnknownMarkWarning",
+                         "--variant", "issuers=45", "--condition", "D1", "-k", "Q01")
+    assert result.ret == 0, result.stdout.str()
+    assert _ids(result) == ["credit-Q01[issuers=45-D1-gold-rep1]"], result.stdout.str()
+
+
 def test_dash_k_r1_is_the_condition_not_the_first_repeat(project) -> None:
     p = project()
     result = p.runpytest("questions", "--collect-only", "-q", "-k", "R1 and Q01",
