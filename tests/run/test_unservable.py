@@ -135,6 +135,25 @@ def test_a_key_from_a_gold_query_is_whole_past_the_caps(tmp_path: Path,
     assert field["expected"] == listed and len(field["got"]) == len(listed)
 
 
+@pytest.mark.parametrize("hand", [True, False])
+def test_kgbench_check_reads_a_reference_whole_against_a_whole_key(tmp_path: Path,
+                                                                    hand: bool) -> None:
+    """`kgbench check` compares each reference query's result with the key: past the row cap
+    the reference was cut at 500 rows, so a whole key (by hand, or now a gold query's) was
+    reported as differing from its own reference. Both are whole now."""
+    from pytest_kgbench.packs.build import build_variant
+    from pytest_kgbench.packs.schema import load_pack
+    from pytest_kgbench.run.validate import check_questions
+
+    folder = _pack(tmp_path / "plain", 900, hand=hand)
+    built = build_variant(load_pack(folder), "base", tmp_path / "cache")
+    questions = load_questions(folder / "questions.yaml", pack="plain").questions
+    checks = {c.question: c for c in check_questions(list(questions), built)}
+    assert {q: c.problems for q, c in checks.items() if c.problems} == {}
+    assert len(checks["plain-Q1"].key["skus"]) == len(checks["plain-Q1"].gold["sql"]["skus"]) \
+        == 600
+
+
 def test_a_store_holds_its_results_to_the_caps_it_is_opened_with(tmp_path: Path) -> None:
     """`open_store(..., caps=)`: the store a key is read from hands over whole results (WHOLE);
     the SPARQL worker, like the SQL one, takes the executor's caps with each query."""
