@@ -133,7 +133,8 @@ class SparqlExecutor(Executor):
             result.refused, result.error = verdict.refused, result.error or verdict.error
         else:
             left = self.timeout - (time.perf_counter() - start)
-            request = {"op": "run", "statement": statement, "read": here}
+            request = {"op": "run", "statement": statement, "read": here,
+                       "caps": asdict(self.caps)}  # caps per query, as the SQL worker's
             try:
                 reply = self.worker.call(request, left) if left > 0 else None
             except WorkerDied as exc:

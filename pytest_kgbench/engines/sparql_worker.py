@@ -253,6 +253,8 @@ class GraphEngine:
     def reply(self, request: Mapping[str, Any]) -> dict[str, Any]:
         op = request.get("op")
         if op == "run":
+            if request.get("caps"):  # the executor's caps, per query (Executor.caps)
+                self.caps = Caps(**request["caps"])
             return self.run(str(request["statement"]), read=bool(request.get("read")))
         if op == "classify":
             verdict = self.classify(str(request["statement"]))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.core.registry import Registry, given
-from pytest_kgbench.engines import CAPS, Caps
+from pytest_kgbench.engines import CAPS, WHOLE, Caps
 from pytest_kgbench.engines.guard import Guard
 
 if TYPE_CHECKING:
@@ -142,24 +142,30 @@ def engine_labels(engines: Mapping[str, str] | None = None,
 
 def open_store(built: Built, where: Any, persona: str, *,
                engines: Mapping[str, str] | None = None, timeout: float = 60.0,
-               registry: Registry | None = None) -> Executor:
+               registry: Registry | None = None, caps: Caps = CAPS) -> Executor:
     """The store `where` (a condition, or a reference query's name) queries for `persona`,
-    opened on the persona's view of the variant (withheld data absent)."""
+    opened on the persona's view of the variant (withheld data absent), its results held to
+    `caps`: a model's store the standard `CAPS`; the store a key is read from `WHOLE` (a key
+    is never cut). Every executor applies its `caps` per query."""
     target = target_of(where)
     kind = store_kind(target.language, engines, registry)
-    return kind.open(built.source, target.data, guard_for(built, persona),
-                     ontology=target.ontology, timeout=timeout)
+    store = kind.open(built.source, target.data, guard_for(built, persona),
+                      ontology=target.ontology, timeout=timeout)
+    store.caps = caps
+    return store
 
 
 def store_from_context(context: str, language: str, guard: Guard,
                        engines: Mapping[str, str] | None = None,
-                       registry: Registry | None = None, caps: Caps = CAPS) -> Executor:
-    """A store over the data a reading prompt shows (the reading gold agent's), on the named
-    engine when it can build one, else on the language's default engine."""
+                       registry: Registry | None = None) -> Executor:
+    """A store over the data a reading prompt shows (the reading gold agent's, and a rescore's
+    of its queries), on the named engine when it can build one, else on the language's default
+    engine. Its results are whole (`WHOLE`): it proves the prompt holds the facts, against a
+    key that is never cut, whatever one query may hand a model."""
     kind = store_kind(language, engines, registry)
-    store = kind.from_context(context, guard, caps)
+    store = kind.from_context(context, guard, WHOLE)
     if store is None:
-        store = store_kind(language, None, registry).from_context(context, guard, caps)
+        store = store_kind(language, None, registry).from_context(context, guard, WHOLE)
     if store is None:
         from pytest_kgbench.core.errors import HarnessBroken
 

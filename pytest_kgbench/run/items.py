@@ -410,16 +410,46 @@ class ItemRunner:
 
 def past_row_cap(q: Question, key: dict[str, Any] | None, caps: Caps) -> str | None:
     """Why no answer read through one query can hold the key: a list field of the key longer
-    than the rows a query hands over (`Caps.rows`); or None. At 200,000 issuers some lists
-    hold thousands of entities, and even the gold agent's reference query is cut at the cap:
-    a limit of the harness, which grows with the data, not a model's miss."""
+    than the rows a query hands over (`Caps.rows`), or whose values, one row each, take more
+    characters than a query's result may hold (`Caps.result_chars`); or None. At 200,000
+    issuers some lists hold thousands of entities, and a list of long rows (ck25-39: 485 rows,
+    435 of them within 30,000 characters) is cut before its rows run out: the gold agent's
+    reference query is cut too. A model may page (LIMIT/OFFSET), but the reference reads one
+    query, so nothing vouches for such an item: a limit of the harness, which grows with the
+    data, not a model's miss."""
     for f in q.fields:
         value = (key or {}).get(f.name)
-        if isinstance(value, list) and len(value) > caps.rows:
+        if not isinstance(value, list):
+            continue
+        if len(value) > caps.rows:
             return (f"{q.id}: its key lists {len(value):,} values in '{f.name}' and a query "
                     f"hands over at most {caps.rows:,} rows: no answer read through the "
                     "store can hold them (a limit of the harness, not graded)")
+        chars = list_chars(value)
+        if chars > result_room(caps):
+            return (f"{q.id}: its key lists {len(value):,} values in '{f.name}', "
+                    f"{chars:,} characters as a query's rows, and a query hands over at most "
+                    f"{caps.result_chars:,} characters: no answer read through one query can "
+                    "hold them (a limit of the harness, not graded)")
     return None
+
+
+def list_chars(values: list[Any]) -> int:
+    """The characters a list's values take as a query's result rows (one row each, a list a
+    row of cells): at least what any query handing them over takes."""
+    from pytest_kgbench.engines import render_row
+
+    return sum(len(render_row(v if isinstance(v, (list, tuple)) else [v])) + 1
+               for v in values)
+
+
+def result_room(caps: Caps) -> int:
+    """The characters a result's rows may take within `caps.result_chars` (`fill_capped`'s
+    budget for one column: the header and the closing line at its longest take the rest)."""
+    from pytest_kgbench.engines import ending
+
+    return caps.result_chars - 1 - len(ending(caps.rows, caps.count_rows, False, caps.rows,
+                                              True, caps))
 
 
 def _now() -> str:

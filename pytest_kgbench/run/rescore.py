@@ -150,7 +150,8 @@ class _Regrader:
 
     def store(self, rec: BankedRecord, q: Question, cond: Any, built: Any) -> Any:
         """The store the item's queries run on again: the condition's executor for a querying
-        item, else one rebuilt from the stored prompt."""
+        item (capped, as a model's), else one rebuilt from the stored prompt (whole, as the
+        reading gold agent's was: `store_from_context`)."""
         from pytest_kgbench.engines.stores import guard_for, store_from_context
 
         if cond.mode == "querying":

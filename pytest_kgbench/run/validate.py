@@ -16,7 +16,7 @@ from typing import Any
 from pytest_kgbench.core.errors import InputError
 from pytest_kgbench.core.questions import Question
 from pytest_kgbench.core.registry import Registry, given
-from pytest_kgbench.engines import Executor
+from pytest_kgbench.engines import WHOLE, Executor
 from pytest_kgbench.engines.stores import open_store
 from pytest_kgbench.packs.build import Built
 from pytest_kgbench.packs.evidence import walk
@@ -43,7 +43,9 @@ class QuestionCheck:
 
 
 class Stores:
-    """One store per reference kind and persona over a built variant, opened on first use."""
+    """One store per reference kind and persona over a built variant, opened on first use,
+    handing over whole results (`WHOLE`): a reference query is checked against a key that is
+    never cut, so its result must not be cut either (a model's store keeps the caps)."""
 
     def __init__(self, built: Built, timeout: float = 60.0,
                  engines: Mapping[str, str] | None = None,
@@ -59,7 +61,8 @@ class Stores:
         key = (reference, persona)
         if key not in self._open:
             self._open[key] = open_store(self.built, reference, persona, engines=self.engines,
-                                         timeout=self.timeout, registry=self.registry)
+                                         timeout=self.timeout, registry=self.registry,
+                                         caps=WHOLE)
         return self._open[key]
 
     def close(self) -> None:

@@ -81,6 +81,7 @@ def query_key(question: Question, built: Built) -> dict[str, Any]:
     """The fields the question's gold query gives on the built data (a pack without key
     functions: the key is the reference's result). The query failing is the harness's failure,
     never a grade: HarnessBroken."""
+    from pytest_kgbench.engines import WHOLE
     from pytest_kgbench.engines.stores import open_store
     from pytest_kgbench.scoring.answers import fields_from_rows
 
@@ -93,16 +94,28 @@ def query_key(question: Question, built: Built) -> dict[str, Any]:
                 import atexit
 
                 atexit.register(close_key_stores)
-            _KEY_STORES[where] = open_store(built, language, question.persona, timeout=300.0)
+            # whole results: a key cut at the caps a model's query has would grade a whole
+            # answer wrong (ck25-39: 485 rows, 435 within 30,000 characters)
+            _KEY_STORES[where] = open_store(built, language, question.persona, timeout=300.0,
+                                            caps=WHOLE)
         result = _KEY_STORES[where].run(question.gold[language])
-        if not result.ok:
+        if not result.ok or result.truncated:
             raise HarnessBroken(f"{question.file}: question {question.id}: its key is the result "
-                                f"of its gold {language} query, which "
-                                f"{'was refused' if result.refused else 'failed'}: "
-                                f"{result.refused or result.error}")
+                                f"of its gold {language} query, which {_why_not(result)}")
         try:
             _QUERIED[cache] = fields_from_rows(question.fields, result.columns, result.rows)
         except KeyError as exc:
             raise InputError(question.file, f"its gold {language} query {exc.args[0]}",
                              question=question.id, field=f"gold.{language}") from exc
     return _QUERIED[cache]
+
+
+def _why_not(result: Any) -> str:
+    """Why a gold query's result cannot be a key: refused, failed, or cut even with the caps
+    lifted (a cell past `WHOLE.cell_chars`, rows past `WHOLE.rows`): a key is never cut."""
+    if result.refused or not result.ok:
+        return (f"{'was refused' if result.refused else 'failed'}: "
+                f"{result.refused or result.error}")
+    return (f"is cut even with the caps lifted ({result.row_count:,} rows, "
+            f"{len(result.rows):,} kept; cells cut: {result.cells_cut}): a key must be whole; "
+            "give the question a key function (docs/packs.md)")

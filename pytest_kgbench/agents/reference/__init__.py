@@ -66,7 +66,7 @@ class ReferenceAgent(BaseAgent):
 
         lang = task.condition.language
         cache_key = (task.prompt.context_sha256 + task.guard.persona, lang)
-        if cache_key not in self._stores:
+        if cache_key not in self._stores:  # whole results, as the key's (store_from_context)
             self._stores[cache_key] = store_from_context(
                 task.prompt.context, lang, task.guard, self.settings.stores.engines,
                 self.registry)
