@@ -359,3 +359,21 @@ def engine_rows(rows: Iterable[T]) -> Iterator[T]:
         except Exception as exc:  # noqa: BLE001 - the engine's, whatever kind: the query's
             raise EngineFailed(exc) from exc
         yield row
+
+
+def fill_from_engine(result: QueryResult, columns: list[str], rows: Iterable[Any],
+                     cell: Callable[[Any], Any], caps: Caps, store: str,
+                     queries: tuple[type[BaseException], ...] = (MemoryError,)) -> None:
+    """`fill_capped` over the rows an engine hands over: what the engine raises as it hands
+    them over is re-raised as it was (the query's result), and so is what `queries` names
+    (the result's size, its nesting); anything else the harness's conversion of the rows
+    raises is its own failure, HarnessBroken naming `store`."""
+    try:
+        fill_capped(result, columns, engine_rows(rows), cell, caps)
+    except EngineFailed as failed:
+        raise failed.error from None
+    except queries:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the engine's rows, converted by the harness
+        raise HarnessBroken(f"the harness could not convert the {store}'s rows: "
+                            f"{type(exc).__name__}: {exc}") from exc

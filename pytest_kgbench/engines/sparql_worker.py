@@ -21,10 +21,8 @@ from typing import Any
 from pytest_kgbench.core.errors import HarnessBroken
 from pytest_kgbench.engines import (
     Caps,
-    EngineFailed,
     QueryResult,
-    engine_rows,
-    fill_capped,
+    fill_from_engine,
     jsonable,
 )
 from pytest_kgbench.engines.guard import Guard, Verdict, classify_sparql
@@ -240,15 +238,8 @@ class GraphEngine:
             return
         names = ["ask"] if res.type == "ASK" else [str(v) for v in (res.vars or [])]
         rows = _ask(res) if res.type == "ASK" else _rows(res, len(names))
-        try:
-            fill_capped(result, names, engine_rows(rows), _cell, self.caps)
-        except EngineFailed as failed:
-            raise failed.error from None
-        except (RecursionError, MemoryError):
-            raise  # the query's nesting, its result's size: the query's
-        except Exception as exc:  # noqa: BLE001 - the engine's rows, converted by the harness
-            raise HarnessBroken(f"the harness could not convert the graph store's rows: "
-                                f"{type(exc).__name__}: {exc}") from exc
+        fill_from_engine(result, names, rows, _cell, self.caps, "graph store",
+                         (RecursionError, MemoryError))  # its nesting, its size: the query's
 
     def reply(self, request: Mapping[str, Any]) -> dict[str, Any]:
         op = request.get("op")

@@ -27,12 +27,10 @@ from pytest_kgbench.core.errors import HarnessBroken
 from pytest_kgbench.engines import (
     CAPS,
     Caps,
-    EngineFailed,
     Executor,
     QueryResult,
     TableInfo,
-    engine_rows,
-    fill_capped,
+    fill_from_engine,
     jsonable,
 )
 from pytest_kgbench.engines.guard import (
@@ -349,15 +347,8 @@ class SqlExecutor(SqlStore):
         """Run a statement the guard let through and fill `result` with its capped rows."""
         cursor = self.con.execute(statement)
         columns = [d[0] for d in (cursor.description or [])]
-        try:
-            fill_capped(result, columns, engine_rows(_fetched(cursor)), jsonable, self.caps)
-        except EngineFailed as failed:
-            raise failed.error from None  # the engine's, as it raised it: the query's result
-        except MemoryError:
-            raise  # the result's size, past the worker's memory: the query's
-        except Exception as exc:  # noqa: BLE001 - the engine's rows, converted by the harness
-            raise HarnessBroken(f"the harness could not convert the {self.title} store's rows: "
-                                f"{type(exc).__name__}: {exc}") from exc
+        fill_from_engine(result, columns, _fetched(cursor), jsonable, self.caps,
+                         f"{self.title} store")
 
     def _interrupt(self) -> None:
         """Stop what is running now (called from the deadline's thread)."""
